@@ -1,0 +1,1 @@
+"""NATS JetStream plumbing: streams, pipelined publish, pull consumers, dead letters, leases, bootstrap."""

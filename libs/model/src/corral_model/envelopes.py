@@ -1,0 +1,183 @@
+"""The three envelopes that travel on the bus: what changed, what to do, and what was done.
+
+Everything on LH_OBJECTS is an ObjectEvent, everything on LH_COMMANDS a Command, everything on
+LH_RESULTS a CommandResult. They are JSON (so `nats sub` stays readable), frozen, keyword-only, and
+carry a `schema` string "<name>/v<major>[.<minor>]": decoding ignores unknown fields, so a newer
+minor version is read by an older service, while an unknown major version is refused with a clear
+error instead of being half-understood.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from typing import Any, Generic, Literal, TypeVar
+
+import msgspec
+
+K = TypeVar("K")
+
+EVENT_SCHEMA = "corral.event/v1"
+COMMAND_SCHEMA = "corral.command/v1"
+RESULT_SCHEMA = "corral.result/v1"
+
+
+class EventType(enum.StrEnum):
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+    # Marker published after every (re)list of a kind: the consumer's view of that kind is complete.
+    RESYNCED = "RESYNCED"
+
+
+class ObjectEvent(msgspec.Struct, Generic[K], frozen=True, kw_only=True, rename="camel"):
+    """One observed change of one Kubernetes object (or a RESYNCED marker for a whole kind).
+
+    Generic in the slim object's type: a consumer picks the decoder by the kind in the subject
+    (`ObjectEvent[Volume]`), so it decodes straight into typed Structs; `ObjectEvent[Any]` reads any.
+    """
+
+    schema: str = EVENT_SCHEMA
+    type: EventType
+    kind: str
+    namespace: str
+    name: str
+    uid: str = ""
+    resource_version: str = ""
+    # Wall-clock seconds when the watcher saw the change; used for lag metrics only.
+    observed_at: float = 0.0
+    # The slim object (None for RESYNCED). A DELETED event carries the last known state.
+    object: K | None = None
+
+    @property
+    def event_id(self) -> str:
+        """Deterministic id (kind + uid + resourceVersion): the Nats-Msg-Id that dedups replays."""
+        return event_id(self.type, self.kind, self.namespace, self.name, self.uid, self.resource_version)
+
+
+def event_id(type_: EventType, kind: str, namespace: str, name: str, uid: str, resource_version: str) -> str:
+    if type_ is EventType.RESYNCED:
+        # A resync marker is unique per list; the list's resourceVersion tells lists apart.
+        return f"resync:{kind}:{namespace}:{resource_version}"
+    suffix = ":deleted" if type_ is EventType.DELETED else ""
+    return f"{kind}:{uid}:{resource_version}{suffix}"
+
+
+class Verb(enum.StrEnum):
+    PATCH = "patch"
+    PATCH_STATUS = "patch-status"
+    CREATE = "create"
+    DELETE = "delete"
+
+
+class FieldValue(msgspec.Struct, frozen=True, kw_only=True):
+    """A JSON-pointer path and a value: one change, or one precondition."""
+
+    path: str
+    value: Any
+
+
+class Target(msgspec.Struct, frozen=True, kw_only=True):
+    kind: str
+    namespace: str
+    name: str
+    # For deletes: the uid the object must still have (a recreated object is not ours to delete).
+    uid: str = ""
+
+
+class Command(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A decision: change these fields of this object, provided those fields still hold these values."""
+
+    schema: str = COMMAND_SCHEMA
+    id: str
+    service: str
+    verb: Verb
+    target: Target
+    changes: tuple[FieldValue, ...] = ()
+    preconditions: tuple[FieldValue, ...] = ()
+    # For CREATE: the whole object to create.
+    body: dict[str, Any] | None = None
+    reason: str = ""
+    created_at: float = 0.0
+
+
+def command_id(
+    service: str,
+    verb: Verb,
+    target: Target,
+    changes: tuple[FieldValue, ...],
+    preconditions: tuple[FieldValue, ...],
+) -> str:
+    """Hash of service, target, intent and precondition: the same decision always has the same id.
+
+    So a restarted or duplicated decider republishes an identical Nats-Msg-Id and JetStream drops it.
+    """
+    digest = hashlib.sha256(
+        msgspec.json.encode([service, verb, target, changes, preconditions], order="sorted")
+    ).hexdigest()
+    return f"{service}-{digest[:32]}"
+
+
+def new_command(
+    *,
+    service: str,
+    verb: Verb,
+    target: Target,
+    changes: tuple[FieldValue, ...] = (),
+    preconditions: tuple[FieldValue, ...] = (),
+    body: dict[str, Any] | None = None,
+    reason: str = "",
+    created_at: float = 0.0,
+) -> Command:
+    return Command(
+        id=command_id(service, verb, target, changes, preconditions),
+        service=service,
+        verb=verb,
+        target=target,
+        changes=changes,
+        preconditions=preconditions,
+        body=body,
+        reason=reason,
+        created_at=created_at,
+    )
+
+
+class Outcome(enum.StrEnum):
+    APPLIED = "applied"
+    PRECONDITION_FAILED = "precondition-failed"
+    REJECTED_BY_POLICY = "rejected-by-policy"
+    NOT_FOUND = "not-found"
+    ERROR = "error"
+
+
+class CommandResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """What the actuator did with one command, and why."""
+
+    schema: str = RESULT_SCHEMA
+    command_id: str
+    service: str
+    target: Target
+    outcome: Outcome
+    detail: str = ""
+    # The object's resourceVersion after the write ("" when nothing was written).
+    resource_version: str = ""
+    dry_run: bool = False
+    finished_at: float = 0.0
+
+
+class DeadLetter(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A message that could not be handled, kept with the reason so nothing is lost silently."""
+
+    schema: str = "corral.dead/v1"
+    reason: str
+    stream: str = ""
+    subject: str = ""
+    consumer: str = ""
+    deliveries: int = 0
+    headers: dict[str, str] = {}
+    # The original payload, as text when it was UTF-8, else base64 in payload_b64.
+    payload: str = ""
+    payload_b64: str = ""
+
+
+EnvelopeName = Literal["corral.event", "corral.command", "corral.result", "corral.dead"]

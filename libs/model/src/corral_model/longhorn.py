@@ -1,0 +1,459 @@
+"""Slim Structs for the Kubernetes objects corral reads: only the fields some service looks at.
+
+They keep the Kubernetes shape (metadata / spec / status, camelCase JSON) so the same Struct decodes
+a watch event from the API server and an ObjectEvent from the bus, and so a command's JSON-pointer
+path (`/spec/image`) names the same field in both. Unknown fields are ignored on decode: the watcher
+drops `managedFields` and everything else corral does not read simply by not declaring it.
+Field meanings: ../shared/spec/longhorn-behaviour.md. `gc=False`: these hold no reference cycles, and
+a decision service keeps one per volume (100 k of them), so the collector should never walk them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class _Slim(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True, gc=False):
+    pass
+
+
+class OwnerReference(_Slim, frozen=True):
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+
+
+class ObjectMeta(_Slim, frozen=True):
+    name: str
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = ""
+    generation: int = 0
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    finalizers: tuple[str, ...] = ()
+    owner_references: tuple[OwnerReference, ...] = ()
+
+
+class Condition(_Slim, frozen=True):
+    type: str
+    status: str = "Unknown"
+    reason: str = ""
+    message: str = ""
+
+
+def condition_status(conditions: tuple[Condition, ...], type_: str) -> str:
+    """Longhorn's rule: a missing condition reads as status Unknown."""
+    for c in conditions:
+        if c.type == type_:
+            return c.status
+    return "Unknown"
+
+
+# --- Volume, Engine, Replica -------------------------------------------------------------------
+
+
+class VolumeSpec(_Slim, frozen=True):
+    image: str = ""
+    data_engine: str = "v1"
+    number_of_replicas: int = 3
+    size: str = ""
+    node_id: str = msgspec.field(default="", name="nodeID")
+    migration_node_id: str = msgspec.field(default="", name="migrationNodeID")
+    data_locality: str = "disabled"
+    access_mode: str = "rwo"
+    migratable: bool = False
+    frontend: str = ""
+    standby: bool = False
+    stale_replica_timeout: int = 0
+    target_node_id_for_live_upgrade: str = msgspec.field(default="", name="targetNodeIDForLiveUpgrade")
+
+
+class VolumeStatus(_Slim, frozen=True):
+    state: str = ""
+    robustness: str = ""
+    current_image: str = ""
+    is_standby: bool = False
+    expansion_required: bool = False
+    restore_required: bool = False
+    current_migration_node_id: str = msgspec.field(default="", name="currentMigrationNodeID")
+    owner_id: str = msgspec.field(default="", name="ownerID")
+    current_node_id: str = msgspec.field(default="", name="currentNodeID")
+    current_size: str = ""
+    current_target_node_id_for_live_upgrade: str = msgspec.field(
+        default="", name="currentTargetNodeIDForLiveUpgrade"
+    )
+
+
+class Volume(_Slim, frozen=True):
+    metadata: ObjectMeta
+    spec: VolumeSpec = VolumeSpec()
+    status: VolumeStatus = VolumeStatus()
+
+
+class EngineSpec(_Slim, frozen=True):
+    volume_name: str = ""
+    image: str = ""
+    node_id: str = msgspec.field(default="", name="nodeID")
+    data_engine: str = "v1"
+    desire_state: str = ""
+    volume_size: str = ""
+    target_node_id_for_live_upgrade: str = msgspec.field(default="", name="targetNodeIDForLiveUpgrade")
+
+
+class EngineStatus(_Slim, frozen=True):
+    current_image: str = ""
+    current_state: str = ""
+    current_size: str = ""
+    owner_id: str = msgspec.field(default="", name="ownerID")
+    replica_mode_map: dict[str, str] = {}
+    current_target_node_id_for_live_upgrade: str = msgspec.field(
+        default="", name="currentTargetNodeIDForLiveUpgrade"
+    )
+
+
+class Engine(_Slim, frozen=True):
+    metadata: ObjectMeta
+    spec: EngineSpec = EngineSpec()
+    status: EngineStatus = EngineStatus()
+
+
+class ReplicaSpec(_Slim, frozen=True):
+    volume_name: str = ""
+    engine_name: str = ""
+    image: str = ""
+    node_id: str = msgspec.field(default="", name="nodeID")
+    data_engine: str = "v1"
+    desire_state: str = ""
+    failed_at: str = ""
+
+
+class ReplicaStatus(_Slim, frozen=True):
+    current_image: str = ""
+    current_state: str = ""
+    owner_id: str = msgspec.field(default="", name="ownerID")
+
+
+class Replica(_Slim, frozen=True):
+    metadata: ObjectMeta
+    spec: ReplicaSpec = ReplicaSpec()
+    status: ReplicaStatus = ReplicaStatus()
+
+
+# --- EngineImage ---------------------------------------------------------------------------------
+
+
+class EngineImageSpec(_Slim, frozen=True):
+    image: str = ""
+
+
+class EngineImageStatus(_Slim, frozen=True):
+    owner_id: str = msgspec.field(default="", name="ownerID")
+    state: str = ""
+    ref_count: int = 0
+    no_ref_since: str = ""
+    incompatible: bool = False
+    node_deployment_map: dict[str, bool] = {}
+    conditions: tuple[Condition, ...] = ()
+    version: str = ""
+    git_commit: str = ""
+    cli_api_version: int = msgspec.field(default=0, name="cliAPIVersion")
+    cli_api_min_version: int = msgspec.field(default=0, name="cliAPIMinVersion")
+    controller_api_version: int = msgspec.field(default=0, name="controllerAPIVersion")
+    controller_api_min_version: int = msgspec.field(default=0, name="controllerAPIMinVersion")
+    data_format_version: int = 0
+    data_format_min_version: int = 0
+
+
+class EngineImage(_Slim, frozen=True):
+    metadata: ObjectMeta
+    spec: EngineImageSpec = EngineImageSpec()
+    status: EngineImageStatus = EngineImageStatus()
+
+
+def engine_image_name(image: str) -> str:
+    """Longhorn's EngineImage object name: `ei-` + first 8 hex chars of SHA-512 of the trimmed image."""
+    import hashlib
+
+    return "ei-" + hashlib.sha512(image.strip().encode()).hexdigest()[:8]
+
+
+# --- Longhorn Node, Setting -----------------------------------------------------------------------
+
+
+class NodeSpec(_Slim, frozen=True):
+    allow_scheduling: bool = True
+    instance_manager_cpu_request: int = msgspec.field(default=0, name="instanceManagerCPURequest")
+
+
+class NodeStatus(_Slim, frozen=True):
+    conditions: tuple[Condition, ...] = ()
+    cpu_policy: str = ""
+
+
+class Node(_Slim, frozen=True):
+    """A Longhorn Node CR (`nodes.longhorn.io`), not the Kubernetes Node (see KubeNode)."""
+
+    metadata: ObjectMeta
+    spec: NodeSpec = NodeSpec()
+    status: NodeStatus = NodeStatus()
+
+
+class SettingStatus(_Slim, frozen=True):
+    applied: bool = False
+
+
+class Setting(_Slim, frozen=True):
+    """A Longhorn Setting: `value` sits at the top level, beside metadata, as in the CRD."""
+
+    metadata: ObjectMeta
+    value: str = ""
+    status: SettingStatus = SettingStatus()
+
+
+# --- InstanceManager ------------------------------------------------------------------------------
+
+
+class InstanceProcessStatus(_Slim, frozen=True):
+    state: str = ""
+
+
+class InstanceProcess(_Slim, frozen=True):
+    status: InstanceProcessStatus = InstanceProcessStatus()
+
+
+class DataEngineV2Spec(_Slim, frozen=True):
+    cpu_mask: str = ""
+    cpu_isolation_enabled: str = ""
+
+
+class DataEngineSpec(_Slim, frozen=True):
+    v2: DataEngineV2Spec = DataEngineV2Spec()
+
+
+class DataEngineV2Status(_Slim, frozen=True):
+    cpu_mask: str = ""
+    cpu_core_number: int = 0
+    interrupt_mode_enabled: str = ""
+
+
+class DataEngineStatus(_Slim, frozen=True):
+    v2: DataEngineV2Status = DataEngineV2Status()
+
+
+class InstanceManagerSpec(_Slim, frozen=True):
+    node_id: str = msgspec.field(default="", name="nodeID")
+    image: str = ""
+    type: str = "aio"
+    data_engine: str = "v1"
+    data_engine_spec: DataEngineSpec = DataEngineSpec()
+
+
+class InstanceManagerStatus(_Slim, frozen=True):
+    current_state: str = ""
+    ip: str = ""
+    owner_id: str = msgspec.field(default="", name="ownerID")
+    instance_engines: dict[str, InstanceProcess] = {}
+    instance_engine_frontends: dict[str, InstanceProcess] = {}
+    instance_replicas: dict[str, InstanceProcess] = {}
+    conditions: tuple[Condition, ...] = ()
+    data_engine_status: DataEngineStatus = DataEngineStatus()
+
+
+class InstanceManager(_Slim, frozen=True):
+    metadata: ObjectMeta
+    spec: InstanceManagerSpec = InstanceManagerSpec()
+    status: InstanceManagerStatus = InstanceManagerStatus()
+
+
+# --- Kubernetes core / apps kinds -------------------------------------------------------------------
+
+
+class Toleration(_Slim, frozen=True):
+    key: str = ""
+    operator: str = ""
+    value: str = ""
+    effect: str = ""
+    toleration_seconds: int | None = None
+
+
+class ResourceRequirements(_Slim, frozen=True):
+    requests: dict[str, str] = {}
+    limits: dict[str, str] = {}
+
+
+class Probe(_Slim, frozen=True):
+    timeout_seconds: int = 1
+    period_seconds: int = 10
+    failure_threshold: int = 3
+    initial_delay_seconds: int = 0
+
+
+class Container(_Slim, frozen=True):
+    name: str = ""
+    image: str = ""
+    args: tuple[str, ...] = ()
+    resources: ResourceRequirements = ResourceRequirements()
+    liveness_probe: Probe | None = None
+
+
+class HostPath(_Slim, frozen=True):
+    path: str = ""
+
+
+class PodVolume(_Slim, frozen=True):
+    name: str = ""
+    host_path: HostPath | None = None
+
+
+class PodSpec(_Slim, frozen=True):
+    node_name: str = ""
+    node_selector: dict[str, str] | None = None
+    tolerations: tuple[Toleration, ...] = ()
+    priority_class_name: str = ""
+    priority: int | None = None
+    containers: tuple[Container, ...] = ()
+    volumes: tuple[PodVolume, ...] = ()
+
+
+class ContainerStatus(_Slim, frozen=True):
+    name: str = ""
+    ready: bool = False
+    restart_count: int = 0
+
+
+class PodStatus(_Slim, frozen=True):
+    phase: str = ""
+    pod_ip: str = msgspec.field(default="", name="podIP")
+    container_statuses: tuple[ContainerStatus, ...] = ()
+
+
+class Pod(_Slim, frozen=True):
+    metadata: ObjectMeta
+    spec: PodSpec = PodSpec()
+    status: PodStatus = PodStatus()
+
+
+class PodTemplateMeta(_Slim, frozen=True):
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+
+
+class PodTemplate(_Slim, frozen=True):
+    metadata: PodTemplateMeta = PodTemplateMeta()
+    spec: PodSpec = PodSpec()
+
+
+class WorkloadSpec(_Slim, frozen=True):
+    replicas: int | None = None
+    template: PodTemplate = PodTemplate()
+
+
+class WorkloadStatus(_Slim, frozen=True):
+    observed_generation: int = 0
+    desired_number_scheduled: int = 0
+    updated_number_scheduled: int = 0
+    number_ready: int = 0
+    replicas: int = 0
+    updated_replicas: int = 0
+    ready_replicas: int = 0
+
+
+class DaemonSet(_Slim, frozen=True):
+    metadata: ObjectMeta
+    spec: WorkloadSpec = WorkloadSpec()
+    status: WorkloadStatus = WorkloadStatus()
+
+
+class Deployment(_Slim, frozen=True):
+    metadata: ObjectMeta
+    spec: WorkloadSpec = WorkloadSpec()
+    status: WorkloadStatus = WorkloadStatus()
+
+
+class KubeNodeStatus(_Slim, frozen=True):
+    allocatable: dict[str, str] = {}
+    capacity: dict[str, str] = {}
+    images: tuple[dict[str, Any], ...] = ()
+    conditions: tuple[Condition, ...] = ()
+
+
+class KubeNodeSpec(_Slim, frozen=True):
+    unschedulable: bool = False
+
+
+class KubeNode(_Slim, frozen=True):
+    """A Kubernetes core/v1 Node (allocatable CPU, images, cordon)."""
+
+    metadata: ObjectMeta
+    spec: KubeNodeSpec = KubeNodeSpec()
+    status: KubeNodeStatus = KubeNodeStatus()
+
+
+# --- corral's own CRDs (v2 data-engine upgrade) ---------------------------------------------------
+
+
+class UpgradeNodeStatus(_Slim, frozen=True):
+    state: str = ""
+    message: str = ""
+
+
+class DataEngineUpgradeManagerSpec(_Slim, frozen=True):
+    data_engine: str = "v2"
+    nodes: tuple[str, ...] = ()
+
+
+class DataEngineUpgradeManagerStatus(_Slim, frozen=True):
+    owner_id: str = msgspec.field(default="", name="ownerID")
+    instance_manager_image: str = ""
+    state: str = ""
+    message: str = ""
+    upgrading_node: str = ""
+    upgrade_nodes: dict[str, UpgradeNodeStatus] = {}
+
+
+class DataEngineUpgradeManager(_Slim, frozen=True):
+    metadata: ObjectMeta
+    spec: DataEngineUpgradeManagerSpec = DataEngineUpgradeManagerSpec()
+    status: DataEngineUpgradeManagerStatus = DataEngineUpgradeManagerStatus()
+
+
+class NodeDataEngineUpgradeSpec(_Slim, frozen=True):
+    node_id: str = msgspec.field(default="", name="nodeID")
+    data_engine: str = "v2"
+    instance_manager_image: str = ""
+    data_engine_upgrade_manager: str = ""
+
+
+class NodeDataEngineUpgradeStatus(_Slim, frozen=True):
+    owner_id: str = msgspec.field(default="", name="ownerID")
+    volumes: dict[str, UpgradeNodeStatus] = {}
+    state: str = ""
+    message: str = ""
+
+
+class NodeDataEngineUpgrade(_Slim, frozen=True):
+    metadata: ObjectMeta
+    spec: NodeDataEngineUpgradeSpec = NodeDataEngineUpgradeSpec()
+    status: NodeDataEngineUpgradeStatus = NodeDataEngineUpgradeStatus()
+
+
+LonghornObject = (
+    Volume
+    | Engine
+    | Replica
+    | EngineImage
+    | Node
+    | Setting
+    | InstanceManager
+    | Pod
+    | DaemonSet
+    | Deployment
+    | KubeNode
+    | DataEngineUpgradeManager
+    | NodeDataEngineUpgrade
+)

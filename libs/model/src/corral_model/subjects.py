@@ -1,0 +1,61 @@
+"""Subject and stream names of the bus contract (DESIGN.md), and the escaping of names in them.
+
+NATS subject tokens cannot contain '.', '*', '>' or whitespace, but Kubernetes names can contain
+dots (node names are often FQDNs). Names are escaped reversibly so that one object is always one
+subject, which deliver-last-per-subject and the per-subject history limit rely on.
+"""
+
+from __future__ import annotations
+
+OBJECTS_STREAM = "LH_OBJECTS"
+COMMANDS_STREAM = "LH_COMMANDS"
+RESULTS_STREAM = "LH_RESULTS"
+DEAD_STREAM = "LH_DEAD"
+
+OBJECTS_PREFIX = "lh.obj"
+COMMANDS_PREFIX = "lh.cmd"
+RESULTS_PREFIX = "lh.res"
+DEAD_PREFIX = "lh.dead"
+
+_ESCAPES = {"%": "%25", ".": "%2E", "*": "%2A", ">": "%3E", " ": "%20", "\t": "%09"}
+
+
+def escape_token(text: str) -> str:
+    if not text:
+        return "_"
+    if not any(c in text for c in _ESCAPES):
+        return text
+    return "".join(_ESCAPES.get(c, c) for c in text)
+
+
+def unescape_token(token: str) -> str:
+    if token == "_":
+        return ""
+    if "%" not in token:
+        return token
+    out = token
+    for raw, esc in _ESCAPES.items():
+        if raw != "%":
+            out = out.replace(esc, raw)
+    return out.replace("%25", "%")
+
+
+def object_subject(kind_token: str, namespace: str, name: str) -> str:
+    return f"{OBJECTS_PREFIX}.{kind_token}.{escape_token(namespace)}.{escape_token(name)}"
+
+
+def resync_subject(kind_token: str, namespace: str) -> str:
+    """RESYNCED markers get their own subject per kind, so the last one per kind survives."""
+    return f"{OBJECTS_PREFIX}.{kind_token}.{escape_token(namespace)}._resync"
+
+
+def command_subject(service: str, kind_token: str, namespace: str, name: str) -> str:
+    return f"{COMMANDS_PREFIX}.{service}.{kind_token}.{escape_token(namespace)}.{escape_token(name)}"
+
+
+def result_subject(service: str, kind_token: str, namespace: str, name: str) -> str:
+    return f"{RESULTS_PREFIX}.{service}.{kind_token}.{escape_token(namespace)}.{escape_token(name)}"
+
+
+def dead_subject(stream: str, reason_class: str) -> str:
+    return f"{DEAD_PREFIX}.{stream.lower()}.{escape_token(reason_class)}"

@@ -1,0 +1,1 @@
+"""What every corral service shares: config, logs, health, metrics, tracing, shutdown."""

@@ -1,0 +1,1 @@
+"""corral im-restart service."""

@@ -1,0 +1,1 @@
+"""corral v2-upgrade service."""

@@ -1,0 +1,1 @@
+"""corral watcher service."""
