@@ -1,0 +1,1 @@
+"""Sub-commands of `corral`, one module each (see corral_cli.main)."""
