@@ -1,0 +1,147 @@
+"""Service configuration from environment variables, typed by a msgspec Struct.
+
+Services are deployed as containers whose only configuration channel is the environment, so every
+setting is a field of a Struct and `CORRAL_<FIELD>` (upper case) sets it. Values arrive as strings;
+msgspec's lax conversion turns them into ints, floats, bools and durations, and collections are read
+as JSON (`[...]`/`{...}`) or, for lists and sets, as comma-separated items. Every problem names the
+variable that caused it, and all problems are reported at once so an operator fixes them in one go.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, TypeVar
+
+import msgspec
+
+DEFAULT_NAMESPACE = "longhorn-system"
+
+LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+
+
+class ServiceConfig(msgspec.Struct, kw_only=True, frozen=True):
+    """What every corral service reads; services subclass it to add their own fields."""
+
+    service: str = ""
+    """Service name; the harness fills it from the name it runs when the environment leaves it empty."""
+    instance: str = ""
+    """This replica's identity as a lease holder; defaults to hostname-pid (the pod name in Kubernetes)."""
+    nats_url: str = "nats://127.0.0.1:4222"
+    namespace: str = DEFAULT_NAMESPACE
+    health_host: str = "0.0.0.0"
+    """Probes come from the kubelet, not from loopback, so listen on every interface by default."""
+    health_port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 8080
+    """Port of /livez, /readyz and /metrics; 0 picks a free one (tests, several services on one host)."""
+    log_level: LogLevel = "info"
+    lease_ttl_s: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    """A dead leader's lease expires after this long, so a standby takes over within it."""
+    shutdown_grace_s: Annotated[float, msgspec.Meta(ge=0)] = 20.0
+    """How long in-flight work may take to finish after SIGTERM before it is cancelled."""
+
+
+ConfigT = TypeVar("ConfigT", bound=msgspec.Struct)
+
+
+class ConfigError(ValueError):
+    """The environment does not describe a valid configuration; `problems` lists each one."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("invalid configuration:\n  " + "\n  ".join(problems))
+
+
+def env_name(field: str, prefix: str = "CORRAL_") -> str:
+    """The environment variable that sets `field`."""
+    return f"{prefix}{field.upper()}"
+
+
+def load_config(
+    cls: type[ConfigT], prefix: str = "CORRAL_", environ: Mapping[str, str] | None = None
+) -> ConfigT:
+    """Build `cls` from `<prefix><FIELD>` variables, raising ConfigError naming every bad variable."""
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    problems: list[str] = []
+    for field in msgspec.structs.fields(cls):
+        var = env_name(field.name, prefix)
+        if var not in env:
+            if field.required:
+                problems.append(f"{var} is required ({_describe(field.type)})")
+            continue
+        raw = env[var]
+        try:
+            values[field.name] = msgspec.convert(_parse(raw, field.type), field.type, strict=False)
+        except (msgspec.ValidationError, ValueError) as exc:
+            problems.append(f"{var}={raw!r}: {_strip_path(str(exc))}{_choices(field.type)}")
+    if problems:
+        raise ConfigError(problems)
+    try:
+        return msgspec.convert(values, cls, strict=False)
+    except msgspec.ValidationError as exc:
+        # Cross-field checks in __post_init__ land here; name the variable when msgspec knows it.
+        raise ConfigError([_name_variable(str(exc), prefix)]) from exc
+
+
+def _parse(raw: str, annotation: Any) -> Any:
+    """Turn the raw string into the shape msgspec.convert expects for `annotation`."""
+    shape = _shape(msgspec.inspect.type_info(annotation))
+    text = raw.strip()
+    if shape == "scalar":
+        return raw
+    if text.startswith(("[", "{")):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})") from exc
+    if shape == "sequence":
+        return [item.strip() for item in text.split(",") if item.strip()]
+    raise ValueError("expected a JSON object")
+
+
+def _shape(info: msgspec.inspect.Type) -> str:
+    if isinstance(info, msgspec.inspect.Metadata):
+        return _shape(info.type)
+    if isinstance(
+        info,
+        msgspec.inspect.ListType
+        | msgspec.inspect.SetType
+        | msgspec.inspect.FrozenSetType
+        | msgspec.inspect.VarTupleType
+        | msgspec.inspect.TupleType,
+    ):
+        return "sequence"
+    if isinstance(
+        info, msgspec.inspect.DictType | msgspec.inspect.StructType | msgspec.inspect.TypedDictType
+    ):
+        return "mapping"
+    if isinstance(info, msgspec.inspect.UnionType):
+        shapes = {_shape(t) for t in info.types if not isinstance(t, msgspec.inspect.NoneType)}
+        return shapes.pop() if len(shapes) == 1 else "scalar"
+    return "scalar"
+
+
+def _choices(annotation: Any) -> str:
+    info = msgspec.inspect.type_info(annotation)
+    if isinstance(info, msgspec.inspect.LiteralType):
+        return " (one of: " + ", ".join(str(v) for v in info.values) + ")"
+    return ""
+
+
+def _describe(annotation: Any) -> str:
+    return getattr(annotation, "__name__", None) or str(annotation)
+
+
+def _strip_path(message: str) -> str:
+    # The variable already says where; msgspec's "- at `$`" suffix would only confuse.
+    return message.split(" - at `$`")[0]
+
+
+def _name_variable(message: str, prefix: str) -> str:
+    marker = " - at `$."
+    if marker in message:
+        text, _, path = message.partition(marker)
+        field = path.rstrip("`").split(".")[0].split("[")[0]
+        return f"{env_name(field, prefix)}: {text}"
+    return message
