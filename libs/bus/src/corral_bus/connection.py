@@ -1,0 +1,108 @@
+"""One connection to NATS per service: the client, its JetStream context, and reconnect bookkeeping.
+
+Reconnects are the normal case (a NATS pod restarts during a Longhorn upgrade too), so the client
+reconnects forever and buffers publishes meanwhile; consumers watch `Bus.reconnects` to re-create
+their server-side state, which a restarted server without persistence would have lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import nats
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+
+log = logging.getLogger("corral.bus")
+
+# Publishes buffered while disconnected, and the write buffer of a pipelined publisher.
+_PENDING_BYTES = 32 * 1024 * 1024
+
+
+@dataclass(eq=False)
+class Bus:
+    """A connected client. `reconnects` counts reconnections; `connected` is set while connected."""
+
+    nc: NATS
+    js: JetStreamContext
+    name: str
+    reconnects: int = 0
+    connected: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def is_connected(self) -> bool:
+        return self.nc.is_connected
+
+    async def close(self) -> None:
+        """Flush what is buffered and close; safe to call twice."""
+        if self.nc.is_closed:
+            return
+        try:
+            await self.nc.drain()
+        except Exception as e:  # a connection that is already broken cannot drain
+            log.debug("drain of %s failed: %s", self.name, e)
+            await self.nc.close()
+        self.connected.clear()
+
+    async def __aenter__(self) -> Bus:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+async def connect(
+    servers: str | Sequence[str],
+    name: str,
+    *,
+    reconnect_wait: float = 0.5,
+    connect_timeout: float = 2.0,
+    max_reconnect_attempts: int = -1,
+    js_timeout: float = 5.0,
+) -> Bus:
+    """Connect to NATS as `name` (shown in the server's connection list) and return a `Bus`.
+
+    Retries the first connection as well as later ones (`max_reconnect_attempts=-1`: forever), so a
+    service started before NATS waits for it; wrap in `asyncio.timeout` to bound that.
+    """
+    holder: list[Bus] = []
+
+    async def on_error(e: Exception) -> None:
+        log.warning("nats %s: %s: %s", name, type(e).__name__, e)
+
+    async def on_disconnected() -> None:
+        if holder:
+            holder[0].connected.clear()
+        log.warning("nats %s: disconnected", name)
+
+    async def on_reconnected() -> None:
+        if holder:
+            holder[0].reconnects += 1
+            holder[0].connected.set()
+        log.info("nats %s: reconnected to %s", name, nc.connected_url.netloc if nc.connected_url else "?")
+
+    async def on_closed() -> None:
+        log.info("nats %s: connection closed", name)
+
+    nc = await nats.connect(
+        servers=[servers] if isinstance(servers, str) else list(servers),
+        name=name,
+        error_cb=on_error,
+        disconnected_cb=on_disconnected,
+        reconnected_cb=on_reconnected,
+        closed_cb=on_closed,
+        allow_reconnect=True,
+        max_reconnect_attempts=max_reconnect_attempts,
+        reconnect_time_wait=reconnect_wait,
+        connect_timeout=connect_timeout,
+        ping_interval=10,
+        max_outstanding_pings=3,
+        pending_size=_PENDING_BYTES,
+    )
+    bus = Bus(nc=nc, js=nc.jetstream(timeout=js_timeout), name=name)
+    bus.connected.set()
+    holder.append(bus)
+    return bus

@@ -1,0 +1,356 @@
+"""Durable pull consumers: fetch in bounded batches, hand each message to a handler, ack by outcome.
+
+The handler's way of returning decides the message's fate:
+
+* returns: ack.
+* raises `TransientError` (or anything unexpected): nak with the next delay of the backoff list,
+  so JetStream redelivers it later; on the last allowed delivery it is dead-lettered instead.
+* raises `PermanentError` or `SchemaError` (cannot decode): the message goes to LH_DEAD with the
+  reason, then is acked. The consumer keeps going; a poison message never stops a service.
+
+A handler that dies mid-way (process killed) leaves its message unacked: JetStream redelivers it
+after `ack_wait`; when that exhausts `max_deliver`, the server's MAX_DELIVERIES advisory makes the
+consumer dead-letter it too. Long handlers are kept alive with in-progress acks automatically.
+
+The server-side consumer is (re)created idempotently at start, after every reconnect and whenever
+it turns out to be gone, so deleting it or restarting a memory-backed server heals by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.errors import ConnectionClosedError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy
+from nats.js.errors import NotFoundError
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from corral_bus.connection import Bus
+from corral_bus.deadletter import DeadReason, dead_letter, publish_dead_letter
+from corral_bus.delivery import Delivery
+from corral_bus.errors import PermanentError, TransientError
+from corral_bus.tracing import extract_trace
+from corral_model.codec import SchemaError
+
+log = logging.getLogger("corral.bus.consumer")
+_tracer = trace.get_tracer("corral_bus")
+
+Handler = Callable[[Delivery], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerSpec:
+    """A durable pull consumer and how hard it tries."""
+
+    stream: str
+    durable: str
+    filter_subjects: tuple[str, ...] = ()
+    backoff: tuple[float, ...] = (1.0, 5.0, 30.0)
+    """Delay before redelivery after the n-th transient failure (the last one repeats)."""
+    max_deliver: int = 5
+    ack_wait: float = 30.0
+    """How long an unacked delivery is given before JetStream redelivers it (a crashed handler)."""
+    max_ack_pending: int = 256
+    batch: int = 64
+    fetch_wait: float = 1.0
+    """How long one fetch waits for messages; also bounds how long `stop` waits for a fetch."""
+    deliver_policy: DeliverPolicy = DeliverPolicy.ALL
+    description: str = ""
+
+    def delay_after(self, num_delivered: int) -> float:
+        if not self.backoff:
+            return 0.0
+        return self.backoff[min(num_delivered, len(self.backoff)) - 1]
+
+    def consumer_config(self) -> ConsumerConfig:
+        filters = list(self.filter_subjects)
+        return ConsumerConfig(
+            name=self.durable,
+            durable_name=self.durable,
+            description=self.description or None,
+            deliver_policy=self.deliver_policy,
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=self.ack_wait,
+            max_deliver=self.max_deliver,
+            max_ack_pending=self.max_ack_pending,
+            filter_subject=filters[0] if len(filters) == 1 else None,
+            filter_subjects=filters if len(filters) > 1 else None,
+        )
+
+
+@dataclass(slots=True)
+class ConsumerStats:
+    acked: int = 0
+    redelivering: int = 0
+    dead_lettered: int = 0
+    rebinds: int = 0
+    in_flight: dict[int, tuple[Msg, float]] = field(default_factory=dict)
+
+
+class Consumer:
+    """Runs `handler` for every message of a durable pull consumer until `stop()`.
+
+    ::
+
+        consumer = Consumer(bus, ConsumerSpec(stream=COMMANDS_STREAM, durable="actuator"), handle)
+        consumer.start()
+        ...
+        await consumer.stop()
+    """
+
+    def __init__(self, bus: Bus, spec: ConsumerSpec, handler: Handler) -> None:
+        if spec.backoff and spec.max_deliver > 0 and spec.max_deliver <= 1:
+            raise ValueError("max_deliver must allow at least one redelivery when a backoff is set")
+        self.bus = bus
+        self.spec = spec
+        self.handler = handler
+        self.stats = ConsumerStats()
+        self._psub: JetStreamContext.PullSubscription | None = None
+        self._bound_at_reconnects = -1
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._keepalive: asyncio.Task[None] | None = None
+        self._advisories: Subscription | None = None
+        self._work_queue = False
+        self.ready = asyncio.Event()
+        """Set once the server-side consumer exists and fetching has begun."""
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> asyncio.Task[None]:
+        if self._task is None:
+            self._task = asyncio.create_task(self.run(), name=f"consumer-{self.spec.durable}")
+        return self._task
+
+    async def stop(self, grace: float = 10.0) -> None:
+        """Stop fetching, let the message in hand finish (nak it after `grace`), and return."""
+        self._stopping.set()
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), timeout=grace + self.spec.fetch_wait + 1)
+            except TimeoutError:
+                self._task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._task
+            self._task = None
+
+    async def run(self) -> None:
+        self._keepalive = asyncio.create_task(self._keep_alive(), name=f"keepalive-{self.spec.durable}")
+        try:
+            await self._loop()
+        finally:
+            self._keepalive.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._keepalive
+            await self._unbind()
+
+    # -- binding -----------------------------------------------------------------------------------
+
+    async def _bind(self) -> None:
+        """Create or update the durable consumer and subscribe to its pull inbox."""
+        await self._unbind()
+        js = self.bus.js
+        info = await js.stream_info(self.spec.stream)
+        self._work_queue = info.config.retention == RetentionPolicy.WORK_QUEUE
+        await js.add_consumer(self.spec.stream, self.spec.consumer_config())
+        self._psub = await js.pull_subscribe_bind(durable=self.spec.durable, stream=self.spec.stream)
+        advisory = f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{self.spec.stream}.{self.spec.durable}"
+        self._advisories = await self.bus.nc.subscribe(advisory, cb=self._on_max_deliveries)
+        self._bound_at_reconnects = self.bus.reconnects
+        self.stats.rebinds += 1
+        self.ready.set()
+
+    async def _unbind(self) -> None:
+        for sub in (self._psub, self._advisories):
+            if sub is not None:
+                with contextlib.suppress(Exception):
+                    await sub.unsubscribe()
+        self._psub = None
+        self._advisories = None
+
+    async def _consumer_exists(self) -> bool:
+        try:
+            await self.bus.js.consumer_info(self.spec.stream, self.spec.durable)
+            return True
+        except NotFoundError:
+            return False
+
+    # -- the loop ----------------------------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        retry = 0.1
+        idle_since = time.monotonic()
+        while not self._stopping.is_set():
+            try:
+                if self._psub is None or self._bound_at_reconnects != self.bus.reconnects:
+                    await self._bind()
+                    retry = 0.1
+                assert self._psub is not None
+                try:
+                    msgs = await self._psub.fetch(self.spec.batch, timeout=self.spec.fetch_wait)
+                except NatsTimeoutError:
+                    # Idle: now and then make sure the consumer was not deleted under us.
+                    if time.monotonic() - idle_since > 5 * self.spec.fetch_wait:
+                        idle_since = time.monotonic()
+                        if not await self._consumer_exists():
+                            log.warning("consumer %s vanished; re-creating it", self.spec.durable)
+                            self._psub = None
+                    continue
+                idle_since = time.monotonic()
+                await self._handle_batch(msgs)
+            except asyncio.CancelledError:
+                raise
+            except ConnectionClosedError:
+                log.info("consumer %s: connection closed, stopping", self.spec.durable)
+                return
+            except Exception as e:
+                # Server restarting, consumer deleted, JetStream briefly unavailable: re-bind.
+                log.warning("consumer %s: %s: %s; re-binding", self.spec.durable, type(e).__name__, e)
+                self._psub = None
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), timeout=retry)
+                retry = min(retry * 2, 5.0)
+
+    async def _handle_batch(self, msgs: list[Msg]) -> None:
+        for i, msg in enumerate(msgs):
+            if self._stopping.is_set():
+                # Give the rest back at once, so another replica takes them without waiting ack_wait.
+                for rest in msgs[i:]:
+                    with contextlib.suppress(Exception):
+                        await rest.nak()
+                return
+            await self._handle(msg)
+
+    def _delivery(self, msg: Msg) -> Delivery:
+        meta = msg.metadata
+        headers = msg.headers or {}
+        return Delivery(
+            data=msg.data,
+            subject=msg.subject,
+            headers=headers,
+            num_delivered=meta.num_delivered,
+            max_deliver=self.spec.max_deliver,
+            stream=meta.stream,
+            stream_seq=meta.sequence.stream,
+            num_pending=meta.num_pending,
+            trace_context=extract_trace(headers),
+            msg=msg,
+        )
+
+    async def _handle(self, msg: Msg) -> None:
+        delivery = self._delivery(msg)
+        token = otel_context.attach(delivery.trace_context)
+        self.stats.in_flight[delivery.stream_seq] = (msg, time.monotonic())
+        try:
+            with _tracer.start_as_current_span(
+                f"{self.spec.durable} process", kind=trace.SpanKind.CONSUMER
+            ) as span:
+                span.set_attribute("messaging.destination.name", delivery.subject)
+                span.set_attribute("messaging.message.delivery_count", delivery.num_delivered)
+                try:
+                    await self.handler(delivery)
+                except (SchemaError, PermanentError) as e:
+                    reason = DeadReason.UNDECODABLE if isinstance(e, SchemaError) else DeadReason.PERMANENT
+                    await self._dead_letter(delivery, reason, str(e) or type(e).__name__)
+                    return
+                except asyncio.CancelledError:
+                    with contextlib.suppress(Exception):
+                        await msg.nak()
+                    raise
+                except Exception as e:
+                    await self._retry_later(delivery, e)
+                    return
+                await msg.ack()
+                self.stats.acked += 1
+        finally:
+            self.stats.in_flight.pop(delivery.stream_seq, None)
+            otel_context.detach(token)
+
+    async def _retry_later(self, delivery: Delivery, error: Exception) -> None:
+        what = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        if delivery.is_last_attempt:
+            await self._dead_letter(
+                delivery,
+                DeadReason.MAX_DELIVERIES,
+                f"failed {delivery.num_delivered} deliveries; last: {what}",
+            )
+            return
+        if not isinstance(error, TransientError):
+            log.exception("consumer %s: handler failed on %s", self.spec.durable, delivery.subject)
+        delay = error.delay if isinstance(error, TransientError) and error.delay is not None else None
+        if delay is None:
+            delay = self.spec.delay_after(delivery.num_delivered)
+        await delivery.msg.nak(delay=delay)
+        self.stats.redelivering += 1
+
+    async def _dead_letter(self, delivery: Delivery, reason_class: DeadReason, reason: str) -> None:
+        letter = dead_letter(
+            reason_class=reason_class,
+            reason=reason,
+            stream=delivery.stream,
+            subject=delivery.subject,
+            consumer=self.spec.durable,
+            deliveries=delivery.num_delivered,
+            headers=delivery.headers,
+            data=delivery.data,
+        )
+        try:
+            await publish_dead_letter(self.bus.js, letter, reason_class, delivery.stream_seq)
+        except Exception as e:
+            # Not parked, so not acked either: it comes back and is tried again.
+            log.error("consumer %s: could not dead-letter %s: %s", self.spec.durable, delivery.subject, e)
+            await delivery.msg.nak(delay=self.spec.delay_after(1))
+            return
+        log.warning("consumer %s: dead-lettered %s: %s", self.spec.durable, delivery.subject, letter.reason)
+        await delivery.msg.ack()
+        self.stats.dead_lettered += 1
+
+    async def _on_max_deliveries(self, advisory: Msg) -> None:
+        """A delivery the handler never finished (crash, hang) exhausted `max_deliver`: park it."""
+        try:
+            body = json.loads(advisory.data)
+            seq = int(body["stream_seq"])
+            deliveries = int(body.get("deliveries", self.spec.max_deliver))
+            stored = await self.bus.js.get_msg(self.spec.stream, seq)
+        except Exception as e:
+            log.warning("consumer %s: unreadable max-deliveries advisory: %s", self.spec.durable, e)
+            return
+        letter = dead_letter(
+            reason_class=DeadReason.MAX_DELIVERIES,
+            reason=f"not acknowledged after {deliveries} deliveries (handler crashed or hung)",
+            stream=self.spec.stream,
+            subject=stored.subject or "",
+            consumer=self.spec.durable,
+            deliveries=deliveries,
+            headers=stored.headers,
+            data=stored.data or b"",
+        )
+        try:
+            await publish_dead_letter(self.bus.js, letter, DeadReason.MAX_DELIVERIES, seq)
+            if self._work_queue:
+                # A work queue would keep the message forever; it lives on in LH_DEAD.
+                await self.bus.js.delete_msg(self.spec.stream, seq)
+        except Exception as e:
+            log.error("consumer %s: could not dead-letter seq %d: %s", self.spec.durable, seq, e)
+
+    async def _keep_alive(self) -> None:
+        """Send in-progress acks for deliveries running longer than a third of `ack_wait`."""
+        period = max(0.1, self.spec.ack_wait / 3)
+        while True:
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            for msg, started in list(self.stats.in_flight.values()):
+                if now - started >= period:
+                    with contextlib.suppress(Exception):
+                        await msg.in_progress()

@@ -1,0 +1,229 @@
+"""Publishing into JetStream with pipelined acknowledgements.
+
+Waiting for each ack before sending the next message caps a Python publisher at a few thousand
+messages a second; sending without waiting for acks at all floods the server and loses messages
+without anyone noticing. The `Publisher` keeps a bounded window of messages in flight: `publish`
+returns as soon as the message is written while the window has room, and waits for acks once it is
+full. Every ack is checked; a missing ack is re-sent with the same `Nats-Msg-Id` (so the stream
+stores it once) until `give_up_after`; what still failed is raised by `flush`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import msgspec
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.errors import OutboundBufferLimitError
+
+from corral_bus.connection import Bus
+from corral_bus.errors import PublishError, PublishFailure
+from corral_bus.streams import MSG_ID_HEADER, TTL_HEADER
+from corral_bus.tracing import inject_trace
+
+log = logging.getLogger("corral.bus.publisher")
+
+
+class _ApiError(msgspec.Struct):
+    code: int = 0
+    err_code: int = 0
+    description: str = ""
+
+
+class _PubAck(msgspec.Struct):
+    stream: str = ""
+    seq: int = 0
+    duplicate: bool = False
+    error: _ApiError | None = None
+
+
+_ack_decoder = msgspec.json.Decoder(_PubAck)
+
+
+@dataclass(slots=True)
+class _InFlight:
+    subject: str
+    payload: bytes
+    headers: dict[str, str] | None
+    msg_id: str
+    first_sent: float
+    deadline: float
+
+
+class Publisher:
+    """Pipelined, acknowledged, deduplicated publishing into JetStream.
+
+    `await publish(...)` is fast while fewer than `window` messages await their ack;
+    `await flush()` waits until every message sent so far is acknowledged and raises `PublishError`
+    listing those that were not. A duplicate ack (the stream already had that `Nats-Msg-Id`) is a
+    success. Safe to share between tasks of one event loop.
+    """
+
+    def __init__(
+        self,
+        bus: Bus,
+        *,
+        window: int = 4096,
+        ack_timeout: float = 2.0,
+        give_up_after: float = 30.0,
+        trace: bool = True,
+    ) -> None:
+        if window < 1:
+            raise ValueError("window must be at least 1")
+        self._bus = bus
+        self._window = window
+        self._ack_timeout = ack_timeout
+        self._give_up_after = give_up_after
+        self._trace = trace
+        self._in_flight: dict[str, _InFlight] = {}
+        self._failures: list[PublishFailure] = []
+        self._room = asyncio.Event()
+        self._room.set()
+        self._drained = asyncio.Event()
+        self._drained.set()
+        self._sub: Subscription | None = None
+        self._prefix = ""
+        self._next = 0
+        self._reaper: asyncio.Task[None] | None = None
+        self._starting: asyncio.Lock = asyncio.Lock()
+        self.published = 0
+        self.duplicates = 0
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    async def _start(self) -> None:
+        async with self._starting:
+            if self._sub is not None:
+                return
+            nc = self._bus.nc
+            self._prefix = f"{nc.new_inbox()}."
+            self._sub = await nc.subscribe(f"{self._prefix}*", cb=self._on_ack, pending_msgs_limit=0)
+            self._reaper = asyncio.create_task(self._reap(), name=f"publisher-reaper-{self._bus.name}")
+
+    async def publish(
+        self,
+        subject: str,
+        payload: bytes,
+        *,
+        msg_id: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        ttl: float | None = None,
+    ) -> None:
+        """Send one message; returns once it is written and the window has room for the next.
+
+        `msg_id` becomes `Nats-Msg-Id` (the stream drops a repeat within its dedup window);
+        `ttl` becomes `Nats-TTL` (the stream must allow per-message TTLs, as LH_OBJECTS does).
+        """
+        if self._sub is None:
+            await self._start()
+        while len(self._in_flight) >= self._window:
+            self._room.clear()
+            await self._room.wait()
+        hdrs: dict[str, str] = dict(headers) if headers else {}
+        if msg_id:
+            hdrs[MSG_ID_HEADER] = msg_id
+        if ttl is not None:
+            hdrs[TTL_HEADER] = f"{max(1, round(ttl))}s"
+        if self._trace:
+            inject_trace(hdrs)
+        self._next += 1
+        token = str(self._next)
+        now = time.monotonic()
+        self._in_flight[token] = _InFlight(
+            subject, payload, hdrs or None, msg_id or "", now, now + self._ack_timeout
+        )
+        self._drained.clear()
+        await self._send(token, self._in_flight[token])
+
+    async def _send(self, token: str, item: _InFlight) -> None:
+        while True:
+            try:
+                await self._bus.nc.publish(item.subject, item.payload, self._prefix + token, item.headers)
+                return
+            except OutboundBufferLimitError:
+                # Disconnected with the buffer full: wait for the connection instead of failing.
+                await self._bus.connected.wait()
+
+    async def _on_ack(self, msg: Msg) -> None:
+        token = msg.subject[len(self._prefix) :]
+        item = self._in_flight.get(token)
+        if item is None:
+            return  # a late ack of a message already re-sent and acknowledged
+        if msg.headers and msg.headers.get("Status") == "503":
+            self._fail(token, item, "no stream listens on this subject")
+            return
+        try:
+            ack = _ack_decoder.decode(msg.data)
+        except msgspec.DecodeError as e:
+            self._fail(token, item, f"unreadable ack: {e}")
+            return
+        if ack.error is not None:
+            self._fail(token, item, f"{ack.error.description} (err_code {ack.error.err_code})")
+            return
+        if ack.duplicate:
+            self.duplicates += 1
+        self.published += 1
+        self._done(token)
+
+    def _fail(self, token: str, item: _InFlight, error: str) -> None:
+        log.warning("publish to %s [%s] failed: %s", item.subject, item.msg_id, error)
+        self._failures.append(PublishFailure(item.subject, item.msg_id, error))
+        self._done(token)
+
+    def _done(self, token: str) -> None:
+        del self._in_flight[token]
+        if len(self._in_flight) < self._window:
+            self._room.set()
+        if not self._in_flight:
+            self._drained.set()
+
+    async def _reap(self) -> None:
+        """Re-send messages whose ack is overdue (lost in a reconnect); give up after a while."""
+        interval = max(0.05, self._ack_timeout / 4)
+        while True:
+            await asyncio.sleep(interval)
+            if not self._in_flight or not self._bus.nc.is_connected:
+                continue
+            now = time.monotonic()
+            overdue = [(t, i) for t, i in self._in_flight.items() if i.deadline <= now]
+            for token, item in overdue:
+                if token not in self._in_flight:
+                    continue
+                if now - item.first_sent >= self._give_up_after:
+                    self._fail(token, item, f"no ack within {self._give_up_after:.0f}s")
+                    continue
+                item.deadline = now + self._ack_timeout
+                log.debug("re-sending %s [%s]: ack overdue", item.subject, item.msg_id)
+                await self._send(token, item)
+
+    async def flush(self) -> None:
+        """Wait until every message published so far is acknowledged or given up (`give_up_after`).
+
+        Raises `PublishError` listing the messages that were not stored, and forgets them.
+        Bound the wait with `asyncio.timeout` if needed.
+        """
+        if self._in_flight:
+            await self._drained.wait()
+        if self._failures:
+            failures, self._failures = self._failures, []
+            raise PublishError(failures)
+
+    async def close(self) -> None:
+        """Stop listening for acks; call `flush` first to know that everything arrived."""
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+            self._reaper = None
+        if self._sub is not None:
+            with contextlib.suppress(Exception):
+                await self._sub.unsubscribe()
+            self._sub = None

@@ -1,0 +1,136 @@
+"""The four streams of the bus contract (DESIGN.md), created or brought up to date at start-up.
+
+Every service calls `ensure_streams` before anything else, so whichever starts first creates them
+and the others find them as they should be; running it twice changes nothing. A stream whose
+configuration cannot be changed in place (JetStream refuses to change retention, for one) fails
+loudly with `StreamConfigError` instead of leaving a service running on the wrong contract.
+
+LH_OBJECTS keeps the last N events per object. A DELETED event is a tombstone: it is published with
+`Nats-Rollup: sub` (older events of that object are dropped, so bootstrap cannot resurrect the object
+once the tombstone is gone) and a `Nats-TTL` (the tombstone itself goes after a while, so the stream
+does not grow with every object that ever existed). See `tombstone_headers`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+from nats.js import JetStreamContext
+from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.errors import APIError, NotFoundError
+
+from corral_bus.errors import StreamConfigError
+from corral_model import subjects
+
+TTL_HEADER = "Nats-TTL"
+ROLLUP_HEADER = "Nats-Rollup"
+MSG_ID_HEADER = "Nats-Msg-Id"
+_DAY = 24 * 3600.0
+# JetStream error code: "stream name already in use with a different configuration".
+_STREAM_NAME_IN_USE = 10058
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSettings:
+    """Tunables of the bus contract; the defaults are what DESIGN.md describes."""
+
+    objects_history: int = 5
+    """Events kept per object (max_msgs_per_subject of LH_OBJECTS)."""
+    tombstone_ttl: float = _DAY
+    """How long a DELETED event stays in LH_OBJECTS."""
+    objects_dedup_window: float = 120.0
+    commands_dedup_window: float = 600.0
+    results_max_age: float = 7 * _DAY
+    dead_max_age: float = 30 * _DAY
+    replicas: int = 1
+    memory: bool = False
+    """Memory storage: for benchmarks and throwaway runs only."""
+
+
+def stream_configs(settings: StreamSettings | None = None) -> list[StreamConfig]:
+    s = settings or StreamSettings()
+    storage = StorageType.MEMORY if s.memory else StorageType.FILE
+    return [
+        StreamConfig(
+            name=subjects.OBJECTS_STREAM,
+            description="The cluster as events: last N per object, tombstones with a TTL.",
+            subjects=[f"{subjects.OBJECTS_PREFIX}.>"],
+            retention=RetentionPolicy.LIMITS,
+            max_msgs_per_subject=s.objects_history,
+            duplicate_window=s.objects_dedup_window,
+            allow_rollup_hdrs=True,
+            allow_msg_ttl=True,
+            allow_direct=True,
+            storage=storage,
+            num_replicas=s.replicas,
+            discard=DiscardPolicy.OLD,
+        ),
+        StreamConfig(
+            name=subjects.COMMANDS_STREAM,
+            description="Decisions for the actuator (work queue, deduplicated by command id).",
+            subjects=[f"{subjects.COMMANDS_PREFIX}.>"],
+            retention=RetentionPolicy.WORK_QUEUE,
+            duplicate_window=s.commands_dedup_window,
+            storage=storage,
+            num_replicas=s.replicas,
+            discard=DiscardPolicy.OLD,
+        ),
+        StreamConfig(
+            name=subjects.RESULTS_STREAM,
+            description="What the actuator did with each command, and why.",
+            subjects=[f"{subjects.RESULTS_PREFIX}.>"],
+            retention=RetentionPolicy.LIMITS,
+            max_age=s.results_max_age,
+            duplicate_window=min(120.0, s.results_max_age),
+            storage=storage,
+            num_replicas=s.replicas,
+            discard=DiscardPolicy.OLD,
+        ),
+        StreamConfig(
+            name=subjects.DEAD_STREAM,
+            description="Messages that could not be decoded or exceeded their deliveries, with the reason.",
+            subjects=[f"{subjects.DEAD_PREFIX}.>"],
+            retention=RetentionPolicy.LIMITS,
+            max_age=s.dead_max_age,
+            duplicate_window=min(120.0, s.dead_max_age),
+            storage=storage,
+            num_replicas=s.replicas,
+            discard=DiscardPolicy.OLD,
+        ),
+    ]
+
+
+async def ensure_streams(js: JetStreamContext, settings: StreamSettings | None = None) -> None:
+    """Create the streams, or update them to `settings`; idempotent."""
+    for config in stream_configs(settings):
+        await ensure_stream(js, config)
+
+
+async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
+    try:
+        await js.add_stream(config)
+        return
+    except APIError as e:
+        if e.err_code != _STREAM_NAME_IN_USE:
+            raise StreamConfigError(f"cannot create stream {config.name}: {e.description}") from e
+    try:
+        await js.update_stream(config)
+    except APIError as e:
+        raise StreamConfigError(
+            f"stream {config.name} exists with a configuration that cannot be changed to the contract's:"
+            f" {e.description}; delete or migrate it"
+        ) from e
+
+
+async def delete_streams(js: JetStreamContext) -> None:
+    """Remove the contract's streams (tests and `make run` resets only)."""
+    for config in stream_configs():
+        assert config.name is not None
+        with contextlib.suppress(NotFoundError):
+            await js.delete_stream(config.name)
+
+
+def tombstone_headers(ttl: float) -> dict[str, str]:
+    """Headers of a DELETED event: replace the object's history, and expire after `ttl` seconds."""
+    return {ROLLUP_HEADER: "sub", TTL_HEADER: f"{max(1, round(ttl))}s"}

@@ -1,0 +1,128 @@
+"""Durable pull consumers: ack on success, nak with backoff on transient failure, LH_DEAD for poison."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import pytest
+
+from corral_bus import Bus, Consumer, ConsumerSpec, Delivery, Publisher, TransientError
+from corral_model import codec, subjects
+from corral_model.envelopes import Command, DeadLetter, Target, Verb, new_command
+from tests.integration.bus.helpers import eventually
+
+pytestmark = pytest.mark.integration
+
+
+def _command(name: str) -> Command:
+    return new_command(
+        service="engine-upgrade",
+        verb=Verb.PATCH,
+        target=Target(kind="volume", namespace="longhorn-system", name=name),
+        reason="test",
+    )
+
+
+async def _dead_letters(bus: Bus) -> list[DeadLetter]:
+    psub = await bus.js.pull_subscribe(f"{subjects.DEAD_PREFIX}.>", stream=subjects.DEAD_STREAM)
+    letters: list[DeadLetter] = []
+    try:
+        msgs = await psub.fetch(100, timeout=1.0)
+    except TimeoutError:
+        msgs = []
+    for msg in msgs:
+        letters.append(codec.decode(msg.data, DeadLetter))
+        await msg.ack()
+    await psub.unsubscribe()
+    return letters
+
+
+async def test_poison_message_goes_to_dead_letters_and_consumer_keeps_going(bus: Bus) -> None:
+    handled: list[str] = []
+
+    async def handle(delivery: Delivery) -> None:
+        handled.append(delivery.decode(Command).target.name)
+
+    publisher = Publisher(bus)
+    good = _command("before")
+    await publisher.publish(
+        f"{subjects.COMMANDS_PREFIX}.engine-upgrade.volume.ns.a", codec.encode(good), msg_id=good.id
+    )
+    await publisher.publish(
+        f"{subjects.COMMANDS_PREFIX}.engine-upgrade.volume.ns.b", b"\xff not json", msg_id="poison"
+    )
+    await publisher.publish(
+        f"{subjects.COMMANDS_PREFIX}.engine-upgrade.volume.ns.c",
+        b'{"schema": "corral.command/v9", "id": "x"}',
+        msg_id="future-major",
+    )
+    after = _command("after")
+    await publisher.publish(
+        f"{subjects.COMMANDS_PREFIX}.engine-upgrade.volume.ns.d", codec.encode(after), msg_id=after.id
+    )
+    await publisher.flush()
+
+    consumer = Consumer(bus, ConsumerSpec(stream=subjects.COMMANDS_STREAM, durable="actuator"), handle)
+    consumer.start()
+    await eventually(lambda: consumer.stats.acked + consumer.stats.dead_lettered == 4, what="all handled")
+    await consumer.stop()
+    assert handled == ["before", "after"]
+    letters = sorted(await _dead_letters(bus), key=lambda d: d.subject)
+    assert [d.subject.rsplit(".", 1)[1] for d in letters] == ["b", "c"]
+    assert letters[0].reason.startswith("undecodable:")
+    assert letters[0].payload_b64  # not UTF-8, kept byte for byte
+    assert "unsupported schema version" in letters[1].reason
+    assert letters[1].consumer == "actuator"
+    # Acked: nothing left in the work queue.
+    assert (await bus.js.stream_info(subjects.COMMANDS_STREAM)).state.messages == 0
+    await publisher.close()
+
+
+async def test_transient_failure_is_redelivered_after_backoff(bus: Bus) -> None:
+    attempts: list[tuple[int, float]] = []
+
+    async def handle(delivery: Delivery) -> None:
+        attempts.append((delivery.num_delivered, time.monotonic()))
+        if delivery.num_delivered < 3:
+            raise TransientError("API server unavailable")
+
+    publisher = Publisher(bus)
+    await publisher.publish(
+        f"{subjects.COMMANDS_PREFIX}.svc.volume.ns.v", codec.encode(_command("v")), msg_id="c1"
+    )
+    await publisher.flush()
+    spec = ConsumerSpec(
+        stream=subjects.COMMANDS_STREAM, durable="retrying", backoff=(0.3, 0.6), max_deliver=5
+    )
+    consumer = Consumer(bus, spec, handle)
+    consumer.start()
+    await eventually(lambda: consumer.stats.acked == 1, what="acked after retries")
+    await consumer.stop()
+    assert [n for n, _ in attempts] == [1, 2, 3]
+    gaps = [b - a for (_, a), (_, b) in itertools.pairwise(attempts)]
+    assert gaps[0] >= 0.3 * 0.9
+    assert gaps[1] >= 0.6 * 0.9
+    assert consumer.stats.dead_lettered == 0
+    await publisher.close()
+
+
+async def test_exhausted_deliveries_end_in_dead_letters(bus: Bus) -> None:
+    async def handle(delivery: Delivery) -> None:
+        raise TransientError("still down")
+
+    publisher = Publisher(bus)
+    await publisher.publish(
+        f"{subjects.COMMANDS_PREFIX}.svc.volume.ns.w", codec.encode(_command("w")), msg_id="c2"
+    )
+    await publisher.flush()
+    spec = ConsumerSpec(stream=subjects.COMMANDS_STREAM, durable="giving-up", backoff=(0.1,), max_deliver=3)
+    consumer = Consumer(bus, spec, handle)
+    consumer.start()
+    await eventually(lambda: consumer.stats.dead_lettered == 1, what="dead-lettered")
+    await consumer.stop()
+    letters = await _dead_letters(bus)
+    assert len(letters) == 1
+    assert letters[0].deliveries == 3
+    assert letters[0].reason.startswith("max-deliveries:") and "still down" in letters[0].reason
+    await publisher.close()
