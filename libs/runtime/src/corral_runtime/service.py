@@ -1,0 +1,243 @@
+"""The harness every corral service's `__main__` runs: set-up, the service's own loop, clean shutdown.
+
+A service is one coroutine, `main(ctx)`, that works until `ctx.stop` is set and then returns. The
+harness owns everything around it, in the same order for every service: configuration, JSON logs,
+tracing, the health server, the NATS connection, the optional leader lease, and on SIGTERM the
+orderly way out (main finishes or naks its in-flight work within the grace period, then the lease is
+released so a standby takes over at once, then the connection is drained). Exit codes: 0 after a
+requested stop or a main that returned, 1 when main failed, 2 for bad configuration, 130 when a
+second signal cut the grace period short.
+
+    from corral_runtime import ServiceConfig, ServiceContext, run_service
+
+    async def main(ctx: ServiceContext[ServiceConfig]) -> None:
+        ...  # consume with ctx.bus until ctx.stop is set; ctx.readiness.mark("bootstrap") when ready
+
+    if __name__ == "__main__":
+        raise SystemExit(
+            run_service("engine-upgrade", ServiceConfig, main, leader_election=True, ready_when=["bootstrap"])
+        )
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import sys
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+import msgspec
+from opentelemetry.trace import Tracer
+from prometheus_client import CollectorRegistry
+
+from corral_bus.connection import Bus, connect
+from corral_runtime.config import ConfigError, ServiceConfig, load_config
+from corral_runtime.health import HealthServer, Readiness
+from corral_runtime.leadership import Leadership
+from corral_runtime.logs import Logger, configure_logging
+from corral_runtime.metrics import ServiceMetrics, new_registry
+from corral_runtime.shutdown import StopSignals
+from corral_runtime.tracing import configure_tracing
+
+ConfigT = TypeVar("ConfigT", bound=ServiceConfig)
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_CONFIG = 2
+EXIT_FORCED = 130
+
+
+@dataclass(eq=False)
+class ServiceContext(Generic[ConfigT]):
+    """What `main` gets: its configuration and the shared plumbing, already connected."""
+
+    name: str
+    config: ConfigT
+    bus: Bus
+    log: Logger
+    tracer: Tracer
+    metrics: CollectorRegistry
+    """Register the service's own collectors here (`Counter(..., registry=ctx.metrics)`)."""
+    readiness: Readiness
+    """`nats` is probed by the harness; `main` declares and marks its own conditions (`bootstrap`)."""
+    stop: asyncio.Event
+    """Set when the service must stop taking work; `main` returns once its in-flight work is done."""
+    leadership: Leadership | None
+    """Present when the service runs with `leader_election=True`: only the leader issues commands."""
+
+    @property
+    def is_leader(self) -> bool:
+        """True when this replica may act: it holds the lease, or the service does not elect one."""
+        return self.leadership is None or self.leadership.is_leader
+
+    async def wait_stop(self, seconds: float | None = None) -> bool:
+        """Wait until stop is requested or `seconds` pass; True when stopping (for periodic loops)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stop.wait(), seconds)
+        return self.stop.is_set()
+
+
+ServiceMain = Callable[[ServiceContext[ConfigT]], Awaitable[None]]
+
+
+def default_instance() -> str:
+    """hostname-pid: the pod name in Kubernetes, and still unique for replicas sharing a host."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def run_service(
+    name: str,
+    config_cls: type[ConfigT],
+    main: ServiceMain[ConfigT],
+    *,
+    leader_election: bool = False,
+    ready_when: Sequence[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> int:
+    """Run `main` as the service `name` until it returns or a stop signal has been handled.
+
+    `ready_when` names the readiness conditions `main` marks itself (`ctx.readiness.mark("bootstrap")`);
+    they are declared before the health server starts, so /readyz never answers 200 too early.
+    """
+    try:
+        config = load_config(config_cls, environ=environ)
+    except ConfigError as exc:
+        print(f"corral-{name}: {exc}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    config = msgspec.structs.replace(
+        config, service=config.service or name, instance=config.instance or default_instance()
+    )
+    return asyncio.run(
+        serve(config, main, leader_election=leader_election, ready_when=ready_when, environ=environ)
+    )
+
+
+async def serve(
+    config: ConfigT,
+    main: ServiceMain[ConfigT],
+    *,
+    leader_election: bool = False,
+    ready_when: Sequence[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> int:
+    """The body of `run_service` for a loaded configuration; usable from a running event loop."""
+    name = config.service
+    log = configure_logging(name, config.log_level).bind(instance=config.instance)
+    provider = configure_tracing(name, config.instance, environ)
+    registry = new_registry()
+    gauges = ServiceMetrics(registry, name, config.instance)
+    readiness = Readiness("nats", *ready_when)
+    stop = asyncio.Event()
+    current = asyncio.current_task()
+    forced = False
+
+    def force() -> None:
+        nonlocal forced
+        forced = True
+        if current is not None:
+            current.cancel()
+
+    health = HealthServer(readiness, registry, config.health_host, config.health_port)
+    bus: Bus | None = None
+    leadership: Leadership | None = None
+    with StopSignals(stop, force) as signals:
+        try:
+            await health.start()
+            log.info("service starting", health_port=health.port, nats_url=config.nats_url)
+            bus = await _connect_unless_stopped(config, stop)
+            if bus is None:
+                log.info("stopped before NATS answered", signal=_signal_name(signals))
+                return EXIT_OK
+            connected_bus = bus
+            readiness.probe("nats", lambda: connected_bus.is_connected)
+            gauges.ready.set_function(lambda: float(readiness.ready))
+            gauges.nats_connected.set_function(lambda: float(connected_bus.is_connected))
+            if leader_election:
+                leadership = Leadership(bus, name, config.instance, config.lease_ttl_s, log)
+                gauges.leader.set_function(lambda: float(leadership is not None and leadership.is_leader))
+                await leadership.start()
+            ctx = ServiceContext(
+                name=name,
+                config=config,
+                bus=bus,
+                log=log,
+                tracer=provider.get_tracer(f"corral.{name}"),
+                metrics=registry,
+                readiness=readiness,
+                stop=stop,
+                leadership=leadership,
+            )
+            return await _run_main(ctx, main, config.shutdown_grace_s, signals)
+        except asyncio.CancelledError:
+            if not forced:
+                raise
+            log.warning("second stop signal: cancelled without waiting for in-flight work")
+            return EXIT_FORCED
+        finally:
+            stop.set()
+            await _close(leadership, bus, health, log)
+            provider.shutdown()
+
+
+async def _connect_unless_stopped(config: ServiceConfig, stop: asyncio.Event) -> Bus | None:
+    connecting = asyncio.ensure_future(connect(config.nats_url, name=f"{config.service}/{config.instance}"))
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({connecting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if connecting.done():
+        return connecting.result()
+    connecting.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await connecting
+    return None
+
+
+async def _run_main(
+    ctx: ServiceContext[ConfigT], main: ServiceMain[ConfigT], grace_s: float, signals: StopSignals
+) -> int:
+    work = asyncio.ensure_future(main(ctx))
+    stopping = asyncio.ensure_future(ctx.stop.wait())
+    try:
+        await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+    if not work.done():
+        ctx.log.info("stopping: finishing in-flight work", signal=_signal_name(signals), grace_s=grace_s)
+        done, _ = await asyncio.wait({work}, timeout=grace_s)
+        if not done:
+            ctx.log.warning("grace period over: cancelling in-flight work", grace_s=grace_s)
+            work.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await work
+            return EXIT_OK
+    if work.cancelled():
+        return EXIT_OK
+    error = work.exception()
+    if error is not None:
+        ctx.log.error("service failed", exc_info=error)
+        return EXIT_FAILED
+    ctx.log.info("service stopped")
+    return EXIT_OK
+
+
+async def _close(leadership: Leadership | None, bus: Bus | None, health: HealthServer, log: Logger) -> None:
+    # Each step runs even when an earlier one fails: a lease left behind costs the standby a full TTL.
+    if leadership is not None:
+        try:
+            await leadership.close()
+        except Exception:
+            log.exception("releasing the leader lease failed")
+    if bus is not None:
+        try:
+            await bus.close()
+        except Exception:
+            log.exception("closing the NATS connection failed")
+    await health.stop()
+
+
+def _signal_name(signals: StopSignals) -> str | None:
+    return signals.received.name if signals.received is not None else None

@@ -1,0 +1,138 @@
+"""The service harness as a real process: ready over HTTP, then SIGTERM finishes work and exits 0."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import nats
+import pytest
+
+from tests.fixtures.nats import NatsServer
+
+DEMO = Path(__file__).with_name("harness_demo.py")
+DEADLINE_S = 30.0
+
+
+class DemoProcess:
+    """harness_demo.py in a child process, its JSON log lines parsed as they arrive."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.lines: list[dict[str, Any]] = []
+
+    async def line_where(self, event: str) -> dict[str, Any]:
+        for line in self.lines:
+            if line.get("event") == event:
+                return line
+        assert self.proc.stderr is not None
+        async with asyncio.timeout(DEADLINE_S):
+            while True:
+                raw = await self.proc.stderr.readline()
+                if not raw:
+                    raise AssertionError(f"exited before logging {event!r}: {self.lines}")
+                parsed: dict[str, Any] = json.loads(raw)
+                self.lines.append(parsed)
+                if parsed.get("event") == event:
+                    return parsed
+
+    async def rest(self) -> list[dict[str, Any]]:
+        assert self.proc.stderr is not None
+        async with asyncio.timeout(DEADLINE_S):
+            remaining = await self.proc.stderr.read()
+        self.lines.extend(json.loads(raw) for raw in remaining.splitlines() if raw.strip())
+        return self.lines
+
+
+async def start_demo(nats_url: str, instance: str, **env: str) -> DemoProcess:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(DEMO),
+        env={
+            **os.environ,
+            "CORRAL_NATS_URL": nats_url,
+            "CORRAL_HEALTH_HOST": "127.0.0.1",
+            "CORRAL_HEALTH_PORT": "0",
+            "CORRAL_INSTANCE": instance,
+            **env,
+        },
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    return DemoProcess(proc)
+
+
+async def wait_ready(port: int) -> dict[str, Any]:
+    deadline = time.monotonic() + DEADLINE_S
+    async with aiohttp.ClientSession() as session:
+        while True:
+            async with session.get(f"http://127.0.0.1:{port}/readyz") as response:
+                body: dict[str, Any] = await response.json()
+                if response.status == 200:
+                    return body
+            assert time.monotonic() < deadline, f"never ready: {body}"
+            await asyncio.sleep(0.05)
+
+
+@pytest.mark.integration
+async def test_sigterm_finishes_in_flight_work_and_exits_zero(nats_server: NatsServer) -> None:
+    instance = f"demo-{uuid.uuid4().hex[:8]}"
+    observer = await nats.connect(nats_server.url)
+    done = await observer.subscribe(f"corral.test.{instance}.done")
+    demo = await start_demo(nats_server.url, instance)
+    try:
+        starting = await demo.line_where("service starting")
+        assert starting["service"] == "demo" and starting["instance"] == instance
+        ready = await wait_ready(int(starting["health_port"]))
+        assert ready["conditions"] == {"bootstrap": True, "nats": True}
+
+        demo.proc.send_signal(signal.SIGTERM)
+        message = await done.next_msg(timeout=DEADLINE_S)
+        assert message.data == b"finished"
+        async with asyncio.timeout(DEADLINE_S):
+            assert await demo.proc.wait() == 0
+        events = [line["event"] for line in await demo.rest()]
+        assert "stopping: finishing in-flight work" in events
+        assert "service stopped" in events
+    finally:
+        if demo.proc.returncode is None:
+            demo.proc.kill()
+            await demo.proc.wait()
+        await observer.close()
+
+
+@pytest.mark.integration
+async def test_bad_configuration_exits_2_naming_the_variable(nats_server: NatsServer) -> None:
+    demo = await start_demo(nats_server.url, "demo-bad", CORRAL_HEALTH_PORT="http", CORRAL_FINISH_S="soon")
+    async with asyncio.timeout(DEADLINE_S):
+        code = await demo.proc.wait()
+        assert demo.proc.stderr is not None
+        text = (await demo.proc.stderr.read()).decode()
+    assert code == 2
+    assert "CORRAL_HEALTH_PORT='http'" in text
+    assert "CORRAL_FINISH_S='soon'" in text
+
+
+@pytest.mark.integration
+async def test_sigterm_before_nats_answers_still_exits_zero() -> None:
+    # Port 9 (discard) on loopback refuses connections: the service keeps retrying until stopped.
+    demo = await start_demo("nats://127.0.0.1:9", f"demo-{uuid.uuid4().hex[:8]}")
+    try:
+        await demo.line_where("service starting")
+        demo.proc.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(DEADLINE_S):
+            assert await demo.proc.wait() == 0
+        assert "stopped before NATS answered" in [line["event"] for line in await demo.rest()]
+    finally:
+        if demo.proc.returncode is None:
+            demo.proc.kill()
+            await demo.proc.wait()
