@@ -1,0 +1,255 @@
+"""The list-then-watch loop of one kind: every change on the bus, once, in order.
+
+    list ──► publish the difference to what was last published, then RESYNCED
+      │
+      └─► watch from the list's resourceVersion (bookmarks on); on each event publish it and
+          remember its resourceVersion; when a watch ends, stalls or fails, resume from the
+          remembered version; on 410 Gone, or when the resync period is over, list again.
+
+A watch can also die silently (a proxy holding a dead connection), which the inactivity timeout
+catches; and the periodic re-list is the last line of defence against any event lost in between,
+because the list is compared with what was published, not with what the watch said.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import random
+import time
+from typing import Any
+
+import aiohttp
+import msgspec
+from kubernetes_asyncio.client import ApiClient
+
+from corral_kube.decoding import Bookmark, StreamItem, WatchEvent, kind_decoder
+from corral_kube.errors import KubeApiError, ResourceVersionGone, WatchStalled
+from corral_kube.listing import list_objects
+from corral_kube.watching import watch_batches
+from corral_model.envelopes import EventType
+from corral_model.kinds import KindInfo
+from corral_watcher.events import EventEncoder
+from corral_watcher.metrics import KindMetrics, WatcherMetrics
+from corral_watcher.publishing import OrderedPublisher
+from corral_watcher.view import PublishedView
+
+log = logging.getLogger("corral.watcher")
+
+_WATCH_TYPES = {"ADDED": EventType.ADDED, "MODIFIED": EventType.MODIFIED, "DELETED": EventType.DELETED}
+
+# What a failed list or watch raises that is worth retrying (anything else is a bug: let it surface).
+RETRYABLE = (
+    KubeApiError,
+    WatchStalled,
+    aiohttp.ClientError,
+    OSError,
+    TimeoutError,
+    msgspec.DecodeError,
+    msgspec.ValidationError,
+)
+
+
+class WatchSettings(msgspec.Struct, frozen=True, kw_only=True):
+    namespace: str
+    resync_period: float = 600.0
+    inactivity_timeout: float = 90.0
+    watch_timeout: int = 300
+    """timeoutSeconds asked of the server for one watch (it ends the watch cleanly then)."""
+    page_size: int = 500
+    list_timeout: float = 120.0
+    tombstone_ttl: float = 24 * 3600.0
+    backoff_initial: float = 0.1
+    backoff_max: float = 10.0
+
+
+class _Backoff:
+    """Exponential with full jitter; reset by a success."""
+
+    def __init__(self, initial: float, maximum: float) -> None:
+        self._initial = initial
+        self._max = maximum
+        self._attempt = 0
+
+    def reset(self) -> None:
+        self._attempt = 0
+
+    async def wait(self) -> None:
+        delay = min(self._max, self._initial * 2**self._attempt)
+        self._attempt += 1
+        await asyncio.sleep(random.uniform(delay / 2, delay))
+
+
+class KindWatcher:
+    """Keeps LH_OBJECTS in step with the API server for one kind."""
+
+    def __init__(
+        self,
+        api: ApiClient,
+        kind: KindInfo,
+        settings: WatchSettings,
+        publisher: OrderedPublisher,
+        metrics: WatcherMetrics,
+    ) -> None:
+        self.api = api
+        self.kind = kind
+        self.settings = settings
+        self.namespace = settings.namespace if kind.namespaced else ""
+        self.publisher = publisher
+        self.metrics = KindMetrics(metrics, kind.token)
+        self.decoder = kind_decoder(kind.struct)
+        self.encoder = EventEncoder(kind.token, settings.tombstone_ttl)
+        self.view = PublishedView()
+        self.resource_version = ""
+        self.lists = 0
+        """Completed (re)lists; `synced` is set after the first."""
+        self.synced = asyncio.Event()
+        self._backoff = _Backoff(settings.backoff_initial, settings.backoff_max)
+
+    async def run(self) -> None:
+        """List and watch until cancelled."""
+        reason = "initial"
+        while True:
+            try:
+                await self.relist(reason)
+            except RETRYABLE as e:
+                log.warning("listing %s failed: %s: %s", self.kind.token, type(e).__name__, e)
+                reason = "error"
+                await self._backoff.wait()
+                continue
+            self._backoff.reset()
+            reason = await self.follow()
+
+    async def relist(self, reason: str) -> None:
+        """List the kind, publish what changed since the last publish, then the RESYNCED marker."""
+        self.metrics.relist(reason)
+        listed = await list_objects(
+            self.api,
+            self.kind,
+            self.namespace,
+            self.decoder,
+            page_size=self.settings.page_size,
+            request_timeout=self.settings.list_timeout,
+        )
+        changes = self.view.resync(listed.items)
+        observed = time.time()
+        publish = self.publisher.publish
+        for change in changes:
+            if change.type is EventType.DELETED:
+                # The deletion happened at some version up to the list's: the tombstone carries the
+                # list's, so it sorts after every earlier event of the object and before any later.
+                message = self.encoder.object_message(
+                    EventType.DELETED, change.object, observed, listed.resource_version
+                )
+                self.metrics.deleted.inc()
+            else:
+                message = self.encoder.object_message(change.type, change.object, observed)
+                (self.metrics.added if change.type is EventType.ADDED else self.metrics.modified).inc()
+            await publish(*message)
+        await publish(*self.encoder.resynced_message(self.namespace, listed.resource_version))
+        self.metrics.resynced.inc()
+        self.metrics.objects.set(len(self.view))
+        self.resource_version = listed.resource_version
+        self.lists += 1
+        self.synced.set()
+        log.info(
+            "%s listed at %s: %d objects, %d changes (%s)",
+            self.kind.token,
+            listed.resource_version,
+            len(listed.items),
+            len(changes),
+            reason,
+        )
+
+    async def follow(self) -> str:
+        """Watch from the last resourceVersion until a re-list is due; returns why it is."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.resync_period
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return "resync"
+            delivered = False
+            try:
+                batches = watch_batches(
+                    self.api,
+                    self.kind,
+                    self.namespace,
+                    self.resource_version,
+                    self.decoder,
+                    inactivity_timeout=self.settings.inactivity_timeout,
+                    server_timeout=max(1, min(self.settings.watch_timeout, math.ceil(remaining))),
+                )
+                async with contextlib.aclosing(batches):
+                    async for batch in batches:
+                        delivered = True
+                        await self.handle(batch)
+                self.metrics.watch_restart("closed")
+                self._backoff.reset()
+            except ResourceVersionGone as e:
+                self.metrics.gone.inc()
+                log.info(
+                    "%s watch from %s: 410 Gone (%s); re-listing", self.kind.token, self.resource_version, e
+                )
+                return "gone"
+            except RETRYABLE as e:
+                self.metrics.watch_restart("stalled" if isinstance(e, WatchStalled) else "error")
+                log.warning(
+                    "%s watch from %s failed: %s: %s",
+                    self.kind.token,
+                    self.resource_version,
+                    type(e).__name__,
+                    e,
+                )
+                await self._backoff.wait()
+                continue
+            if not delivered:
+                # A watch that closes at once, again and again, must not spin.
+                await self._backoff.wait()
+
+    async def handle(self, batch: list[StreamItem]) -> None:
+        """Publish one batch of watch items, remembering the newest resourceVersion."""
+        observed = time.time()
+        encode = self.encoder.object_message
+        publish = self.publisher.publish
+        apply = self.view.apply
+        counts = {EventType.ADDED: 0, EventType.MODIFIED: 0, EventType.DELETED: 0}
+        last: tuple[str, bytes, dict[str, str]] | None = None
+        for item in batch:
+            if type(item) is WatchEvent:
+                event_type = _WATCH_TYPES.get(item.type)
+                if event_type is None:
+                    self._undecodable(f"unknown watch event type {item.type!r}")
+                    continue
+                obj = item.object
+                if last is not None:
+                    await publish(*last)
+                apply(event_type, obj)
+                last = encode(event_type, obj, observed)
+                counts[event_type] += 1
+                self.resource_version = obj.metadata.resource_version
+            elif type(item) is Bookmark:
+                if item.resource_version:
+                    self.resource_version = item.resource_version
+            else:
+                self._undecodable(getattr(item, "error", repr(item)))
+        if last is not None:
+            # Latency is observed once per batch, on its last event.
+            await publish(*last, self._on_batch_acked(observed))
+            self.metrics.added.inc(counts[EventType.ADDED])
+            self.metrics.modified.inc(counts[EventType.MODIFIED])
+            self.metrics.deleted.inc(counts[EventType.DELETED])
+            self.metrics.objects.set(len(self.view))
+
+    def _on_batch_acked(self, observed: float) -> Any:
+        def acked(sent_at: float) -> None:
+            self.metrics.publish_latency.observe(time.monotonic() - sent_at)
+            self.metrics.lag.observe(max(0.0, time.time() - observed))
+
+        return acked
+
+    def _undecodable(self, error: str) -> None:
+        self.metrics.undecodable.inc()
+        log.error("%s watch: skipped an event that does not decode: %s", self.kind.token, error[:500])

@@ -1,0 +1,209 @@
+"""Pipelined publishing into LH_OBJECTS that never reorders one object's events.
+
+The bus library's `Publisher` re-sends a message whose ack is overdue on its own. For the watcher
+that can store an object's events out of order: when NATS restarts, the message that was on the
+wire (k) is lost while the next one of the same object (k+1), buffered during the disconnect, is
+stored after the reconnect; re-sending k then stores an older state after a newer one, and the last
+message of the subject is no longer the object's current state.
+
+So this publisher recovers differently. Messages go out with a bounded window of unacknowledged
+ones. When the oldest has waited `ack_timeout` (or an ack reports an error), the whole unacknowledged
+window is collapsed to the newest message per subject, leaving out subjects whose newer message is
+already acknowledged, and those are re-sent in order, with the same `Nats-Msg-Id`, until stored.
+An intermediate state of an object may be skipped in the history that way, but the newest one is
+never overtaken by an older one, and nothing is ever given up while the process lives (the watch
+behind it cannot be rewound, so dropping an event would lose it for good).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.errors import OutboundBufferLimitError
+
+from corral_bus import Bus
+
+log = logging.getLogger("corral.watcher.publishing")
+
+Headers = dict[str, str]
+
+
+@dataclass(slots=True)
+class _Pending:
+    subject: str
+    payload: bytes
+    headers: Headers
+    sent_at: float
+    on_ack: Callable[[float], None] | None
+
+
+class OrderedPublisher:
+    """Publishes with pipelined acks; per subject, stored order always equals publish order."""
+
+    def __init__(self, bus: Bus, *, window: int = 8192, ack_timeout: float = 2.0) -> None:
+        self._bus = bus
+        self._window = window
+        self._ack_timeout = ack_timeout
+        self._pending: dict[int, _Pending] = {}
+        # Newest acknowledged token per subject while anything is pending: an older pending
+        # message of such a subject must never be re-sent.
+        self._acked_upto: dict[str, int] = {}
+        self._next = 0
+        self._prefix = ""
+        self._room = asyncio.Event()
+        self._room.set()
+        self._drained = asyncio.Event()
+        self._drained.set()
+        self._trouble = asyncio.Event()
+        self._recovering = False
+        self._sub: Subscription | None = None
+        self._guard: asyncio.Task[None] | None = None
+        self.acked = 0
+        self.duplicates = 0
+        self.recoveries = 0
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    async def start(self) -> None:
+        if self._sub is not None:
+            return
+        nc = self._bus.nc
+        self._prefix = nc.new_inbox() + "."
+        self._sub = await nc.subscribe(self._prefix + "*", cb=self._on_ack, pending_msgs_limit=0)
+        self._guard = asyncio.create_task(self._watch_acks(), name="watcher-publisher-guard")
+
+    async def publish(
+        self,
+        subject: str,
+        payload: bytes,
+        headers: Headers,
+        on_ack: Callable[[float], None] | None = None,
+    ) -> None:
+        """Send one message; returns once it is written and the window has room for another.
+
+        `on_ack(sent_at)` runs when the stream has stored it (for latency metrics).
+        """
+        while self._recovering or len(self._pending) >= self._window:
+            self._room.clear()
+            await self._room.wait()
+        self._next += 1
+        token = self._next
+        item = _Pending(subject, payload, headers, time.monotonic(), on_ack)
+        self._pending[token] = item
+        self._drained.clear()
+        await self._send(token, item)
+
+    async def _send(self, token: int, item: _Pending) -> None:
+        while True:
+            try:
+                await self._bus.nc.publish(
+                    item.subject, item.payload, self._prefix + str(token), item.headers
+                )
+                return
+            except OutboundBufferLimitError:
+                # Disconnected and the client's buffer is full: wait for the connection.
+                await self._bus.connected.wait()
+
+    async def _on_ack(self, msg: Msg) -> None:
+        token = int(msg.subject[len(self._prefix) :])
+        item = self._pending.pop(token, None)
+        if item is None:
+            return  # the ack of a message collapsed away or already re-sent and stored
+        data = msg.data
+        if not data or b'"error"' in data:
+            # No stream answered (503 while JetStream restarts) or the stream refused: recover.
+            self._pending[token] = item
+            log.warning("publish to %s refused: %s", item.subject, data[:200] or msg.headers)
+            self._trouble.set()
+            return
+        if b'"duplicate"' in data:
+            self.duplicates += 1
+        self.acked += 1
+        if self._pending:
+            if self._acked_upto.get(item.subject, 0) < token:
+                self._acked_upto[item.subject] = token
+            if len(self._pending) < self._window:
+                self._room.set()
+        else:
+            self._acked_upto.clear()
+            self._room.set()
+            self._drained.set()
+        if item.on_ack is not None:
+            item.on_ack(item.sent_at)
+
+    async def _watch_acks(self) -> None:
+        interval = max(0.02, self._ack_timeout / 4)
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(interval):
+                    await self._trouble.wait()
+            if not self._pending:
+                self._trouble.clear()
+                continue
+            if not self._bus.nc.is_connected:
+                await self._bus.connected.wait()
+                continue
+            oldest = next(iter(self._pending.values()))
+            if self._trouble.is_set() or time.monotonic() - oldest.sent_at >= self._ack_timeout:
+                self._trouble.clear()
+                await self._recover()
+
+    async def _recover(self) -> None:
+        """Re-send the newest unacknowledged message of each subject, in the original order."""
+        self.recoveries += 1
+        newest: dict[str, int] = {}
+        for token, item in self._pending.items():
+            newest[item.subject] = token
+        resend = [
+            (token, self._pending[token])
+            for token in sorted(newest.values())
+            if self._acked_upto.get(self._pending[token].subject, 0) < token
+        ]
+        log.warning(
+            "%d messages unacknowledged after %.1fs: re-sending the newest of %d objects",
+            len(self._pending),
+            self._ack_timeout,
+            len(resend),
+        )
+        self._pending.clear()
+        self._acked_upto.clear()
+        # New publishes wait until the re-sends are written, or one could overtake them.
+        self._recovering = True
+        self._room.clear()
+        try:
+            now = time.monotonic()
+            for _, item in resend:
+                self._next += 1
+                item.sent_at = now
+                self._pending[self._next] = item
+                await self._send(self._next, item)
+        finally:
+            self._recovering = False
+            if len(self._pending) < self._window:
+                self._room.set()
+            if not self._pending:
+                self._drained.set()
+
+    async def flush(self) -> None:
+        """Wait until everything published so far is stored."""
+        await self._drained.wait()
+
+    async def close(self) -> None:
+        if self._guard is not None:
+            self._guard.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._guard
+            self._guard = None
+        if self._sub is not None:
+            with contextlib.suppress(Exception):
+                await self._sub.unsubscribe()
+            self._sub = None
