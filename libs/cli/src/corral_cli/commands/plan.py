@@ -1,0 +1,121 @@
+"""`corral plan <service> --snapshot FILE`: what a decision service would do on a given cluster.
+
+Every decision service has a pure core; `plan` feeds it a snapshot (a Kubernetes `List` in JSON or
+YAML, e.g. `kubectl get volumes,replicas,engineimages,nodes,settings -n longhorn-system -o json`)
+and prints the commands it would emit, one JSON object per line, so an operator can ask "what would
+happen on my cluster?" and tests can check a core on recorded clusters.
+
+Services plug in through the `corral.plan` entry-point group: the name is the sub-command, the value
+a callable `(document, now) -> (commands, explanations)`. The table below names the planners that
+ship with corral, so they work even where entry-point metadata is not installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import importlib.metadata
+import json
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import yaml
+
+from corral_model.envelopes import Command
+
+Planner = Callable[[Mapping[str, Any], float], tuple[Sequence[Command], Sequence[Any]]]
+
+BUILTIN_PLANNERS = {
+    "engine-upgrade": "corral_engine_upgrade.plan:plan_snapshot",
+}
+ENTRY_POINT_GROUP = "corral.plan"
+
+
+def planners() -> dict[str, str]:
+    """Sub-command name → "module:callable", built-ins first, installed entry points on top."""
+    found = dict(BUILTIN_PLANNERS)
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        found[entry.name] = entry.value
+    return found
+
+
+def _load(target: str) -> Planner:
+    module_name, _, attribute = target.partition(":")
+    planner: Planner = getattr(importlib.import_module(module_name), attribute)
+    return planner
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("plan", help="commands a decision service would emit on a snapshot")
+    services = parser.add_subparsers(dest="service", required=True, metavar="SERVICE")
+    for name, target in sorted(planners().items()):
+        sub = services.add_parser(name, help=f"plan of the {name} service")
+        sub.add_argument("--snapshot", required=True, help="Kubernetes List (JSON or YAML); '-' reads stdin")
+        sub.add_argument("--now", type=parse_now, default=None, help="decision time (epoch s or ISO-8601)")
+        sub.add_argument("--explain", action="store_true", help="also print why each object was not chosen")
+        sub.set_defaults(func=_run, planner_target=target)
+
+
+def parse_now(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"not epoch seconds nor ISO-8601: {text!r}") from e
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return moment.timestamp()
+
+
+def read_snapshot(path: str) -> Mapping[str, Any]:
+    text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            document = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ValueError(f"{path}: neither JSON nor YAML: {e}") from e
+    if not isinstance(document, Mapping):
+        raise ValueError(f"{path}: expected a Kubernetes List object, got {type(document).__name__}")
+    return document
+
+
+def command_line(command: Command) -> dict[str, Any]:
+    return {
+        "service": command.service,
+        "verb": str(command.verb),
+        "kind": command.target.kind,
+        "namespace": command.target.namespace,
+        "name": command.target.name,
+        "changes": [{"path": c.path, "value": c.value} for c in command.changes],
+        "preconditions": [{"path": p.path, "value": p.value} for p in command.preconditions],
+        "id": command.id,
+        "reason": command.reason,
+    }
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        document = read_snapshot(args.snapshot)
+        planner = _load(args.planner_target)
+        commands, explanations = planner(document, args.now if args.now is not None else time.time())
+    except (OSError, ValueError) as e:
+        print(f"corral plan {args.service}: {e}", file=sys.stderr)
+        return 2
+    out = sys.stdout
+    for command in commands:
+        out.write(json.dumps(command_line(command), sort_keys=True) + "\n")
+    if args.explain:
+        for explanation in explanations:
+            line = {"explain": True, **msgspec.to_builtins(explanation)}
+            out.write(json.dumps(line, sort_keys=True) + "\n")
+    return 0

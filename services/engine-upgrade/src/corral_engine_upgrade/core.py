@@ -1,0 +1,309 @@
+"""The engine-upgrade decider: events and results in, commands out. Pure: no I/O, injected clock.
+
+It re-implements the auto-upgrade step of Longhorn's EngineImage controller (longhorn-behaviour.md
+§1.2-1.3) as an incremental computation:
+
+* `apply(event)` folds an ObjectEvent into the view and re-evaluates only the volumes it touched
+  (the whole cluster only when the default image changes, and once at bootstrap);
+* `decide()` fills the free slots of the owner nodes whose state changed, `limit - in flight`
+  each, with candidates in (namespace, name) order, and returns the commands;
+* `record_result(result)` settles the expectation a command created.
+
+In flight on an owner node = volumes the view shows upgrading (spec.image != status.currentImage,
+grouped by status.ownerID as Longhorn does) + volumes we sent a command for that the view does not
+reflect yet ("expectations"). So a lagging view can never push a node over the limit:
+
+* a command counts from the moment `decide` returns it;
+* an `applied` result keeps it counted until the view shows spec.image changed, or `applied_ttl`;
+* a refusal (precondition-failed, not-found, rejected-by-policy, error) frees the slot; the volume
+  is re-decided once the view holds fresher state than the decision used, or after `retry_backoff`;
+* a command with no result and no visible effect for `command_ttl` is presumed lost and freed, so
+  a lost message cannot wedge a node forever.
+
+Deliberate deviations from longhorn-manager HEAD are listed in services/engine-upgrade/README.md.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import msgspec
+
+from corral_engine_upgrade.eligibility import volume_reason
+from corral_engine_upgrade.reasons import Reason
+from corral_engine_upgrade.records import Expectation, VolumeRecord
+from corral_engine_upgrade.slots import NodeSlots
+from corral_engine_upgrade.view import ClusterView
+from corral_model.envelopes import (
+    Command,
+    CommandResult,
+    FieldValue,
+    ObjectEvent,
+    Outcome,
+    Target,
+    Verb,
+    new_command,
+)
+
+SERVICE = "engine-upgrade"
+
+Clock = Callable[[], float]
+
+
+class DeciderConfig(msgspec.Struct, frozen=True, kw_only=True):
+    # A command with neither a result nor a visible effect after this long is presumed lost.
+    command_ttl: float = 60.0
+    # After an `applied` result, how long the view may lag before the slot is freed anyway.
+    applied_ttl: float = 600.0
+    # After a refusal with no fresher state in view, wait this long before deciding again. Keep it
+    # at least the JetStream dedup window, or the identical retry (same id) is dropped as a duplicate.
+    retry_backoff: float = 120.0
+    # How long a deleted object's resourceVersion is remembered to reject late, older events.
+    tombstone_ttl: float = 600.0
+
+
+class Explanation(msgspec.Struct, frozen=True, kw_only=True):
+    """Why one volume was not chosen. `detail` names the per-volume rule behind a global gate."""
+
+    kind: str = "Volume"
+    namespace: str
+    name: str
+    owner: str
+    reason: Reason
+    detail: str = ""
+
+
+class EngineUpgradeDecider:
+    def __init__(self, clock: Clock, config: DeciderConfig | None = None) -> None:
+        self.config = config or DeciderConfig()
+        self.view = ClusterView(tombstone_ttl=self.config.tombstone_ttl)
+        self._clock = clock
+        self._slots = NodeSlots()
+        self._dirty: set[str] = set()
+        # (due time, seq, volume): expectation deadlines and retry backoffs to re-evaluate.
+        self._timers: list[tuple[float, int, VolumeRecord]] = []
+        self._timer_seq = itertools.count()
+        self._bootstrapped = False
+
+    # --- input ------------------------------------------------------------------------------------
+
+    def apply(self, event: ObjectEvent[Any]) -> None:
+        """Fold one event into the view. Raises view.InvalidEvent (nothing changed) for bad input."""
+        now = self._clock()
+        impact = self.view.apply(event, now)
+        if not self._bootstrapped:
+            # Until every kind is listed, decisions would rest on a partial view: just collect.
+            if self.view.complete:
+                self._bootstrap(now)
+            return
+        for volume in impact.removed:
+            self._forget(volume)
+        if impact.everything:
+            self._refresh_all(now)
+        else:
+            for volume in impact.volumes:
+                self._refresh(volume, now)
+        if impact.limit_changed or impact.everything:
+            self._dirty.update(self._slots.nodes_with_candidates())
+
+    def apply_all(self, events: Iterable[ObjectEvent[Any]]) -> None:
+        for event in events:
+            self.apply(event)
+
+    def record_result(self, result: CommandResult) -> None:
+        """Settle the expectation of one of our commands. Results for unknown or superseded
+        commands (a late duplicate, a volume already re-decided) change nothing."""
+        volume = self.view.volume(result.target.namespace, result.target.name)
+        if volume is None or volume.expectation is None:
+            return
+        expectation = volume.expectation
+        if expectation.command_id != result.command_id:
+            return
+        now = self._clock()
+        if result.outcome is Outcome.APPLIED and not result.dry_run:
+            expectation.applied = True
+            expectation.deadline = now + self.config.applied_ttl
+            self._schedule(expectation.deadline, volume)
+            return
+        # Refused (or only dry-run): free the slot; decide again from state fresher than we used.
+        volume.expectation = None
+        volume.hold_rv = expectation.decided_rv
+        volume.hold_until = now + self.config.retry_backoff
+        self._refresh(volume, now)
+
+    # --- output -----------------------------------------------------------------------------------
+
+    def decide(self) -> list[Command]:
+        """Commands for every free slot on the owner nodes whose state changed since last time."""
+        now = self._clock()
+        self._run_timers(now)
+        limit = self.view.limit
+        if not self._bootstrapped or limit <= 0:
+            self._dirty.clear()  # a limit change marks every node with candidates dirty again
+            return []
+        commands: list[Command] = []
+        for node in sorted(self._dirty):
+            free = limit - self._slots.in_flight.get(node, 0)
+            if free <= 0:
+                continue
+            for volume in self._slots.take(node, free):
+                commands.append(self._issue(volume, now))
+        self._dirty.clear()
+        return commands
+
+    def explain(self) -> list[Explanation]:
+        """For every volume not chosen (as of now): the first rule or gate that holds it back."""
+        now = self._clock()
+        view = self.view
+        gate = self._gate()
+        out: list[Explanation] = []
+        for volume in sorted(view.volumes(), key=lambda v: (v.namespace, v.name)):
+            reason = volume_reason(volume, view, now)
+            detail = ""
+            if gate is not None:
+                reason, detail = gate, reason or ""
+            elif reason is None:
+                full = self._slots.in_flight.get(volume.owner, 0) >= view.limit
+                reason = Reason.NODE_LIMIT_REACHED if full else Reason.AWAITING_DECISION
+            if reason is Reason.COMMAND_PENDING:
+                continue  # chosen: its command is out
+            out.append(
+                Explanation(
+                    namespace=volume.namespace,
+                    name=volume.name,
+                    owner=volume.owner,
+                    reason=reason,
+                    detail=detail,
+                )
+            )
+        return out
+
+    def _gate(self) -> Reason | None:
+        """Global reasons that stop the whole step, in Longhorn's order (§1.3 steps 1-3)."""
+        if not self.view.default_image:
+            return Reason.NO_DEFAULT_IMAGE
+        if self.view.default_engine_image is None:
+            return Reason.DEFAULT_IMAGE_MISSING
+        if self.view.limit <= 0:
+            return Reason.DISABLED
+        return None
+
+    # --- state for runners and metrics -------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        """The view is complete, so decisions are meaningful."""
+        return self._bootstrapped
+
+    def in_flight_by_node(self) -> dict[str, int]:
+        return dict(self._slots.in_flight)
+
+    def candidates_by_node(self) -> dict[str, int]:
+        return dict(self._slots.candidate_count)
+
+    def pending_commands(self) -> int:
+        return sum(1 for v in self.view.volumes() if v.expectation is not None)
+
+    def next_due(self) -> float | None:
+        """When `decide` next has timed work (a retry or an expiry), so a runner can sleep until then."""
+        return self._timers[0][0] if self._timers else None
+
+    # --- internals ----------------------------------------------------------------------------------
+
+    def _bootstrap(self, now: float) -> None:
+        self._bootstrapped = True
+        self._refresh_all(now)
+        self._dirty.update(self._slots.nodes_with_candidates())
+
+    def _refresh_all(self, now: float) -> None:
+        refresh = self._refresh
+        for volume in list(self.view.volumes()):
+            refresh(volume, now)
+
+    def _refresh(self, volume: VolumeRecord, now: float) -> None:
+        """Re-evaluate one volume's rules and move it between queue / slot / nothing."""
+        expectation = volume.expectation
+        if expectation is not None and volume.spec_image != expectation.from_image:
+            volume.expectation = None  # the view now shows our change (or someone else's): observed
+        reason = volume_reason(volume, self.view, now)
+        volume.eligible = reason is None
+        owner = volume.owner
+        dirty = self._slots.place(
+            volume, owner if volume.holds_slot else None, owner if reason is None else None
+        )
+        if dirty:
+            self._dirty.update(dirty)
+        if reason is Reason.RETRY_BACKOFF:
+            self._schedule(volume.hold_until, volume)
+
+    def _forget(self, volume: VolumeRecord) -> None:
+        volume.expectation = None
+        dirty = self._slots.place(volume, None, None)
+        self._dirty.update(dirty)
+
+    def _issue(self, volume: VolumeRecord, now: float) -> Command:
+        default_image = self.view.default_image
+        live = volume.state == "attached"
+        command = new_command(
+            service=SERVICE,
+            verb=Verb.PATCH,
+            target=Target(kind="Volume", namespace=volume.namespace, name=volume.name),
+            changes=(FieldValue(path="/spec/image", value=default_image),),
+            preconditions=preconditions(volume),
+            reason=(
+                f"{'live' if live else 'offline'} engine upgrade {volume.spec_image} -> {default_image}"
+                f" (owner node {volume.owner or '-'}, per-node limit {self.view.limit})"
+            ),
+            created_at=now,
+        )
+        deadline = now + self.config.command_ttl
+        volume.expectation = Expectation(
+            command_id=command.id,
+            from_image=volume.spec_image,
+            to_image=default_image,
+            decided_rv=volume.rv,
+            issued_at=now,
+            deadline=deadline,
+        )
+        self._schedule(deadline, volume)
+        self._refresh(volume, now)
+        return command
+
+    def _schedule(self, due: float, volume: VolumeRecord) -> None:
+        heapq.heappush(self._timers, (due, next(self._timer_seq), volume))
+
+    def _run_timers(self, now: float) -> None:
+        timers = self._timers
+        while timers and timers[0][0] <= now:
+            _, _, volume = heapq.heappop(timers)
+            if not volume.alive:
+                continue
+            expectation = volume.expectation
+            if expectation is not None and expectation.deadline <= now:
+                volume.expectation = None  # lost command (or a view lagging past applied_ttl)
+            self._refresh(volume, now)
+
+
+def preconditions(volume: VolumeRecord) -> tuple[FieldValue, ...]:
+    """The volume fields the decision rested on that the actuator tests before patching.
+
+    A stale decision fails (the image moved, the upgrade finished or rolled back, the volume
+    attached/detached, changed owner node — which would break the per-node count — or, for a live
+    upgrade, stopped being healthy); unrelated changes (size, labels, replica status…) pass.
+    Optional fields Kubernetes omits when empty (isStandby, expansionRequired, the migration node)
+    are not tested: a JSON Patch `test` on an absent path fails, and the volume controller gates
+    a live upgrade again before it starts (§1.5).
+    """
+    out = [
+        FieldValue(path="/spec/image", value=volume.spec_image),
+        FieldValue(path="/status/currentImage", value=volume.current_image),
+        FieldValue(path="/status/state", value=volume.state),
+    ]
+    if volume.owner:
+        out.append(FieldValue(path="/status/ownerID", value=volume.owner))
+    if volume.state == "attached":
+        out.append(FieldValue(path="/status/robustness", value=volume.robustness))
+    return tuple(out)

@@ -1,0 +1,155 @@
+"""Compact per-object records: the few facts the engine-upgrade rules read, nothing else.
+
+A decision service tracks every volume of the cluster (100 k of them), so the view keeps a small
+mutable record per volume instead of the slim Kubernetes object: about a dozen fields, strings
+interned (images, node names and states repeat across thousands of volumes, so they are shared),
+`gc=False` because records hold no reference cycles and the collector should never walk them, and
+`eq=False` so a record hashes by identity and can sit in index sets cheaply.
+
+Replicas are folded into their volume's record: the rules only need the node each replica is
+scheduled on (longhorn-behaviour.md §1.3, "ready on all volume replicas").
+"""
+
+from __future__ import annotations
+
+import sys
+
+import msgspec
+
+from corral_model import longhorn as lh
+
+_intern = sys.intern
+
+DATA_ENGINE_V2 = "v2"
+
+
+def resource_version(text: str) -> int:
+    """Kubernetes resourceVersions are opaque strings, but every API server corral meets (etcd, the
+    sandbox) issues increasing integers; -1 means "unknown", which every ordering check accepts."""
+    try:
+        return int(text)
+    except ValueError:
+        return -1
+
+
+class ReplicaEntry(msgspec.Struct, frozen=True, gc=False):
+    """One replica of a volume: its name (to find it again), the node it is scheduled on, its rv."""
+
+    name: str
+    node: str
+    rv: int
+
+
+class Expectation(msgspec.Struct, gc=False):
+    """A command we issued for a volume that the view does not reflect yet (client-go's
+    "expectations"): the volume counts as in flight on its owner node until the view shows
+    spec.image moved away from `from_image`, a refusal comes back, or `deadline` passes."""
+
+    command_id: str
+    from_image: str
+    to_image: str
+    decided_rv: int  # the volume's resourceVersion the decision was based on
+    issued_at: float
+    deadline: float
+    applied: bool = False
+
+
+class VolumeRecord(msgspec.Struct, gc=False, eq=False):
+    """The view of one Volume. Mutated in place so its identity (and index memberships) is stable."""
+
+    namespace: str
+    name: str
+    rv: int = -1
+    spec_image: str = ""
+    current_image: str = ""
+    state: str = ""
+    robustness: str = ""
+    owner: str = ""  # status.ownerID: the unit of the per-node limit
+    node: str = ""  # status.currentNodeID: where it is attached
+    standby: bool = False
+    expansion_required: bool = False
+    migrating: bool = False
+    strict_local: bool = False
+    v2: bool = False
+    replicas: tuple[ReplicaEntry, ...] = ()
+    # --- decider bookkeeping (owned by core.py, kept here to avoid parallel dicts) ---------------
+    eligible: bool = False  # passes every per-volume rule; a candidate unless it holds a slot
+    expectation: Expectation | None = None
+    hold_rv: int = -2  # after a refusal: not re-decided until rv > hold_rv …
+    hold_until: float = 0.0  # … or until this time (a retry backoff)
+    slot_node: str | None = None  # the owner node whose in-flight count includes this volume
+    candidate_node: str | None = None  # the owner node whose candidate queue holds this volume
+    queue_seq: int = 0  # which candidate-queue entry is the live one (older entries are stale)
+    alive: bool = True
+
+    @property
+    def in_progress(self) -> bool:
+        """Longhorn's definition of an upgrade in flight (§1.1)."""
+        return self.spec_image != self.current_image
+
+    @property
+    def holds_slot(self) -> bool:
+        return self.spec_image != self.current_image or self.expectation is not None
+
+    def nodes(self) -> list[str]:
+        """The nodes both images must be ready on: the attached node plus every replica's node."""
+        out = [self.node] if self.node else []
+        out.extend(r.node for r in self.replicas if r.node)
+        return out
+
+    def update_from(self, volume: lh.Volume, rv: int) -> None:
+        spec, status = volume.spec, volume.status
+        self.rv = rv
+        self.spec_image = _intern(spec.image)
+        self.current_image = _intern(status.current_image)
+        self.state = _intern(status.state)
+        self.robustness = _intern(status.robustness)
+        self.owner = _intern(status.owner_id)
+        self.node = _intern(status.current_node_id)
+        self.standby = status.is_standby
+        self.expansion_required = status.expansion_required
+        self.migrating = bool(spec.migration_node_id or status.current_migration_node_id)
+        self.strict_local = spec.data_locality == "strict-local"
+        self.v2 = spec.data_engine == DATA_ENGINE_V2
+
+
+class ImageRecord(msgspec.Struct, frozen=True, gc=False):
+    """The facts of one EngineImage the rules read: readiness per node and controller-API versions."""
+
+    name: str
+    image: str
+    rv: int
+    state_ok: bool  # status.state is `deployed` or `deploying` (§1.3: both count)
+    ready_nodes: frozenset[str]  # nodes whose nodeDeploymentMap entry is true
+    controller_api_version: int
+    controller_api_min_version: int
+
+    @classmethod
+    def from_object(cls, ei: lh.EngineImage, rv: int) -> ImageRecord:
+        status = ei.status
+        return cls(
+            name=_intern(ei.metadata.name),
+            image=_intern(ei.spec.image),
+            rv=rv,
+            state_ok=status.state in ("deployed", "deploying"),
+            ready_nodes=frozenset(_intern(n) for n, ok in status.node_deployment_map.items() if ok),
+            controller_api_version=status.controller_api_version,
+            controller_api_min_version=status.controller_api_min_version,
+        )
+
+    def ready_on(self, volume: VolumeRecord) -> bool:
+        """§1.3 "image ready on all volume replicas" for a v1 volume whose node list is non-empty."""
+        if not self.state_ok:
+            return False
+        ready = self.ready_nodes
+        if volume.node and volume.node not in ready:
+            return False
+        for replica in volume.replicas:  # noqa: SIM110 (a plain loop: this runs 100 k times per wave)
+            if replica.node and replica.node not in ready:
+                return False
+        return True
+
+    def can_live_upgrade_to(self, new: ImageRecord) -> bool:
+        """§1.3 item 8: the old engine's controller API is within the new image's supported range."""
+        old_version = self.controller_api_version
+        return new.controller_api_min_version <= old_version <= new.controller_api_version
