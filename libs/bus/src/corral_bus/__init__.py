@@ -20,7 +20,7 @@ API summary (all async unless noted; see each module for the why)::
         raise PermanentError("...")                         # LH_DEAD with reason, ack
 
     lease = Lease(bus, name, holder, ttl=10.0, on_change=cb)  # cb(is_leader: bool); KV compare-and-set
-    lease.start(); lease.is_leader; await lease.stop()      # stop releases the lease
+    await lease.start(); lease.is_leader; await lease.stop()  # stop releases the lease
 
     reader = BootstrapReader(bus, filter_subjects=("lh.obj.volume.>",))
     async for msg in reader: ...                            # last per subject, then new ones
@@ -42,6 +42,7 @@ from corral_bus.errors import (
     StreamConfigError,
     TransientError,
 )
+from corral_bus.lease import Lease, LeaseRecord
 from corral_bus.publisher import Publisher
 from corral_bus.streams import (
     MSG_ID_HEADER,
@@ -63,6 +64,8 @@ __all__ = [
     "DeadReason",
     "Delivery",
     "Handler",
+    "Lease",
+    "LeaseRecord",
     "PermanentError",
     "PublishError",
     "PublishFailure",

@@ -1,0 +1,234 @@
+"""A leader lease on a NATS KV key: one replica of a decision service issues commands at a time.
+
+Every write is a compare-and-set on the key's revision, so two replicas can never both believe they
+renewed the same lease. Expiry is judged without comparing clocks between machines:
+
+* the holder renews every `ttl/4` and considers itself leader only while its last successful
+  renewal was *sent* less than `0.7 * ttl` ago (a stalled or partitioned holder steps down alone);
+* a standby polls the key; when it has seen the same revision for `0.85 * ttl` of its own clock,
+  the holder has missed its renewals and stepped down, so the standby takes the key over by
+  compare-and-set on that revision (only one standby can win).
+
+Since the standby first saw a revision after it was written, the holder's own deadline
+(`sent + 0.7 ttl`) always passes before the standby's (`seen + 0.85 ttl`). A holder that stops
+cleanly deletes the key (compare-and-set again), and a standby takes over at its next poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+import msgspec
+from nats.js.api import KeyValueConfig, StorageType
+from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
+
+from corral_bus.connection import Bus
+
+log = logging.getLogger("corral.bus.lease")
+
+LEASE_BUCKET = "corral-leases"
+OnChange = Callable[[bool], Awaitable[None] | None]
+
+_HOLDER_DEADLINE = 0.7
+_TAKEOVER_AFTER = 0.85
+
+
+class LeaseRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """The value of a lease key: who holds it, and (for people reading the bucket) until when."""
+
+    holder: str
+    ttl: float
+    renewed_at: float
+
+
+_decode_record = msgspec.json.Decoder(LeaseRecord).decode
+
+
+class Lease:
+    """Leader lease `name` for this replica (`holder`, unique per process), renewed in the background.
+
+    `on_change(is_leader)` (sync or async) is called on every gain and loss. `is_leader` is always
+    safe to consult before acting: it turns false by itself when renewals stop succeeding.
+    """
+
+    def __init__(
+        self,
+        bus: Bus,
+        name: str,
+        holder: str,
+        *,
+        ttl: float = 10.0,
+        on_change: OnChange | None = None,
+        bucket: str = LEASE_BUCKET,
+    ) -> None:
+        if ttl <= 0:
+            raise ValueError("ttl must be positive")
+        self.bus = bus
+        self.name = name
+        self.holder = holder
+        self.ttl = ttl
+        self.bucket = bucket
+        self._on_change = on_change
+        self._kv: KeyValue | None = None
+        self._revision = 0
+        self._renewed_at = 0.0  # monotonic time the last successful renewal was sent
+        self._leader = False
+        self._task: asyncio.Task[None] | None = None
+        # What a standby has seen: the revision and when it first saw it (monotonic).
+        self._seen_revision = -1
+        self._seen_at = 0.0
+        self.changed = asyncio.Event()
+        """Set on every change of leadership (cleared by whoever waits on it)."""
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leader and time.monotonic() - self._renewed_at < _HOLDER_DEADLINE * self.ttl
+
+    @property
+    def revision(self) -> int:
+        """The key's revision this replica last wrote (grows with every renewal)."""
+        return self._revision
+
+    @property
+    def renew_every(self) -> float:
+        return self.ttl / 4
+
+    @property
+    def poll_every(self) -> float:
+        return min(1.0, max(0.05, self.ttl / 20))
+
+    async def start(self) -> None:
+        """Open the bucket, make a first attempt at the lease, and keep at it in the background."""
+        self._kv = await open_bucket(self.bus, self.bucket)
+        await self._step()
+        self._task = asyncio.create_task(self._run(), name=f"lease-{self.name}")
+
+    async def stop(self, *, release: bool = True) -> None:
+        """Stop renewing; with `release` (the normal case) hand the lease back at once.
+
+        `release=False` is what a crash looks like: standbys take over after the TTL.
+        """
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._leader and release and self._kv is not None:
+            try:
+                await asyncio.wait_for(self._kv.delete(self.name, last=self._revision), self.ttl / 4)
+            except Exception as e:  # lost already, or NATS is gone: the TTL will do it
+                log.info("lease %s: release failed (%s); it expires by itself", self.name, e)
+        await self._set_leader(False)
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.renew_every if self._leader else self.poll_every)
+            try:
+                await self._step()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning("lease %s: %s: %s", self.name, type(e).__name__, e)
+                if self._leader and not self.is_leader:
+                    await self._set_leader(False)
+
+    async def _step(self) -> None:
+        if self._leader:
+            await self._renew()
+        else:
+            await self._try_acquire()
+
+    def _record(self) -> bytes:
+        return msgspec.json.encode(LeaseRecord(holder=self.holder, ttl=self.ttl, renewed_at=time.time()))
+
+    async def _renew(self) -> None:
+        assert self._kv is not None
+        sent = time.monotonic()
+        try:
+            self._revision = await asyncio.wait_for(
+                self._kv.update(self.name, self._record(), last=self._revision), self.renew_every
+            )
+        except KeyWrongLastSequenceError:
+            log.warning("lease %s: taken over by another holder", self.name)
+            await self._set_leader(False)
+            return
+        except Exception as e:  # timeout, disconnected, JetStream unavailable
+            if not self.is_leader:
+                log.warning("lease %s: could not renew within its deadline: %s", self.name, e)
+                await self._set_leader(False)
+            return
+        self._renewed_at = sent
+
+    async def _try_acquire(self) -> None:
+        assert self._kv is not None
+        sent = time.monotonic()
+        try:
+            entry = await self._kv.get(self.name)
+        except KeyNotFoundError:  # never held, released, or deleted: free to take
+            await self._take(sent, create=True)
+            return
+        record = _read(entry.value)
+        revision = entry.revision or 0
+        if record is not None and record.holder == self.holder:
+            # Our own key from before a restart of this process: ours to continue.
+            await self._take(sent, last=revision)
+            return
+        now = time.monotonic()
+        if revision != self._seen_revision:
+            self._seen_revision, self._seen_at = revision, now
+            return
+        holder_ttl = record.ttl if record is not None else self.ttl
+        if now - self._seen_at >= _TAKEOVER_AFTER * holder_ttl:
+            log.info("lease %s: holder %s stopped renewing; taking over", self.name, record and record.holder)
+            await self._take(sent, last=revision)
+
+    async def _take(self, sent: float, *, create: bool = False, last: int = 0) -> None:
+        assert self._kv is not None
+        try:
+            if create:
+                self._revision = await self._kv.create(self.name, self._record())
+            else:
+                self._revision = await self._kv.update(self.name, self._record(), last=last)
+        except (KeyWrongLastSequenceError, KeyNotFoundError):
+            self._seen_revision = -1  # someone else was quicker; watch the new holder
+            return
+        self._renewed_at = sent
+        await self._set_leader(True)
+
+    async def _set_leader(self, leader: bool) -> None:
+        if leader == self._leader:
+            return
+        self._leader = leader
+        self._seen_revision = -1
+        log.info("lease %s: %s is %s", self.name, self.holder, "leader" if leader else "standby")
+        self.changed.set()
+        if self._on_change is not None:
+            try:
+                outcome = self._on_change(leader)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            except Exception:
+                log.exception("lease %s: on_change callback failed", self.name)
+
+
+def _read(value: bytes | None) -> LeaseRecord | None:
+    try:
+        return _decode_record(value or b"")
+    except msgspec.DecodeError:
+        return None
+
+
+async def open_bucket(bus: Bus, bucket: str = LEASE_BUCKET) -> KeyValue:
+    """The lease bucket, created on first use (one revision per key is all a lease needs)."""
+    try:
+        return await bus.js.key_value(bucket)
+    except BucketNotFoundError:
+        return await bus.js.create_key_value(
+            KeyValueConfig(bucket=bucket, history=1, storage=StorageType.FILE, description="leader leases")
+        )

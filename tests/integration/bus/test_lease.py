@@ -1,0 +1,84 @@
+"""Leader lease: one holder at a time; a standby takes over within the TTL when the holder dies."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from corral_bus import Bus
+from corral_bus.lease import Lease
+from tests.integration.bus.helpers import eventually
+
+pytestmark = pytest.mark.integration
+
+TTL = 1.5
+
+
+class Watch:
+    """Samples both leases continually and records any moment with two leaders."""
+
+    def __init__(self, *leases: Lease) -> None:
+        self.leases = leases
+        self.overlaps = 0
+        self.samples = 0
+        self._task = asyncio.create_task(self._sample())
+
+    async def _sample(self) -> None:
+        while True:
+            self.samples += 1
+            if sum(lease.is_leader for lease in self.leases) > 1:
+                self.overlaps += 1
+            await asyncio.sleep(0.01)
+
+    async def stop(self) -> None:
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+
+async def test_one_holder_and_standby_takes_over_when_holder_dies(bus: Bus) -> None:
+    changes: list[tuple[str, bool]] = []
+    a = Lease(bus, "engine-upgrade", "a", ttl=TTL, on_change=lambda led: changes.append(("a", led)))
+    b = Lease(bus, "engine-upgrade", "b", ttl=TTL, on_change=lambda led: changes.append(("b", led)))
+    await a.start()
+    assert a.is_leader
+    await b.start()
+    watch = Watch(a, b)
+    # Through eight renewals (two TTLs) the holder keeps the lease and the standby stays a standby.
+    first = a.revision
+    await eventually(lambda: a.revision >= first + 8, within=4 * TTL, what="holder renewed")
+    assert a.is_leader and not b.is_leader
+
+    await a.stop(release=False)  # the holder dies without handing the lease back
+    died = time.monotonic()
+    await eventually(lambda: b.is_leader, within=3 * TTL, what="standby took over")
+    took = time.monotonic() - died
+    await watch.stop()
+    await b.stop()
+    assert took <= TTL, f"standby took {took:.2f}s, TTL is {TTL}s"
+    assert watch.overlaps == 0 and watch.samples > 100
+    assert changes == [("a", True), ("a", False), ("b", True), ("b", False)]
+
+
+async def test_released_lease_moves_at_once(bus: Bus) -> None:
+    a = Lease(bus, "setting-sync", "a", ttl=10.0)
+    b = Lease(bus, "setting-sync", "b", ttl=10.0)
+    await a.start()
+    await b.start()
+    assert a.is_leader and not b.is_leader
+    released = time.monotonic()
+    await a.stop()
+    await eventually(lambda: b.is_leader, within=5.0, what="standby took the released lease")
+    assert time.monotonic() - released < 2.0  # a poll, not a TTL
+    await b.stop()
+
+
+async def test_leases_of_different_services_are_independent(bus: Bus) -> None:
+    a = Lease(bus, "im-restart", "pod-1", ttl=5.0)
+    b = Lease(bus, "v2-upgrade", "pod-1", ttl=5.0)
+    await a.start()
+    await b.start()
+    assert a.is_leader and b.is_leader
+    await a.stop()
+    await b.stop()
