@@ -1,0 +1,268 @@
+"""One command in, one result out: policy check, preconditioned write, classification.
+
+The cheap path is optimistic: a patch whose `test` operations carry the preconditions goes straight
+to the API server, one request. Only when the server refuses it does the actuator read the object
+to say why: the change may already hold (a repeated command: `applied` without a write), a
+precondition may no longer hold (`precondition-failed`: the deciding service re-decides from fresh
+state), or the patch needed parents that did not exist yet (it is rebuilt from the object as read,
+testing its resourceVersion so nothing can slip in between). Deletes always read first: the rule's
+required labels and the command's preconditions are checked on that read, and the delete carries
+the uid and resourceVersion read as its preconditions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from kubernetes_asyncio.client import V1DeleteOptions, V1Preconditions
+
+from corral_actuator.api import JSON_PATCH, Answered, KubeApi
+from corral_actuator.classify import Answer, TransientApiError
+from corral_actuator.kinds import KindInfo
+from corral_actuator.policy import Policy, Verdict
+from corral_actuator.settings import SettingValues
+from corral_kube.patching import (
+    describe_mismatch,
+    first_not_holding,
+    json_patch,
+    needs_snapshot,
+    resolve,
+    subset_holds,
+)
+from corral_model.envelopes import Command, CommandResult, FieldValue, Outcome, Verb
+
+SecurityLog = Callable[[Command, str], None]
+
+
+def _no_security_log(command: Command, reason: str) -> None:
+    return None
+
+
+class _Done(Exception):
+    """Carries a finished outcome out of nested steps."""
+
+    def __init__(self, outcome: Outcome, detail: str = "", resource_version: str = "") -> None:
+        super().__init__(detail)
+        self.outcome = outcome
+        self.detail = detail
+        self.resource_version = resource_version
+
+
+def _rv(document: dict[str, Any]) -> str:
+    value = resolve(document, "/metadata/resourceVersion")
+    return value if isinstance(value, str) else ""
+
+
+class Actuator:
+    """Applies commands to the API server within the policy. Safe to call concurrently, but two
+    commands for the same object should be serialised by the caller to keep their order."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        policy: Policy,
+        *,
+        settings: SettingValues | None = None,
+        security_log: SecurityLog = _no_security_log,
+        snapshot_attempts: int = 3,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.api = api
+        self.policy = policy
+        self.settings = settings or SettingValues(api)
+        self.security_log = security_log
+        self.snapshot_attempts = snapshot_attempts
+        self.clock = clock
+
+    def _result(self, command: Command, outcome: Outcome, detail: str = "", rv: str = "") -> CommandResult:
+        return CommandResult(
+            command_id=command.id,
+            service=command.service,
+            target=command.target,
+            outcome=outcome,
+            detail=detail,
+            resource_version=rv,
+            dry_run=self.api.dry_run,
+            finished_at=self.clock(),
+        )
+
+    def reject(self, command: Command, reason: str) -> CommandResult:
+        self.security_log(command, reason)
+        return self._result(command, Outcome.REJECTED_BY_POLICY, reason)
+
+    async def execute(self, command: Command, *, redelivered: bool = False) -> CommandResult:
+        """Apply `command` and say what happened; never raises for anything the server answers."""
+        try:
+            verdict = await self._check(command)
+            if not verdict.allowed or verdict.kind is None:
+                return self.reject(command, verdict.reason)
+            await self._apply(command, verdict, verdict.kind, redelivered)
+        except _Done as done:
+            return self._result(command, done.outcome, done.detail, done.resource_version)
+        except TransientApiError as e:
+            return self._result(command, Outcome.ERROR, f"gave up after retries: {e}")
+        raise AssertionError("every step ends in _Done")  # pragma: no cover
+
+    async def _check(self, command: Command) -> Verdict:
+        needed = self.policy.settings_needed(command)
+        values = {name: await self.settings.value(command.target.namespace, name) for name in needed}
+        return self.policy.check(command, values)
+
+    async def _apply(self, command: Command, verdict: Verdict, info: KindInfo, redelivered: bool) -> None:
+        if command.verb in (Verb.PATCH, Verb.PATCH_STATUS):
+            await self._patch(command, verdict.guards, info, redelivered)
+        elif command.verb is Verb.DELETE:
+            await self._delete(command, verdict.guards, info)
+        else:
+            await self._create(command, verdict.guards, info)
+
+    # --- patch --------------------------------------------------------------------------------
+
+    async def _patch(
+        self, command: Command, guards: tuple[FieldValue, ...], info: KindInfo, redelivered: bool
+    ) -> None:
+        t = command.target
+        tests = (*guards, *command.preconditions)
+        if redelivered or needs_snapshot(tests):
+            # A redelivered command may have been written before the crash that lost its ack:
+            # read first, so that a change that already holds is not written twice.
+            await self._patch_from_snapshot(command, guards, info, None)
+        path = info.path(t.namespace, t.name) + ("/status" if command.verb is Verb.PATCH_STATUS else "")
+        answered = await self.api.request(
+            "PATCH", path, body=json_patch(command.changes, tests), content_type=JSON_PATCH
+        )
+        self._finish_on(answered)
+        # Refused (409/422): find out why from the object itself.
+        snapshot = await self._read(info, t.namespace, t.name)
+        self._settle(command, guards, snapshot)
+        if answered.status == 409:
+            raise _Done(Outcome.PRECONDITION_FAILED, f"conflict: {answered.message}", _rv(snapshot))
+        # Every precondition holds and the change does not: the patch itself did not fit the object
+        # (a parent of a changed path is missing). Rebuild it from what was read.
+        await self._patch_from_snapshot(command, guards, info, snapshot)
+
+    def _settle(self, command: Command, guards: tuple[FieldValue, ...], snapshot: dict[str, Any]) -> None:
+        """Finish when the object already shows the change, or shows a precondition broken."""
+        if (
+            first_not_holding(snapshot, guards) is None
+            and first_not_holding(snapshot, command.changes) is None
+        ):
+            raise _Done(Outcome.APPLIED, "already held; nothing written", _rv(snapshot))
+        broken = first_not_holding(snapshot, (*guards, *command.preconditions))
+        if broken is not None:
+            raise _Done(Outcome.PRECONDITION_FAILED, describe_mismatch(snapshot, broken), _rv(snapshot))
+
+    async def _patch_from_snapshot(
+        self,
+        command: Command,
+        guards: tuple[FieldValue, ...],
+        info: KindInfo,
+        snapshot: dict[str, Any] | None,
+    ) -> NoReturn:
+        t = command.target
+        path = info.path(t.namespace, t.name) + ("/status" if command.verb is Verb.PATCH_STATUS else "")
+        for _ in range(self.snapshot_attempts):
+            if snapshot is None:
+                snapshot = await self._read(info, t.namespace, t.name)
+            self._settle(command, guards, snapshot)
+            answered = await self.api.request(
+                "PATCH", path, body=json_patch(command.changes, snapshot=snapshot), content_type=JSON_PATCH
+            )
+            self._finish_on(answered)
+            seen = _rv(snapshot)
+            snapshot = await self._read(info, t.namespace, t.name)
+            if _rv(snapshot) == seen:
+                # The object did not change, so our resourceVersion test passed: the server refused
+                # the patch for another reason, and would again.
+                outcome = Outcome.PRECONDITION_FAILED if answered.status == 409 else Outcome.ERROR
+                raise _Done(outcome, f"HTTP {answered.status}: {answered.message}", seen)
+        raise _Done(
+            Outcome.PRECONDITION_FAILED,
+            f"the object changed under {self.snapshot_attempts} attempts in a row",
+            _rv(snapshot or {}),
+        )
+
+    # --- delete -------------------------------------------------------------------------------
+
+    async def _delete(self, command: Command, guards: tuple[FieldValue, ...], info: KindInfo) -> None:
+        t = command.target
+        tests = (*guards, *command.preconditions)
+        for _ in range(self.snapshot_attempts):
+            snapshot = await self._read(info, t.namespace, t.name)
+            uid = resolve(snapshot, "/metadata/uid")
+            if t.uid and uid != t.uid:
+                raise _Done(
+                    Outcome.PRECONDITION_FAILED,
+                    f"uid is {uid!r}, expected {t.uid!r}: the object was recreated",
+                    _rv(snapshot),
+                )
+            broken = first_not_holding(snapshot, tests)
+            if broken is not None:
+                raise _Done(Outcome.PRECONDITION_FAILED, describe_mismatch(snapshot, broken), _rv(snapshot))
+            if resolve(snapshot, "/metadata/deletionTimestamp") not in (None, ""):
+                raise _Done(Outcome.APPLIED, "already being deleted; nothing written", _rv(snapshot))
+            options = V1DeleteOptions(
+                preconditions=V1Preconditions(
+                    uid=uid if isinstance(uid, str) and uid else None, resource_version=_rv(snapshot) or None
+                )
+            )
+            answered = await self.api.request("DELETE", info.path(t.namespace, t.name), body=options)
+            self._finish_on(answered)
+            # 409: the object changed since the read; read again and re-check.
+        raise _Done(
+            Outcome.PRECONDITION_FAILED,
+            f"the object changed under {self.snapshot_attempts} attempts in a row",
+        )
+
+    # --- create -------------------------------------------------------------------------------
+
+    async def _create(self, command: Command, guards: tuple[FieldValue, ...], info: KindInfo) -> None:
+        t = command.target
+        body = dict(command.body or {})
+        body["metadata"] = {**body.get("metadata", {}), "namespace": t.namespace, "name": t.name}
+        body.setdefault("apiVersion", info.api_version)
+        body.setdefault("kind", info.kind)
+        broken = first_not_holding(body, guards)
+        if broken is not None:
+            raise _Done(Outcome.REJECTED_BY_POLICY, describe_mismatch(body, broken))
+        answered = await self.api.request("POST", info.path(t.namespace), body=body)
+        if answered.answer is Answer.OK:
+            raise _Done(Outcome.APPLIED, "", answered.resource_version)
+        if answered.status != 409:
+            self._finish_on(answered)
+            raise _Done(Outcome.ERROR, f"HTTP {answered.status}: {answered.message}")
+        # Already exists: done if it is the object asked for (a repeated create), else refused.
+        existing = await self._read(info, t.namespace, t.name)
+        wanted = {k: v for k, v in body.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+        labels = body["metadata"].get("labels", {})
+        if subset_holds(wanted, existing) and subset_holds(
+            labels, existing.get("metadata", {}).get("labels", {})
+        ):
+            raise _Done(Outcome.APPLIED, "already existed; nothing written", _rv(existing))
+        raise _Done(
+            Outcome.PRECONDITION_FAILED, "an object with this name exists with other content", _rv(existing)
+        )
+
+    # --- shared -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _finish_on(answered: Answered) -> None:
+        """Finish on success, not-found and refusals; return on 409/422 for the caller to examine."""
+        answer = answered.answer
+        if answer is Answer.OK:
+            raise _Done(Outcome.APPLIED, "", answered.resource_version)
+        if answer is Answer.NOT_FOUND:
+            raise _Done(Outcome.NOT_FOUND, answered.message)
+        if answer is Answer.REFUSED:
+            raise _Done(Outcome.ERROR, f"HTTP {answered.status}: {answered.message}")
+
+    async def _read(self, info: KindInfo, namespace: str, name: str) -> dict[str, Any]:
+        answered = await self.api.get(info.path(namespace, name))
+        if answered.answer is Answer.NOT_FOUND:
+            raise _Done(Outcome.NOT_FOUND, answered.message)
+        document = answered.document() if answered.answer is Answer.OK else None
+        if document is None:
+            raise _Done(Outcome.ERROR, f"reading {info.kind} {namespace}/{name}: HTTP {answered.status}")
+        return document

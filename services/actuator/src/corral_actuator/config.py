@@ -1,0 +1,51 @@
+"""The actuator's settings, from `CORRAL_*` environment variables (see corral_runtime.config)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import msgspec
+
+from corral_runtime.config import ServiceConfig
+
+POLICY_FILE = Path("deploy/policy/actuator-policy.yaml")
+MOUNTED_POLICY = Path("/etc/corral/actuator-policy.yaml")
+
+
+class ActuatorConfig(ServiceConfig, frozen=True, kw_only=True):
+    kubeconfig: str = ""
+    """Empty: $KUBECONFIG, then the in-cluster ServiceAccount."""
+    policy_path: str = ""
+    """Empty: /etc/corral/actuator-policy.yaml when mounted, else deploy/policy/ of the checkout."""
+    dry_run: bool = False
+    """Send every write with dryRun=All: the API server validates but stores nothing."""
+    qps: Annotated[float, msgspec.Meta(ge=0)] = 50.0
+    """Client-side rate limit on API requests; 0 turns the limiter off."""
+    burst: Annotated[int, msgspec.Meta(ge=1)] = 100
+    concurrency: Annotated[int, msgspec.Meta(ge=1, le=1024)] = 32
+    """Commands in flight at once (each a pull subscriber of the one durable consumer)."""
+    fetch_batch: Annotated[int, msgspec.Meta(ge=1)] = 4
+    ack_wait_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    max_deliver: Annotated[int, msgspec.Meta(ge=2)] = 5
+    recent_commands: Annotated[int, msgspec.Meta(ge=1)] = 100_000
+    """How many command ids (and their results) are remembered to apply a repeat at most once."""
+    request_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    retry_attempts: Annotated[int, msgspec.Meta(ge=1)] = 6
+    retry_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    settings_ttl_s: Annotated[float, msgspec.Meta(ge=0)] = 2.0
+    max_connections: Annotated[int, msgspec.Meta(ge=1)] = 64
+    audit_log: bool = True
+    """Log every applied write (the results stream records them in any case)."""
+
+
+def policy_file(config: ActuatorConfig) -> Path:
+    if config.policy_path:
+        return Path(config.policy_path)
+    if MOUNTED_POLICY.exists():
+        return MOUNTED_POLICY
+    for directory in (Path.cwd(), *Path.cwd().parents, *Path(__file__).resolve().parents):
+        candidate = directory / POLICY_FILE
+        if candidate.exists():
+            return candidate
+    return MOUNTED_POLICY

@@ -1,0 +1,283 @@
+"""The actuator's policy: which service may write which fields of which kinds, and nothing else.
+
+Decision services hold no API credentials; the actuator writes for them, so it is where a buggy or
+compromised decider is stopped. The policy is one declarative file (deploy/policy/
+actuator-policy.yaml) read into typed Structs; `Policy.check` is pure: a command (plus the live
+values of the settings a rule refers to) in, a verdict out. The RBAC rules of the actuator's
+ServiceAccount are derived from the same file (`Policy.grants`), so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from corral_actuator.kinds import KindInfo, resolve_kind
+from corral_kube.patching import PointerError, tokens
+from corral_model.envelopes import Command, FieldValue, Verb
+
+POLICY_SCHEMA = "corral.actuator-policy/v1"
+
+
+class PolicyError(ValueError):
+    """The policy file itself is wrong: the actuator refuses to start rather than guess."""
+
+
+class FieldRule(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True):
+    path: str
+    # The new value must equal this Longhorn Setting's current value (read live by the actuator).
+    value_from_setting: str | None = None
+
+
+class Rule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    kind: str
+    verbs: tuple[Verb, ...]
+    fields: tuple[FieldRule, ...] = ()
+    require: tuple[FieldValue, ...] = ()
+
+
+class PolicyDocument(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    schema: str
+    namespaces: tuple[str, ...]
+    common: tuple[Rule, ...] = ()
+    services: dict[str, tuple[Rule, ...]] = {}
+
+
+class Verdict(msgspec.Struct, frozen=True, kw_only=True):
+    allowed: bool
+    reason: str = ""
+    # Fields the object must hold for the write to apply (the matched rule's `require`).
+    guards: tuple[FieldValue, ...] = ()
+    kind: KindInfo | None = None
+
+
+def _deny(reason: str) -> Verdict:
+    return Verdict(allowed=False, reason=reason)
+
+
+def _covers(rule_parts: list[str], change_parts: list[str]) -> bool:
+    if len(change_parts) < len(rule_parts):
+        return False
+    return all(r in ("*", c) for r, c in zip(rule_parts, change_parts, strict=False))
+
+
+class _CompiledRule:
+    __slots__ = ("fields", "info", "rule")
+
+    def __init__(self, rule: Rule, info: KindInfo) -> None:
+        self.rule = rule
+        self.info = info
+        self.fields = [(tokens(f.path), f) for f in rule.fields]
+
+
+class Policy:
+    """A checked policy document, indexed by (service, kind token)."""
+
+    def __init__(self, document: PolicyDocument) -> None:
+        if document.schema != POLICY_SCHEMA:
+            raise PolicyError(f"policy schema {document.schema!r} is not {POLICY_SCHEMA}")
+        if not document.namespaces:
+            raise PolicyError("policy names no namespace the actuator may write in")
+        self.document = document
+        self.namespaces = frozenset(document.namespaces)
+        self._rules: dict[str, dict[str, list[_CompiledRule]]] = {}
+        for service, rules in document.services.items():
+            index: dict[str, list[_CompiledRule]] = {}
+            for rule in (*document.common, *rules):
+                compiled = self._compile(service, rule)
+                index.setdefault(compiled.info.token, []).append(compiled)
+            self._rules[service] = index
+
+    @staticmethod
+    def _compile(service: str, rule: Rule) -> _CompiledRule:
+        where = f"service {service!r}, kind {rule.kind!r}"
+        info = resolve_kind(rule.kind)
+        if info is None or info.token != rule.kind:
+            raise PolicyError(f"{where}: unknown kind token")
+        if not rule.verbs:
+            raise PolicyError(f"{where}: no verbs")
+        try:
+            compiled = _CompiledRule(rule, info)
+            for r in rule.require:
+                tokens(r.path)
+        except PointerError as e:
+            raise PolicyError(f"{where}: {e}") from e
+        writes_fields = {Verb.PATCH, Verb.PATCH_STATUS} & set(rule.verbs)
+        if writes_fields and not rule.fields:
+            raise PolicyError(f"{where}: a patch rule must list the fields it may set")
+        for parts, field in compiled.fields:
+            if not parts:
+                raise PolicyError(f"{where}: field path must not be the whole object")
+            is_status = parts[0] == "status"
+            if is_status and Verb.PATCH_STATUS not in rule.verbs:
+                raise PolicyError(f"{where}: {field.path} is a status field but patch-status is not allowed")
+            if not is_status and Verb.PATCH not in rule.verbs:
+                raise PolicyError(f"{where}: {field.path} is a spec field but patch is not allowed")
+        return compiled
+
+    @classmethod
+    def from_yaml(cls, text: str | bytes) -> Policy:
+        try:
+            document = msgspec.yaml.decode(text, type=PolicyDocument)
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            raise PolicyError(f"invalid policy: {e}") from e
+        return cls(document)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Policy:
+        return cls.from_yaml(Path(path).read_bytes())
+
+    @property
+    def services(self) -> frozenset[str]:
+        return frozenset(self._rules)
+
+    def grants(self) -> Iterator[tuple[str, KindInfo, Verb]]:
+        """Every (service, kind, verb) the policy allows: what the actuator's RBAC must grant."""
+        for service, index in self._rules.items():
+            for compiled in (c for rules in index.values() for c in rules):
+                for verb in compiled.rule.verbs:
+                    yield service, compiled.info, verb
+
+    def setting_reads(self) -> frozenset[str]:
+        """The Settings the actuator reads to check commands (valueFromSetting)."""
+        return frozenset(
+            f.value_from_setting
+            for index in self._rules.values()
+            for rules in index.values()
+            for c in rules
+            for _, f in c.fields
+            if f.value_from_setting
+        )
+
+    def _candidates(self, command: Command) -> tuple[KindInfo | None, list[_CompiledRule]]:
+        info = resolve_kind(command.target.kind)
+        if info is None:
+            return None, []
+        index = self._rules.get(command.service, {})
+        return info, [c for c in index.get(info.token, ()) if command.verb in c.rule.verbs]
+
+    def settings_needed(self, command: Command) -> frozenset[str]:
+        """The Settings whose live values `check` needs for this command (usually none)."""
+        _, rules = self._candidates(command)
+        if not rules:
+            return frozenset()
+        paths = [c.path for c in command.changes]
+        needed: set[str] = set()
+        for compiled in rules:
+            for parts, field in compiled.fields:
+                if field.value_from_setting and any(_safe_covers(parts, p) for p in paths):
+                    needed.add(field.value_from_setting)
+        return frozenset(needed)
+
+    def check(self, command: Command, settings: Mapping[str, str | None] | None = None) -> Verdict:
+        """Whether `command` may be applied; `settings` holds the live values `settings_needed` named
+        (None for a Setting that does not exist)."""
+        if command.service not in self._rules:
+            return _deny(f"service {command.service!r} has no policy")
+        target = command.target
+        info, rules = self._candidates(command)
+        if info is None:
+            return _deny(f"unknown kind {target.kind!r}")
+        if not target.name:
+            return _deny("the target names no object")
+        if info.namespaced and target.namespace not in self.namespaces:
+            return _deny(f"namespace {target.namespace!r} is outside the actuator's namespaces")
+        if not rules:
+            return _deny(f"service {command.service!r} may not {command.verb} {info.kind}")
+        for p in command.preconditions:
+            try:
+                tokens(p.path)
+            except PointerError as e:
+                return _deny(f"precondition: {e}")
+        first: Verdict | None = None
+        for compiled in rules:
+            verdict = _check_rule(command, compiled, settings or {})
+            if verdict.allowed:
+                return verdict
+            first = first or verdict
+        assert first is not None
+        return first
+
+
+def _safe_covers(rule_parts: list[str], path: str) -> bool:
+    try:
+        return _covers(rule_parts, tokens(path))
+    except PointerError:
+        return False
+
+
+def _check_rule(command: Command, compiled: _CompiledRule, settings: Mapping[str, str | None]) -> Verdict:
+    info = compiled.info
+    verb = command.verb
+    if verb in (Verb.PATCH, Verb.PATCH_STATUS):
+        if command.body is not None:
+            return _deny(f"a {verb} carries no body")
+        if not command.changes:
+            return _deny(f"a {verb} must change at least one field")
+        for change in command.changes:
+            verdict = _check_change(change, verb, info, compiled, settings)
+            if verdict is not None:
+                return verdict
+    elif verb is Verb.DELETE:
+        if command.changes or command.body is not None:
+            return _deny("a delete carries no changes and no body")
+    elif verb is Verb.CREATE:
+        verdict = _check_body(command, info)
+        if verdict is not None:
+            return verdict
+    return Verdict(allowed=True, guards=compiled.rule.require, kind=info)
+
+
+def _check_change(
+    change: FieldValue,
+    verb: Verb,
+    info: KindInfo,
+    compiled: _CompiledRule,
+    settings: Mapping[str, str | None],
+) -> Verdict | None:
+    try:
+        parts = tokens(change.path)
+    except PointerError as e:
+        return _deny(f"change: {e}")
+    if not parts:
+        return _deny("a change may not replace the whole object")
+    if (parts[0] == "status") != (verb is Verb.PATCH_STATUS):
+        return _deny(f"{change.path}: status fields are written with patch-status, all others with patch")
+    for rule_parts, field in compiled.fields:
+        if not _covers(rule_parts, parts):
+            continue
+        if field.value_from_setting:
+            wanted = settings.get(field.value_from_setting)
+            if wanted is None:
+                return _deny(f"{change.path}: setting {field.value_from_setting} is not set")
+            if change.value != wanted:
+                return _deny(
+                    f"{change.path} may only be set to the {field.value_from_setting} "
+                    f"setting's value {wanted!r}, not {change.value!r}"
+                )
+        return None
+    return _deny(f"{info.kind} field {change.path} is not writable by this service")
+
+
+def _check_body(command: Command, info: KindInfo) -> Verdict | None:
+    body: Any = command.body
+    if command.changes:
+        return _deny("a create carries a body, not changes")
+    if not isinstance(body, dict):
+        return _deny("a create needs the object as its body")
+    if body.get("kind", info.kind) != info.kind:
+        return _deny(f"body kind {body.get('kind')!r} is not {info.kind}")
+    if body.get("apiVersion", info.api_version) != info.api_version:
+        return _deny(f"body apiVersion {body.get('apiVersion')!r} is not {info.api_version}")
+    metadata = body.get("metadata")
+    if not isinstance(metadata, dict):
+        return _deny("the body has no metadata")
+    # A fixed name (not generateName) is what makes a redelivered create detectable as done.
+    if metadata.get("name") != command.target.name:
+        return _deny(f"body name {metadata.get('name')!r} is not the target's {command.target.name!r}")
+    if metadata.get("namespace", command.target.namespace) != command.target.namespace:
+        return _deny(f"body namespace {metadata.get('namespace')!r} is not the target's")
+    return None

@@ -1,0 +1,314 @@
+"""The actuator on the bus: LH_COMMANDS in, API writes out, one CommandResult per command to LH_RESULTS.
+
+Order of a command's life: decode (a malformed one goes to LH_DEAD through the bus consumer, and
+the actuator carries on), answer repeats from the record of recent commands, apply under the
+object's lock, publish the result and wait for LH_RESULTS to store it, and only then let the consumer
+ack the command. A crash anywhere before the ack redelivers the command; the redelivery reads the
+object first, so what was written is not written again, and the result's Nats-Msg-Id (command id
+and outcome) makes LH_RESULTS store it once.
+
+Commands run `concurrency` at a time: that many pull subscribers share the one durable consumer,
+each handling its message to the end, so "bounded in flight" is a number in the configuration.
+Only the leaseholder consumes; a standby keeps its API client and policy loaded and takes over
+when the lease passes to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from nats.js.errors import NotFoundError
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from corral_actuator.actuator import Actuator
+from corral_actuator.api import KubeApi, RetryPolicy
+from corral_actuator.config import ActuatorConfig, policy_file
+from corral_actuator.kinds import resolve_kind
+from corral_actuator.limiter import rate_limiter
+from corral_actuator.locks import KeyedLocks
+from corral_actuator.policy import Policy
+from corral_actuator.record import CommandRecord
+from corral_actuator.settings import SettingValues
+from corral_bus import MSG_ID_HEADER, Bus, Consumer, ConsumerSpec, Delivery, TransientError, ensure_streams
+from corral_kube.client import api_client
+from corral_model import codec
+from corral_model.envelopes import Command, CommandResult, Outcome
+from corral_model.subjects import (
+    COMMANDS_PREFIX,
+    COMMANDS_STREAM,
+    escape_token,
+    result_subject,
+    unescape_token,
+)
+from corral_runtime.logs import Logger
+from corral_runtime.service import ServiceContext
+
+DURABLE = "actuator"
+
+# Outcomes a repeat of the command may simply be told again: the write happened (or never may).
+# Anything else wrote nothing, so a repeat is applied afresh: the service may have re-decided.
+_FINAL = frozenset({Outcome.APPLIED, Outcome.REJECTED_BY_POLICY})
+
+
+class ActuatorMetrics:
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        self.results = Counter(
+            "corral_actuator_results",
+            "Commands finished, by emitting service and outcome.",
+            ["service", "outcome"],
+            registry=registry,
+        )
+        self.repeats = Counter(
+            "corral_actuator_repeated_commands",
+            "Commands that arrived again and were answered from the record of recent commands.",
+            registry=registry,
+        )
+        self.in_flight = Gauge("corral_actuator_in_flight", "Commands being applied now.", registry=registry)
+
+
+def subject_service(subject: str) -> str | None:
+    """The emitting service named by a command subject `lh.cmd.<service>.…` (None if not one)."""
+    prefix = COMMANDS_PREFIX + "."
+    if not subject.startswith(prefix):
+        return None
+    return unescape_token(subject[len(prefix) :].split(".", 1)[0])
+
+
+def result_subject_for(result: CommandResult) -> str:
+    info = resolve_kind(result.target.kind)
+    token = info.token if info is not None else escape_token(result.target.kind.lower())
+    return result_subject(escape_token(result.service), token, result.target.namespace, result.target.name)
+
+
+class CommandHandler:
+    """The consumer's handler: one delivery of LH_COMMANDS to one stored CommandResult."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        actuator: Actuator,
+        *,
+        record: CommandRecord | None = None,
+        log: Logger | None = None,
+        metrics: ActuatorMetrics | None = None,
+        audit: bool = True,
+    ) -> None:
+        self.bus = bus
+        self.actuator = actuator
+        self.record = record or CommandRecord()
+        self.log = log
+        self.metrics = metrics or ActuatorMetrics(CollectorRegistry())
+        self.audit = audit
+        self.locks = KeyedLocks()
+
+    async def __call__(self, delivery: Delivery) -> None:
+        command = delivery.decode(Command)  # SchemaError: the consumer parks it in LH_DEAD
+        previous = self.record.result(command.id)
+        if previous is not None and previous.outcome in _FINAL:
+            self.metrics.repeats.inc()
+            await self.publish(previous)
+            return
+        running = self.record.running(command.id)
+        if running is not None:
+            # The same command is being applied by another subscriber right now: wait for it.
+            self.metrics.repeats.inc()
+            try:
+                result = await asyncio.shield(running)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if running.cancelled() and not (task is not None and task.cancelling()):
+                    raise TransientError(
+                        "the first copy of this command was abandoned; retry", delay=0.1
+                    ) from None
+                raise
+            await self.publish(result)
+            return
+        self.record.start(command.id)
+        try:
+            self.metrics.in_flight.inc()
+            try:
+                result = await self._execute(command, delivery)
+            finally:
+                self.metrics.in_flight.dec()
+            await self.publish(result)
+        except BaseException:
+            self.record.abandon(command.id)
+            raise
+        self.record.finish(result)
+        self.metrics.results.labels(result.service, result.outcome.value).inc()
+        self._log(command, result)
+
+    async def _execute(self, command: Command, delivery: Delivery) -> CommandResult:
+        claimed = subject_service(delivery.subject)
+        if claimed != command.service:
+            # NATS permissions bind a service to its own subjects; a command naming another service
+            # than its subject does is forged or misrouted.
+            return self.actuator.reject(
+                command, f"command names service {command.service!r} but came on {delivery.subject}"
+            )
+        t = command.target
+        async with self.locks.hold((t.kind, t.namespace, t.name)):
+            return await self.actuator.execute(command, redelivered=delivery.num_delivered > 1)
+
+    async def publish(self, result: CommandResult) -> None:
+        """Store the result in LH_RESULTS (waiting for the stream's ack); once per command and outcome."""
+        await self.bus.js.publish(
+            result_subject_for(result),
+            codec.encode(result),
+            headers={MSG_ID_HEADER: f"{result.command_id}:{result.outcome.value}"},
+        )
+
+    def _log(self, command: Command, result: CommandResult) -> None:
+        if self.log is None or (result.outcome is Outcome.APPLIED and not self.audit):
+            return
+        fields: dict[str, Any] = {
+            "command_id": command.id,
+            "service": command.service,
+            "verb": command.verb.value,
+            "kind": command.target.kind,
+            "namespace": command.target.namespace,
+            "name": command.target.name,
+            "outcome": result.outcome.value,
+            "resource_version": result.resource_version,
+            "dry_run": result.dry_run,
+        }
+        if result.outcome is Outcome.ERROR:
+            self.log.warning("command failed", detail=result.detail, **fields)
+        elif result.outcome is not Outcome.REJECTED_BY_POLICY:  # those were logged as security events
+            self.log.info("command finished", detail=result.detail, **fields)
+
+
+class ConsumerPool:
+    """`size` pull subscribers on one durable consumer: commands in flight = size."""
+
+    def __init__(self, bus: Bus, spec: ConsumerSpec, handler: CommandHandler, size: int) -> None:
+        self.consumers = [Consumer(bus, spec, handler) for _ in range(size)]
+
+    async def start(self) -> None:
+        for consumer in self.consumers:
+            consumer.start()
+        await asyncio.gather(*(c.ready.wait() for c in self.consumers))
+
+    async def stop(self, grace: float) -> None:
+        await asyncio.gather(*(c.stop(grace) for c in self.consumers))
+
+
+def consumer_spec(config: ActuatorConfig) -> ConsumerSpec:
+    return ConsumerSpec(
+        stream=COMMANDS_STREAM,
+        durable=DURABLE,
+        backoff=(0.5, 2.0, 10.0),
+        max_deliver=config.max_deliver,
+        ack_wait=config.ack_wait_s,
+        max_ack_pending=max(256, 4 * config.concurrency * config.fetch_batch),
+        batch=config.fetch_batch,
+        fetch_wait=0.5,
+        description="corral actuator: applies commands to the API server",
+    )
+
+
+def security_logger(log: Logger) -> Any:
+    def security_event(command: Command, reason: str) -> None:
+        log.warning(
+            "command rejected by policy",
+            security=True,
+            command_id=command.id,
+            service=command.service,
+            verb=command.verb.value,
+            kind=command.target.kind,
+            namespace=command.target.namespace,
+            name=command.target.name,
+            changes=[c.path for c in command.changes],
+            reason=reason,
+        )
+
+    return security_event
+
+
+async def _ensure_command_stream(bus: Bus) -> None:
+    """Create the bus contract's streams if nobody has yet (a standalone actuator), else leave them."""
+    try:
+        await bus.js.stream_info(COMMANDS_STREAM)
+    except NotFoundError:
+        await ensure_streams(bus.js)
+
+
+async def main(ctx: ServiceContext[ActuatorConfig]) -> None:
+    """The actuator service: see the module docstring. Returns once `ctx.stop` is set and work drained."""
+    config = ctx.config
+    policy = Policy.load(policy_file(config))
+    metrics = ActuatorMetrics(ctx.metrics)
+    api = await api_client(config.kubeconfig or None, max_connections=config.max_connections)
+    try:
+        kube = KubeApi(
+            api,
+            rate_limiter(config.qps, config.burst),
+            request_timeout=config.request_timeout_s,
+            retry=RetryPolicy(attempts=config.retry_attempts, timeout=config.retry_timeout_s),
+            dry_run=config.dry_run,
+        )
+        actuator = Actuator(
+            kube,
+            policy,
+            settings=SettingValues(kube, ttl=config.settings_ttl_s),
+            security_log=security_logger(ctx.log),
+        )
+        handler = CommandHandler(
+            ctx.bus,
+            actuator,
+            record=CommandRecord(config.recent_commands),
+            log=ctx.log,
+            metrics=metrics,
+            audit=config.audit_log,
+        )
+        await _ensure_command_stream(ctx.bus)
+        ctx.readiness.mark("policy")
+        ctx.log.info(
+            "actuator ready",
+            policy=str(policy_file(config)),
+            dry_run=config.dry_run,
+            qps=config.qps,
+            burst=config.burst,
+            concurrency=config.concurrency,
+        )
+        await _lead(ctx, handler)
+    finally:
+        await api.close()
+
+
+async def _wait_any(*aws: Any) -> None:
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def _lead(ctx: ServiceContext[ActuatorConfig], handler: CommandHandler) -> None:
+    """Consume while leading; on losing the lease or on stop, drain and (if not stopping) stand by."""
+    config = ctx.config
+    leadership = ctx.leadership
+    lost = asyncio.Event()
+    if leadership is not None:
+        leadership.on_change(lambda leader: None if leader else lost.set())
+    while not ctx.stop.is_set():
+        if leadership is not None and not leadership.is_leader:
+            ctx.log.info("standing by for the actuator lease")
+            await _wait_any(leadership.wait_leader(), ctx.stop.wait())
+            if ctx.stop.is_set():
+                return
+        lost.clear()
+        pool = ConsumerPool(ctx.bus, consumer_spec(config), handler, config.concurrency)
+        await pool.start()
+        ctx.log.info("consuming commands", durable=DURABLE, concurrency=config.concurrency)
+        if leadership is not None and not leadership.is_leader:
+            lost.set()
+        await _wait_any(ctx.stop.wait(), lost.wait())
+        ctx.log.info("draining in-flight commands", lost_lease=lost.is_set())
+        await pool.stop(config.shutdown_grace_s)
