@@ -1,0 +1,97 @@
+"""The simulator's knobs: durations, image profiles, limits. One frozen object, so a scenario states
+its whole simulated world up front and a seeded run with the same config replays identically.
+
+Durations are in *simulated* seconds (see clock.py); tests set them to fractions of a second.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ManagerVersions:
+    """The engine API constants vendored into the (simulated) longhorn-manager (HEAD row of §1.1)."""
+
+    cli_api_version: int = 12
+    cli_api_min_version: int = 8
+    controller_api_version: int = 6
+    controller_api_min_version: int = 4
+
+
+@dataclass(frozen=True)
+class ImageProfile:
+    """What `longhorn version --client-only` would report for an engine image, plus how it behaves.
+
+    `working=False` is the "compatible but non-working" class: it deploys and passes every check, but a
+    live upgrade to it never completes (the engine never reports the new image).
+    """
+
+    version: str = "v1.10.0"
+    git_commit: str = ""
+    cli_api_version: int = 12
+    cli_api_min_version: int = 8
+    controller_api_version: int = 6
+    controller_api_min_version: int = 4
+    data_format_version: int = 1
+    data_format_min_version: int = 1
+    working: bool = True
+    undeployed_nodes: frozenset[str] = frozenset()
+
+    def commit_for(self, image: str) -> str:
+        """The git commit reported: the profile's, or one derived from the image so images differ."""
+        return self.git_commit or hashlib.sha1(image.encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Everything that shapes the simulated Longhorn data plane.
+
+    * `seed` feeds the one RNG (replica names, placement ties, pod IPs).
+    * `images` maps an engine-image string to its profile; an unknown image gets `default_profile`
+      (compatible, working, with a git commit derived from the image string).
+    * `non_working_images` is a shortcut for profiles with `working=False`.
+    """
+
+    namespace: str = "longhorn-system"
+    seed: int = 0
+    manager: ManagerVersions = ManagerVersions()
+    images: dict[str, ImageProfile] = field(default_factory=dict)
+    default_profile: ImageProfile = ImageProfile()
+    non_working_images: frozenset[str] = frozenset()
+    # engine-image DaemonSet: time for one node's pod to become ready
+    engine_image_deploy_seconds: float = 0.05
+    # engine-image expiry after refCount 0 (non-default images only); None disables it
+    engine_image_expiry_seconds: float | None = 3600.0
+    # an engine/replica process start and stop inside its instance manager
+    instance_start_seconds: float = 0.02
+    instance_stop_seconds: float = 0.0
+    # total duration of one v1 live engine upgrade (half to start the new replicas, half to switch)
+    live_upgrade_seconds: float = 0.2
+    # an offline upgrade re-images engine and replicas after this delay
+    offline_upgrade_seconds: float = 0.0
+    # one replica rebuild, once it got a slot under concurrent-replica-rebuild-per-node-limit
+    rebuild_seconds: float = 0.2
+    # a failed replica is deleted this long after it failed (Longhorn's staleReplicaTimeout)
+    stale_replica_seconds: float = 0.5
+    # volume expansion stays pending (expansionRequired) this long
+    expansion_seconds: float = 0.2
+    # DR / restore: restoreRequired stays true this long
+    restore_seconds: float = 0.2
+    # live migration: currentMigrationNodeID follows spec.migrationNodeID after this delay
+    migration_seconds: float = 0.05
+    # instance-manager pod: Pending → Running/ready after this delay
+    im_startup_seconds: float = 0.05
+    # per-IM back-off before the simulated IM controller recreates a deleted pod
+    im_recreate_backoff_seconds: float = 0.0
+    # allocatable CPU (millicpu) assumed for a kube node that does not say
+    default_node_millicpu: int = 4000
+
+    def profile(self, image: str) -> ImageProfile:
+        profile = self.images.get(image, self.default_profile)
+        if image in self.non_working_images and profile.working:
+            from dataclasses import replace
+
+            profile = replace(profile, working=False)
+        return profile

@@ -1,0 +1,121 @@
+"""One reconcile round's inputs and outputs: the observed view, the controllers' in-memory state
+(timers, requested faults), the simulated time and seeded RNG in, the writes out.
+
+Timers are the one piece of memory the controllers keep: `ctx.waited(key, seconds)` starts a timer
+the first time a condition is seen and reports whether it has lasted long enough. A timer nobody
+asks about in a round is dropped, so when the condition goes away the wait starts over next time,
+the way a controller restart or a changed object resets real Longhorn's progress.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from corral_sandbox.simulator.config import SimConfig
+from corral_sandbox.simulator.view import ClusterView, Obj
+from corral_sandbox.simulator.writes import Write, diff_fields
+
+
+@dataclass
+class Memory:
+    """What survives between rounds inside the simulated controllers (lost on a controller restart)."""
+
+    timers: dict[str, float] = field(default_factory=dict)
+    # faults requested through SimFaults, consumed by the next round
+    crash_engines: set[str] = field(default_factory=set)
+    fail_replicas: set[str] = field(default_factory=set)
+    # IM name → simulated time before which its pod is not recreated
+    im_backoff_until: dict[str, float] = field(default_factory=dict)
+    # IM pod name → restart count to report (bumped by a container-restart fault)
+    pod_restarts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class ReconcileContext:
+    view: ClusterView
+    memory: Memory
+    config: SimConfig
+    now: float
+    stamp: str  # RFC 3339 of `now`
+    rng: random.Random
+    writes: list[Write] = field(default_factory=list)
+    deadlines: list[float] = field(default_factory=list)
+    touched: set[str] = field(default_factory=set)
+
+    @property
+    def namespace(self) -> str:
+        return self.config.namespace
+
+    # --- time ------------------------------------------------------------------------------------
+
+    def waited(self, key: str, seconds: float) -> bool:
+        """True once `key` has been waited on for `seconds` of simulated time."""
+        self.touched.add(key)
+        start = self.memory.timers.setdefault(key, self.now)
+        due = start + seconds
+        if self.now >= due:
+            return True
+        if due != float("inf"):
+            self.deadlines.append(due)
+        return False
+
+    def forget_untouched_timers(self) -> None:
+        for key in [k for k in self.memory.timers if k not in self.touched]:
+            del self.memory.timers[key]
+
+    def next_deadline(self) -> float | None:
+        return min(self.deadlines) if self.deadlines else None
+
+    # --- writes ----------------------------------------------------------------------------------
+
+    def create(self, kind: str, obj: Obj, reason: str) -> None:
+        self.writes.append(Write("create", kind, obj["metadata"]["name"], obj, reason))
+
+    def delete(self, kind: str, obj: Obj, reason: str) -> None:
+        meta = obj["metadata"]
+        self.writes.append(Write("delete", kind, meta["name"], None, reason, uid=meta.get("uid", "")))
+
+    def patch_status(self, kind: str, obj: Obj, wanted: dict[str, Any], reason: str) -> None:
+        """Merge-patch the status subresource so the listed status fields hold `wanted`."""
+        patch = diff_fields(obj.get("status") or {}, wanted)
+        if patch:
+            self.writes.append(Write("status", kind, obj["metadata"]["name"], {"status": patch}, reason))
+            _apply_locally(obj, "status", patch)
+
+    def patch_spec(self, kind: str, obj: Obj, wanted: dict[str, Any], reason: str) -> None:
+        patch = diff_fields(obj.get("spec") or {}, wanted)
+        if patch:
+            self.writes.append(Write("patch", kind, obj["metadata"]["name"], {"spec": patch}, reason))
+            _apply_locally(obj, "spec", patch)
+
+    def patch_metadata(self, kind: str, obj: Obj, wanted: dict[str, Any], reason: str) -> None:
+        patch = diff_fields(obj.get("metadata") or {}, wanted)
+        if patch:
+            self.writes.append(Write("patch", kind, obj["metadata"]["name"], {"metadata": patch}, reason))
+            _apply_locally(obj, "metadata", patch)
+
+    def new_suffix(self) -> str:
+        return f"{self.rng.getrandbits(32):08x}"
+
+
+def _apply_locally(obj: Obj, section: str, patch: dict[str, Any]) -> None:
+    """Reflect a patch in the round's view at once, so later controllers in the same round see it.
+
+    The objects in the view are replaced by the server's answer after the round; this only keeps one
+    round from deciding twice on the same stale field.
+    """
+    target = obj.setdefault(section, {})
+    _merge(target, patch)
+
+
+def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)

@@ -1,0 +1,197 @@
+"""SIM-IM: the instance-manager controller and the kubelet under it.
+
+* One InstanceManager per ready node and enabled data engine with the default IM image is kept.
+* Its pod (same name) is built from the settings *current at creation* (objects.instance_manager_pod):
+  a deleted pod is recreated with the new tolerations, priority class, CPU request, … — the effect
+  corral's im-restart relies on — after an optional per-IM back-off.
+* The pod goes Pending → Running/ready after `im_startup_seconds` (timed per pod UID, so a recreated
+  pod starts over); `currentState` follows the pod (§4.2 step 5) and the instance maps list the
+  engines and replicas running in it with their own states.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import defaultdict
+from typing import Any
+
+from corral_sandbox.simulator import objects
+from corral_sandbox.simulator.context import ReconcileContext
+from corral_sandbox.simulator.engine_images import ready_nodes
+from corral_sandbox.simulator.settings import as_bool, parse_millicpu
+from corral_sandbox.simulator.view import Obj, deleting, spec, status
+
+IM_COMPONENT = "instance-manager"
+
+
+def reconcile_instance_managers(ctx: ReconcileContext) -> None:
+    _ensure_default_managers(ctx)
+    instances = _instances_by_manager(ctx)
+    for im in ctx.view.all("instancemanager"):
+        _reconcile_manager(ctx, im, instances.get(im["metadata"]["name"], {}))
+    _run_pods(ctx)
+
+
+def _ensure_default_managers(ctx: ReconcileContext) -> None:
+    image = ctx.view.setting("default-instance-manager-image")
+    if not image:
+        return
+    engines = [e for e in ("v1", "v2") if as_bool(ctx.view.setting(f"{e}-data-engine"))]
+    for node in ready_nodes(ctx.view):
+        for data_engine in engines:
+            name = objects.instance_manager_name(node, data_engine, image)
+            if ctx.view.get("instancemanager", name) is None:
+                ctx.create(
+                    "instancemanager",
+                    objects.instance_manager(node, data_engine, image, ctx.namespace),
+                    "default instance manager missing on node",
+                )
+
+
+def _instances_by_manager(ctx: ReconcileContext) -> dict[str, dict[str, dict[str, Any]]]:
+    result: dict[str, dict[str, dict[str, Any]]] = defaultdict(lambda: defaultdict(dict))
+    for kind, field in (("engine", "instanceEngines"), ("replica", "instanceReplicas")):
+        for obj in ctx.view.all(kind):
+            istatus = status(obj)
+            manager = istatus.get("instanceManagerName")
+            state = istatus.get("currentState", "")
+            if manager and state in ("starting", "running", "error"):
+                result[manager][field][obj["metadata"]["name"]] = {
+                    "spec": {
+                        "name": obj["metadata"]["name"],
+                        "dataEngine": spec(obj).get("dataEngine", "v1"),
+                    },
+                    "status": {"state": state, "portStart": istatus.get("port", 0)},
+                }
+    return result
+
+
+def _reconcile_manager(ctx: ReconcileContext, im: Obj, instances: dict[str, dict[str, Any]]) -> None:
+    name = im["metadata"]["name"]
+    pod = ctx.view.get("pod", name)
+    if deleting(im):
+        if pod is not None and not deleting(pod):
+            ctx.delete("pod", pod, "instance manager deleted")
+        return
+    current = status(im).get("currentState", "")
+    ip = ""
+    if pod is None:
+        state = "stopped" if current in ("", "stopped") else "error"
+        reason = "NotFound"
+    elif deleting(pod):
+        state, reason = "error", "Deleting"
+    else:
+        phase = status(pod).get("phase", "")
+        ready = all(c.get("ready") for c in status(pod).get("containerStatuses", []) or [{}])
+        if phase in ("", "Pending"):
+            state, reason = "starting", "Starting"
+        elif phase == "Running" and ready:
+            state, reason, ip = "running", "Running", status(pod).get("podIP", "")
+        elif phase == "Running":
+            state, reason = "starting", "Starting"
+        else:
+            state, reason = "error", "Failed"
+    maps = instances if state in ("running", "unknown") else {}
+    ctx.patch_status(
+        "instancemanager",
+        im,
+        {
+            "currentState": state,
+            "ip": ip,
+            "ownerID": spec(im).get("nodeID", ""),
+            "instanceEngines": dict(maps.get("instanceEngines", {})),
+            "instanceReplicas": dict(maps.get("instanceReplicas", {})),
+            "conditions": [
+                {"type": "PodReady", "status": "True" if state == "running" else "False", "reason": reason}
+            ],
+        },
+        f"instance manager {state}",
+    )
+    if pod is not None and state == "error" and not deleting(pod):
+        ctx.delete("pod", pod, "instance manager pod failed: recreate")
+    if pod is None:
+        _recreate_pod(ctx, im)
+
+
+def _recreate_pod(ctx: ReconcileContext, im: Obj) -> None:
+    name = im["metadata"]["name"]
+    node_name = spec(im).get("nodeID", "")
+    kube_node = ctx.view.get("kubenode", node_name)
+    if kube_node is not None and spec(kube_node).get("unschedulable"):
+        return  # a cordoned node gets no new IM pod
+    until = ctx.memory.im_backoff_until.get(name, 0.0)
+    if ctx.now < until:
+        ctx.deadlines.append(until)
+        return
+    ctx.memory.im_backoff_until[name] = ctx.now + ctx.config.im_recreate_backoff_seconds
+    allocatable = ctx.config.default_node_millicpu
+    if kube_node is not None:
+        cpu = status(kube_node).get("allocatable", {}).get("cpu")
+        if cpu:
+            allocatable = parse_millicpu(cpu)
+    lh_node = ctx.view.get("node", node_name)
+    request = int(spec(lh_node).get("instanceManagerCPURequest", 0) or 0) if lh_node else 0
+    pod = objects.instance_manager_pod(im, ctx.view.setting, allocatable, request)
+    ctx.create("pod", pod, "instance manager pod (re)created with current settings")
+
+
+def _run_pods(ctx: ReconcileContext) -> None:
+    """The kubelet: IM pods start after the start-up delay; orphans (no IM) are collected."""
+    nodes = sorted(ctx.view.objects["kubenode"]) or ready_nodes(ctx.view)
+    for pod in ctx.view.all("pod"):
+        labels = pod["metadata"].get("labels", {}) or {}
+        if labels.get("longhorn.io/component") != IM_COMPONENT or deleting(pod):
+            continue
+        name = pod["metadata"]["name"]
+        if ctx.view.get("instancemanager", name) is None:
+            ctx.delete("pod", pod, "owner instance manager is gone")
+            continue
+        uid = pod["metadata"].get("uid", "")
+        restarts = ctx.memory.pod_restarts.get(uid, 0)
+        phase = status(pod).get("phase", "")
+        if phase == "Running":
+            statuses = status(pod).get("containerStatuses", []) or []
+            if statuses and statuses[0].get("restartCount", 0) != restarts:
+                ctx.patch_status(
+                    "pod",
+                    pod,
+                    {"containerStatuses": [{**statuses[0], "restartCount": restarts}]},
+                    "container restarted",
+                )
+            continue
+        if ctx.waited(f"im-start/{uid}", ctx.config.im_startup_seconds):
+            node = pod["spec"].get("nodeName", "")
+            index = nodes.index(node) + 1 if node in nodes else zlib.crc32(node.encode()) % 250 + 1
+            ip = f"10.42.{index}.{ctx.rng.randint(2, 254)}"
+            ctx.patch_status(
+                "pod",
+                pod,
+                {
+                    "phase": "Running",
+                    "podIP": ip,
+                    "hostIP": ip,
+                    "startTime": ctx.stamp,
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                    "containerStatuses": [
+                        {"name": "instance-manager", "ready": True, "restartCount": restarts, "started": True}
+                    ],
+                },
+                "instance manager pod running",
+            )
+        elif phase != "Pending":
+            ctx.patch_status(
+                "pod",
+                pod,
+                {
+                    "phase": "Pending",
+                    "containerStatuses": [
+                        {
+                            "name": "instance-manager",
+                            "ready": False,
+                            "restartCount": restarts,
+                            "started": False,
+                        }
+                    ],
+                },
+                "instance manager pod scheduled",
+            )

@@ -1,0 +1,135 @@
+"""The instance handler: engine and replica *processes* inside instance managers.
+
+An instance with `desireState: running` starts (starting → running) only while an instance manager
+of its data engine is running on its node; it then reports that IM, an address and its image as
+`currentImage`. A stopped instance reports no image (that is why a detached volume's replicas show an
+empty currentImage). An instance whose IM stops running underneath it goes to `error` — the path by
+which deleting a busy IM pod crashes engines and replicas (SIM-CRASH). Faults requested through
+SimFaults (kill an engine, fail a replica) land here too.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from corral_sandbox.simulator.context import ReconcileContext
+from corral_sandbox.simulator.objects import FINALIZER
+from corral_sandbox.simulator.view import Obj, deleting, spec, status
+
+
+def running_instance_managers(ctx: ReconcileContext) -> dict[tuple[str, str], Obj]:
+    """(node, data engine) → the IM new instances start in: the default-image one if running."""
+    default_image = ctx.view.setting("default-instance-manager-image")
+    chosen: dict[tuple[str, str], Obj] = {}
+    for im in ctx.view.all("instancemanager"):
+        if status(im).get("currentState") != "running" or deleting(im):
+            continue
+        key = (spec(im).get("nodeID", ""), spec(im).get("dataEngine", "v1"))
+        held = chosen.get(key)
+        if held is None or (
+            spec(im).get("image") == default_image and spec(held).get("image") != default_image
+        ):
+            chosen[key] = im
+    return chosen
+
+
+def instance_port(name: str) -> int:
+    return 10000 + zlib.crc32(name.encode()) % 20000
+
+
+def reconcile_instances(ctx: ReconcileContext) -> None:
+    managers = running_instance_managers(ctx)
+    running_by_name = {
+        im["metadata"]["name"]
+        for im in ctx.view.all("instancemanager")
+        if status(im).get("currentState") == "running" and not deleting(im)
+    }
+    for kind in ("replica", "engine"):
+        for obj in ctx.view.all(kind):
+            _reconcile_instance(ctx, kind, obj, managers, running_by_name)
+
+
+def _reconcile_instance(
+    ctx: ReconcileContext,
+    kind: str,
+    obj: Obj,
+    managers: dict[tuple[str, str], Obj],
+    running_managers: set[str],
+) -> None:
+    name = obj["metadata"]["name"]
+    ispec, istatus = spec(obj), status(obj)
+    current = istatus.get("currentState") or "stopped"
+    if deleting(obj):
+        # the process is stopped as part of the deletion; then the finalizer goes
+        finalizers = obj["metadata"].get("finalizers", [])
+        if FINALIZER in finalizers:
+            ctx.patch_metadata(
+                kind, obj, {"finalizers": [f for f in finalizers if f != FINALIZER]}, f"{kind} deleted"
+            )
+        return
+    crash_set = ctx.memory.crash_engines if kind == "engine" else ctx.memory.fail_replicas
+    if name in crash_set:
+        crash_set.discard(name)
+        if current in ("running", "starting"):
+            ctx.patch_status(kind, obj, {"currentState": "error"}, f"{kind} process killed (fault)")
+            return
+    im_name = istatus.get("instanceManagerName", "")
+    if current in ("running", "starting") and im_name and im_name not in running_managers:
+        ctx.patch_status(kind, obj, {"currentState": "error"}, f"{kind} lost its instance manager")
+        return
+
+    desire = ispec.get("desireState") or "stopped"
+    if desire == "running":
+        if current == "error":
+            return  # the volume controller decides what a failed instance means
+        manager = managers.get((ispec.get("nodeID", ""), ispec.get("dataEngine", "v1")))
+        if manager is None:
+            if current != "stopped":
+                ctx.patch_status(kind, obj, _stopped(), f"{kind} has no running instance manager")
+            return
+        if current == "running":
+            return
+        start = ctx.config.instance_start_seconds
+        if kind == "replica" and ispec.get("active") is False:
+            # the new replicas of a live upgrade take the first half of the upgrade
+            start = ctx.config.live_upgrade_seconds / 2
+        ip = status(manager).get("ip", "")
+        if ctx.waited(f"start/{kind}/{name}", start):
+            wanted = {
+                "currentState": "running",
+                "currentImage": ispec.get("image", ""),
+                "instanceManagerName": manager["metadata"]["name"],
+                "ip": ip,
+                "storageIP": ip,
+                "port": instance_port(name),
+                "started": True,
+                "ownerID": ispec.get("nodeID", ""),
+            }
+            if kind == "engine":
+                wanted["endpoint"] = f"/dev/longhorn/{ispec.get('volumeName', '')}"
+            ctx.patch_status(kind, obj, wanted, f"{kind} started")
+        elif current != "starting":
+            ctx.patch_status(
+                kind,
+                obj,
+                {"currentState": "starting", "instanceManagerName": manager["metadata"]["name"]},
+                f"{kind} starting",
+            )
+        return
+    if current != "stopped" and ctx.waited(f"stop/{kind}/{name}", ctx.config.instance_stop_seconds):
+        ctx.patch_status(kind, obj, _stopped(), f"{kind} stopped")
+
+
+def _stopped() -> dict[str, object]:
+    return {
+        "currentState": "stopped",
+        "currentImage": "",
+        "instanceManagerName": "",
+        "ip": "",
+        "storageIP": "",
+        "port": 0,
+        "started": False,
+        "endpoint": None,
+        "replicaModeMap": None,
+        "rebuildStatus": None,
+    }

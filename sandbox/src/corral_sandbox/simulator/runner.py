@@ -1,0 +1,260 @@
+"""The Simulator: the reconcile core (reconcile.py) wired to a real API server through
+kubernetes-asyncio — list+watch into the view, rounds on change or when a timer is due, writes
+applied one by one with the server's answer folded back into the view.
+
+Two ways to drive it:
+* `await sim.start()` — background: watches every kind and reconciles on its own until `stop()`.
+* `await sim.step()` / `await sim.settle()` — stepped: one round (or rounds until quiet) on demand,
+  re-listing first. With a ManualClock this is fully deterministic: the same seed and the same
+  script give the same write log (`sim.digest()`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import random
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from corral_sandbox.simulator.clock import Clock, WallClock, timestamp
+from corral_sandbox.simulator.config import SimConfig
+from corral_sandbox.simulator.context import Memory
+from corral_sandbox.simulator.faults import SimFaults
+from corral_sandbox.simulator.kubeio import KubeIO, WatchExpired
+from corral_sandbox.simulator.reconcile import reconcile
+from corral_sandbox.simulator.view import KINDS, ClusterView, name_of, resource_version
+from corral_sandbox.simulator.writes import Write
+
+log = logging.getLogger("corral_sandbox.simulator")
+
+# answers that mean "the world moved under this write": look again, do not retry blindly
+_STALE = {404, 409, 422}
+_RETRY_SECONDS = 0.05
+
+
+class Simulator:
+    def __init__(
+        self, api: client.ApiClient, config: SimConfig | None = None, clock: Clock | None = None
+    ) -> None:
+        self.config = config or SimConfig()
+        self.clock: Clock = clock or WallClock()
+        self.view = ClusterView.empty()
+        self.memory = Memory()
+        self.rng = random.Random(self.config.seed)
+        self.faults = SimFaults(self)
+        self.paused: set[str] = set()
+        self.write_log: list[dict[str, Any]] = []
+        self.rounds = 0
+        self.write_errors = 0
+        self._io = KubeIO(api, self.config.namespace)
+        self._wake = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._deadline: float | None = None
+        self._retry_at: float | None = None
+        self._versions: dict[str, str] = {}
+        self.clock.on_advance(self.wake)
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return bool(self._tasks)
+
+    async def start(self) -> None:
+        await self.sync()
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._watch(kind), name=f"sim-watch-{kind}") for kind in KINDS]
+        self._tasks.append(loop.create_task(self._run(), name="sim-reconcile"))
+
+    async def stop(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def restart(self) -> None:
+        """Lose every in-memory state and start from a fresh list, as a restarted manager would."""
+        async with self._lock:
+            self.memory = Memory()
+            await self.sync()
+        self.wake()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def sync(self) -> None:
+        for kind in KINDS:
+            items, version = await self._io.list(kind)
+            self.view.replace_kind(kind, items)
+            self._versions[kind] = version
+
+    # --- rounds ----------------------------------------------------------------------------------
+
+    async def step(self) -> list[Write]:
+        """One reconcile round and its writes. Re-lists first unless the watches keep the view."""
+        async with self._lock:
+            if not self.running:
+                await self.sync()
+            now = self.clock.now()
+            result = reconcile(
+                self.view,
+                self.memory,
+                self.config,
+                now,
+                timestamp(self.clock),
+                self.rng,
+                frozenset(self.paused),
+            )
+            self.rounds += 1
+            self._deadline = result.next_deadline
+            for write in result.writes:
+                await self._apply(write)
+            return result.writes
+
+    async def settle(self, *, advance: bool = True, max_rounds: int = 2000) -> int:
+        """Rounds until nothing is written and no timer is due; returns the rounds run.
+
+        With `advance` and a manual clock, time jumps to the next timer whenever a round is quiet, so
+        every pending wait (deploys, upgrades, rebuilds…) runs to its end.
+        """
+        for rounds in range(1, max_rounds + 1):
+            writes = await self.step()
+            if writes:
+                continue
+            due = self._deadline
+            advance_to = getattr(self.clock, "advance_to", None)
+            if due is None or not advance or advance_to is None:
+                return rounds
+            advance_to(due)
+        raise RuntimeError(f"simulator did not settle in {max_rounds} rounds")
+
+    def digest(self) -> str:
+        """SHA-256 of the write log: equal for two runs that wrote the same things in the same order."""
+        sha = hashlib.sha256()
+        for record in self.write_log:
+            sha.update(json.dumps(record, sort_keys=True, separators=(",", ":")).encode())
+            sha.update(b"\n")
+        return sha.hexdigest()
+
+    async def _run(self) -> None:
+        while True:
+            timeout = self._sleep_for()
+            try:
+                if timeout is None:
+                    await self._wake.wait()
+                else:
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            # let a burst of watch events land before looking
+            await asyncio.sleep(0.002)
+            try:
+                writes = await self.step()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("simulator round failed")
+                self._retry_at = self.clock.now()
+                await asyncio.sleep(_RETRY_SECONDS)
+                continue
+            if writes:
+                self._wake.set()
+
+    def _sleep_for(self) -> float | None:
+        dues = [d for d in (self._deadline, self._retry_at) if d is not None]
+        self._retry_at = None
+        if not dues:
+            return None
+        real = self.clock.real_delay(min(dues) - self.clock.now())
+        return None if real is None else max(real, 0.0)
+
+    # --- writes ----------------------------------------------------------------------------------
+
+    async def _apply(self, write: Write) -> None:
+        self.write_log.append(_scrub(write.record()))
+        if self.faults.write_delay_seconds:
+            await asyncio.sleep(self.faults.write_delay_seconds)
+        try:
+            if write.verb == "create":
+                answer = await self._io.create(write.kind, write.body or {})
+                self.view.upsert(write.kind, answer)
+            elif write.verb in ("patch", "status"):
+                answer = await self._io.patch(
+                    write.kind, write.name, write.body or {}, status=write.verb == "status"
+                )
+                self.view.upsert(write.kind, answer)
+            else:
+                answer = await self._io.delete(write.kind, write.name, write.uid)
+                if answer.get("kind") not in (None, "Status") and answer.get("metadata", {}).get(
+                    "finalizers"
+                ):
+                    self.view.upsert(write.kind, answer)
+                else:
+                    self.view.remove(write.kind, write.name, resource_version(answer))
+        except client.ApiException as error:
+            self.write_errors += 1
+            if error.status in _STALE:
+                log.debug(
+                    "%s %s/%s refused (%s): will look again", write.verb, write.kind, write.name, error.status
+                )
+                if error.status == 404 and write.verb == "delete":
+                    self.view.remove(write.kind, write.name)
+            else:
+                log.warning(
+                    "%s %s/%s failed (%s); retrying", write.verb, write.kind, write.name, error.status
+                )
+            self._retry_at = self.clock.now()
+        except (OSError, TimeoutError) as error:
+            self.write_errors += 1
+            log.warning("%s %s/%s failed (%s); retrying", write.verb, write.kind, write.name, error)
+            self._retry_at = self.clock.now()
+
+    # --- watches ---------------------------------------------------------------------------------
+
+    async def _watch(self, kind: str) -> None:
+        while True:
+            try:
+                async for event, obj in self._io.watch(kind, self._versions.get(kind, "")):
+                    version = obj.get("metadata", {}).get("resourceVersion", "")
+                    if version:
+                        self._versions[kind] = version
+                    if event == "BOOKMARK":
+                        continue
+                    if event == "DELETED":
+                        self.view.remove(kind, name_of(obj), resource_version(obj))
+                    else:
+                        self.view.upsert(kind, obj)
+                    self._wake.set()
+            except asyncio.CancelledError:
+                raise
+            except WatchExpired:
+                items, version = await self._io.list(kind)
+                self.view.replace_kind(kind, items)
+                self._versions[kind] = version
+                self._wake.set()
+            except Exception as error:  # a cut watch, a 5xx: resume from the last version seen
+                log.debug("watch of %s ended (%s); resuming", kind, error)
+                await asyncio.sleep(_RETRY_SECONDS)
+
+
+def _scrub(record: dict[str, Any]) -> dict[str, Any]:
+    """Drop server-assigned uids from the logged body: they differ between otherwise equal runs."""
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items() if k != "uid"}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    cleaned: dict[str, Any] = clean(record)
+    return cleaned
