@@ -1,0 +1,230 @@
+"""The view of the cluster a decision service starts from: the last event of every object, then news.
+
+A decision service is level-triggered: it keeps the current state of the objects it cares about,
+so at start it needs exactly the newest event per object (deliver-last-per-subject over LH_OBJECTS)
+and then every event published after. `BootstrapReader` reads both through one ephemeral,
+unacknowledged pull consumer, marks the messages of the initial snapshot, and sets `ready` when the
+snapshot has been handed out (the consumer's pending count reached zero), so the service knows when
+its view is complete enough to decide on.
+
+If the server-side consumer is lost (server restarted, connection gone for long), it is re-created
+from the sequence after the last message handed out, so nothing is skipped and nothing repeated;
+lost during the snapshot, the snapshot starts over (a level-triggered view takes repeats in stride).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from nats.aio.msg import Msg
+from nats.errors import ConnectionClosedError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
+from opentelemetry.context import Context
+
+from corral_bus.connection import Bus
+from corral_bus.tracing import extract_trace
+from corral_model import codec, subjects
+
+log = logging.getLogger("corral.bus.bootstrap")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamMessage:
+    """One message read from a stream (no ack needed: the reader does not track deliveries)."""
+
+    subject: str
+    data: bytes
+    headers: Mapping[str, str]
+    stream_seq: int
+    bootstrap: bool
+    """True for messages of the initial last-per-subject snapshot."""
+    caught_up: bool = field(default=False)
+    """True for the last message of the snapshot (after it, `ready` is set)."""
+
+    def decode(self, type_: type[T]) -> T:
+        return codec.decode(self.data, type_)
+
+    @property
+    def trace_context(self) -> Context:
+        return extract_trace(self.headers)
+
+
+class BootstrapReader:
+    """Last message per subject of `filter_subjects` in `stream`, then every new one, in order.
+
+    ::
+
+        reader = BootstrapReader(bus, ["lh.obj.volume.>", "lh.obj.node.>"])
+        async for message in reader:
+            view.apply(message.decode(ObjectEvent[Any]))
+            if reader.ready.is_set(): ...decide...
+        # elsewhere: await reader.ready.wait(); await reader.close()
+    """
+
+    def __init__(
+        self,
+        bus: Bus,
+        filter_subjects: Sequence[str],
+        *,
+        stream: str = subjects.OBJECTS_STREAM,
+        batch: int = 512,
+        fetch_wait: float = 1.0,
+    ) -> None:
+        if not filter_subjects:
+            raise ValueError("at least one filter subject is required")
+        self.bus = bus
+        self.stream = stream
+        self.filter_subjects = list(filter_subjects)
+        self.batch = batch
+        self.fetch_wait = fetch_wait
+        self.ready = asyncio.Event()
+        self.last_seq = 0
+        self.recreated = 0
+        self._psub: JetStreamContext.PullSubscription | None = None
+        self._consumer = ""
+        self._bound_at_reconnects = -1
+        self._closed = False
+
+    def _config(self) -> ConsumerConfig:
+        if self.ready.is_set():
+            policy, start = DeliverPolicy.BY_START_SEQUENCE, self.last_seq + 1
+        else:
+            policy, start = DeliverPolicy.LAST_PER_SUBJECT, None
+        return ConsumerConfig(
+            deliver_policy=policy,
+            opt_start_seq=start,
+            ack_policy=AckPolicy.NONE,
+            filter_subject=self.filter_subjects[0] if len(self.filter_subjects) == 1 else None,
+            filter_subjects=self.filter_subjects if len(self.filter_subjects) > 1 else None,
+            inactive_threshold=60.0,
+            mem_storage=True,
+            num_replicas=1,
+        )
+
+    async def _bind(self) -> None:
+        await self._unbind()
+        info = await self.bus.js.add_consumer(self.stream, self._config())
+        assert info.name is not None
+        self._consumer = info.name
+        self._psub = await self.bus.js.pull_subscribe_bind(consumer=info.name, stream=self.stream)
+        self._bound_at_reconnects = self.bus.reconnects
+        self.recreated += 1
+        if not self.ready.is_set() and not info.num_pending:
+            self.ready.set()  # nothing to bootstrap from
+
+    async def _unbind(self) -> None:
+        if self._psub is not None:
+            with contextlib.suppress(Exception):
+                await self._psub.unsubscribe()
+            self._psub = None
+        if self._consumer:
+            with contextlib.suppress(Exception):
+                await self.bus.js.delete_consumer(self.stream, self._consumer)
+            self._consumer = ""
+
+    async def close(self) -> None:
+        self._closed = True
+        await self._unbind()
+
+    async def _fetch(self) -> list[Msg]:
+        if self._psub is None or self._bound_at_reconnects != self.bus.reconnects:
+            await self._bind()
+        assert self._psub is not None
+        try:
+            return await self._psub.fetch(self.batch, timeout=self.fetch_wait)
+        except NatsTimeoutError:
+            return []
+
+    async def _consumer_exists(self) -> bool:
+        try:
+            await self.bus.js.consumer_info(self.stream, self._consumer)
+            return True
+        except NotFoundError:
+            return False
+
+    async def __aiter__(self) -> AsyncIterator[StreamMessage]:
+        retry = 0.1
+        idle = 0
+        while not self._closed:
+            try:
+                msgs = await self._fetch()
+                retry = 0.1
+            except ConnectionClosedError:
+                return
+            except Exception as e:
+                log.warning("bootstrap reader %s: %s: %s; re-creating", self.stream, type(e).__name__, e)
+                self._psub = None
+                await asyncio.sleep(retry)
+                retry = min(2 * retry, 5.0)
+                continue
+            if not msgs:
+                idle += 1
+                if idle % 5 == 0 and not await self._consumer_exists():
+                    log.warning("bootstrap reader %s: consumer vanished; re-creating", self.stream)
+                    self._psub = None
+                continue
+            idle = 0
+            for msg in msgs:
+                meta = msg.metadata
+                seq = meta.sequence.stream
+                if seq <= self.last_seq and self.ready.is_set():
+                    continue  # re-created consumer overlapping what was already handed out
+                self.last_seq = max(self.last_seq, seq)
+                bootstrap = not self.ready.is_set()
+                caught_up = bootstrap and meta.num_pending == 0
+                if caught_up:
+                    self.ready.set()
+                yield StreamMessage(
+                    subject=msg.subject,
+                    data=msg.data,
+                    headers=msg.headers or {},
+                    stream_seq=seq,
+                    bootstrap=bootstrap,
+                    caught_up=caught_up,
+                )
+
+
+async def follow(
+    reader: BootstrapReader,
+    on_message: Callable[[StreamMessage], Awaitable[None]],
+    on_bootstrapped: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Callback style: `on_message` for every message, `on_bootstrapped` once the snapshot is in.
+
+    Runs until the reader is closed or the task is cancelled.
+    """
+    notified = False
+
+    async def notify() -> None:
+        nonlocal notified
+        if not notified and on_bootstrapped is not None:
+            notified = True
+            await on_bootstrapped()
+
+    waiter = asyncio.create_task(reader.ready.wait())
+    try:
+        iterator = aiter(reader)
+        while True:
+            next_message = asyncio.ensure_future(anext(iterator))
+            if not notified:
+                done, _ = await asyncio.wait({next_message, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                if next_message not in done:
+                    await notify()  # empty snapshot: ready before any message
+            try:
+                message = await next_message
+            except StopAsyncIteration:
+                return
+            await on_message(message)
+            if message.caught_up:
+                await notify()
+    finally:
+        waiter.cancel()
