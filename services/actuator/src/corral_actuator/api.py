@@ -35,7 +35,7 @@ class _Status(msgspec.Struct):
     reason: str = ""
 
 
-class _Meta(msgspec.Struct):
+class _Meta(msgspec.Struct, frozen=True):
     resourceVersion: str = ""
     uid: str = ""
 

@@ -1,0 +1,156 @@
+"""JSON pointers and the preconditioned JSON Patches built from commands (corral_kube.patching)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from corral_kube.patching import (
+    MISSING,
+    PointerError,
+    describe_mismatch,
+    escape,
+    first_not_holding,
+    holds,
+    json_equal,
+    json_patch,
+    needs_snapshot,
+    pointer,
+    resolve,
+    subset_holds,
+    tokens,
+)
+from corral_model.envelopes import FieldValue
+
+VOLUME: dict[str, Any] = {
+    "metadata": {
+        "name": "pvc-1",
+        "resourceVersion": "41",
+        "labels": {"longhorn.io/component": "instance-manager"},
+        "annotations": {"a~b": "x"},
+    },
+    "spec": {"image": "engine:v1", "nodeSelector": None, "containers": [{"name": "c0"}, {"name": "c1"}]},
+    "status": {"applied": False},
+}
+
+
+def test_tokens_unescape_rfc6901() -> None:
+    assert tokens("/metadata/labels/longhorn.io~1component") == [
+        "metadata",
+        "labels",
+        "longhorn.io/component",
+    ]
+    assert tokens("/metadata/annotations/a~0b") == ["metadata", "annotations", "a~b"]
+    assert tokens("") == []
+    assert pointer(["metadata", "labels", "a/b"]) == "/metadata/labels/a~1b"
+
+
+@pytest.mark.parametrize("bad", ["spec/image", "/spec/a~2", "/spec/a~"])
+def test_bad_pointers_are_refused(bad: str) -> None:
+    with pytest.raises(PointerError):
+        tokens(bad)
+
+
+@given(st.lists(st.text(max_size=8), max_size=5))
+def test_pointer_round_trip(parts: list[str]) -> None:
+    assert tokens(pointer(parts)) == parts
+    assert all("/" not in escape(p) for p in parts)
+
+
+def test_resolve_objects_and_arrays() -> None:
+    assert resolve(VOLUME, "/spec/image") == "engine:v1"
+    assert resolve(VOLUME, "/spec/containers/1/name") == "c1"
+    assert resolve(VOLUME, "/spec/containers/2/name") is MISSING
+    assert resolve(VOLUME, "/spec/containers/01") is MISSING  # leading zeros are not indexes
+    assert resolve(VOLUME, "/metadata/annotations/a~0b") == "x"
+    assert resolve(VOLUME, "/spec/image/deeper") is MISSING
+
+
+def test_json_equality_keeps_bool_and_int_apart() -> None:
+    assert json_equal(1, 1.0)
+    assert not json_equal(True, 1)
+    assert not json_equal("1", 1)
+    assert json_equal({"a": [1, {"b": None}]}, {"a": [1, {"b": None}]})
+    assert not json_equal({"a": 1}, {"a": 1, "b": 2})
+
+
+def test_holds_treats_none_as_absent_or_null() -> None:
+    assert holds(VOLUME, FieldValue(path="/spec/image", value="engine:v1"))
+    assert not holds(VOLUME, FieldValue(path="/spec/image", value="engine:v2"))
+    assert holds(VOLUME, FieldValue(path="/spec/missing", value=None))
+    assert holds(VOLUME, FieldValue(path="/spec/nodeSelector", value=None))
+    assert not holds(VOLUME, FieldValue(path="/spec/image", value=None))
+    assert not holds(VOLUME, FieldValue(path="/status/applied", value=0))
+    broken = first_not_holding(
+        VOLUME, [FieldValue(path="/spec/image", value="engine:v1"), FieldValue(path="/x", value=1)]
+    )
+    assert broken is not None and broken.path == "/x"
+    assert describe_mismatch(VOLUME, broken) == "/x is absent, expected 1"
+
+
+def test_patch_without_snapshot_tests_preconditions_then_sets() -> None:
+    ops = json_patch(
+        [
+            FieldValue(path="/spec/image", value="engine:v2"),
+            FieldValue(path="/spec/containers/0/resources", value={}),
+        ],
+        [FieldValue(path="/spec/image", value="engine:v1")],
+    )
+    assert ops == [
+        {"op": "test", "path": "/spec/image", "value": "engine:v1"},
+        {"op": "add", "path": "/spec/image", "value": "engine:v2"},
+        {"op": "add", "path": "/spec/containers/0/resources", "value": {}},
+    ]
+
+
+def test_setting_an_array_element_replaces_it_instead_of_inserting() -> None:
+    ops = json_patch([FieldValue(path="/spec/tolerations/0", value={"key": "k"})])
+    assert ops == [{"op": "replace", "path": "/spec/tolerations/0", "value": {"key": "k"}}]
+
+
+def test_none_change_removes_the_field() -> None:
+    assert json_patch([FieldValue(path="/spec/nodeSelector", value=None)]) == [
+        {"op": "remove", "path": "/spec/nodeSelector"}
+    ]
+
+
+def test_absent_precondition_needs_a_snapshot() -> None:
+    pre = [FieldValue(path="/metadata/annotations/x", value=None)]
+    assert needs_snapshot(pre)
+    with pytest.raises(ValueError, match="snapshot"):
+        json_patch([FieldValue(path="/spec/image", value="e")], pre)
+
+
+def test_patch_from_snapshot_tests_resource_version_and_adds_missing_parents() -> None:
+    snapshot = {"metadata": {"resourceVersion": "7"}, "spec": {"template": {"spec": {}}}}
+    changes = [
+        FieldValue(
+            path="/spec/template/metadata/annotations/longhorn.io~1last-applied-tolerations", value="[]"
+        ),
+        FieldValue(path="/spec/template/metadata/labels/a", value="b"),
+        FieldValue(path="/spec/template/spec/priorityClassName", value="p"),
+        FieldValue(path="/spec/gone", value=None),  # already absent: nothing to remove
+    ]
+    assert json_patch(changes, snapshot=snapshot) == [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+        {"op": "add", "path": "/spec/template/metadata", "value": {}},
+        {"op": "add", "path": "/spec/template/metadata/annotations", "value": {}},
+        {
+            "op": "add",
+            "path": "/spec/template/metadata/annotations/longhorn.io~1last-applied-tolerations",
+            "value": "[]",
+        },
+        {"op": "add", "path": "/spec/template/metadata/labels", "value": {}},
+        {"op": "add", "path": "/spec/template/metadata/labels/a", "value": "b"},
+        {"op": "add", "path": "/spec/template/spec/priorityClassName", "value": "p"},
+    ]
+
+
+def test_subset_holds_for_creates() -> None:
+    existing = {"spec": {"nodes": ["a"], "dataEngine": "v2"}, "status": {"state": "x"}}
+    assert subset_holds({"spec": {"nodes": ["a"]}}, existing)
+    assert not subset_holds({"spec": {"nodes": ["b"]}}, existing)
+    assert not subset_holds({"spec": {"other": 1}}, existing)

@@ -1,0 +1,208 @@
+"""The actuator policy (deploy/policy/actuator-policy.yaml): what each service may write, and nothing else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from corral_actuator.policy import Policy, PolicyError
+from corral_model.envelopes import Command, FieldValue, Target, Verb, new_command
+
+POLICY_FILE = Path(__file__).resolve().parents[3] / "deploy" / "policy" / "actuator-policy.yaml"
+NS = "longhorn-system"
+DEFAULT_IMAGE = {"default-engine-image": "longhornio/longhorn-engine:v1.10.0"}
+
+
+@pytest.fixture(scope="module")
+def policy() -> Policy:
+    return Policy.load(POLICY_FILE)
+
+
+def cmd(
+    service: str,
+    verb: Verb,
+    kind: str,
+    changes: dict[str, Any] | None = None,
+    *,
+    name: str = "obj",
+    namespace: str = NS,
+    body: dict[str, Any] | None = None,
+    preconditions: dict[str, Any] | None = None,
+) -> Command:
+    return new_command(
+        service=service,
+        verb=verb,
+        target=Target(kind=kind, namespace=namespace, name=name),
+        changes=tuple(FieldValue(path=p, value=v) for p, v in (changes or {}).items()),
+        preconditions=tuple(FieldValue(path=p, value=v) for p, v in (preconditions or {}).items()),
+        body=body,
+    )
+
+
+def test_engine_upgrade_may_set_the_default_engine_image(policy: Policy) -> None:
+    c = cmd("engine-upgrade", Verb.PATCH, "Volume", {"/spec/image": DEFAULT_IMAGE["default-engine-image"]})
+    assert policy.settings_needed(c) == {"default-engine-image"}
+    assert policy.check(c, DEFAULT_IMAGE).allowed
+
+
+def test_engine_upgrade_may_not_set_any_other_image(policy: Policy) -> None:
+    c = cmd("engine-upgrade", Verb.PATCH, "Volume", {"/spec/image": "evil/engine:latest"})
+    verdict = policy.check(c, DEFAULT_IMAGE)
+    assert not verdict.allowed and "default-engine-image" in verdict.reason
+    # Without the live setting value nothing is allowed.
+    assert not policy.check(c, {}).allowed
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        cmd("engine-upgrade", Verb.PATCH, "Volume", {"/spec/numberOfReplicas": 1}),
+        cmd("engine-upgrade", Verb.PATCH, "Volume", {"/spec": {"image": "x"}}),  # a parent of the field
+        cmd("engine-upgrade", Verb.DELETE, "Volume"),
+        cmd("engine-upgrade", Verb.PATCH_STATUS, "Volume", {"/status/currentImage": "x"}),
+        cmd("setting-sync", Verb.PATCH, "Setting", {"/value": "true"}),  # settings are the operator's
+        cmd("setting-sync", Verb.PATCH_STATUS, "Setting", {"/status/applied": True}, namespace="kube-system"),
+        cmd("setting-sync", Verb.PATCH, "DaemonSet", {"/spec/template/spec/containers/0/image": "x"}),
+        cmd("setting-sync", Verb.PATCH, "DaemonSet", {"/status/numberReady": 1}),
+        cmd("setting-sync", Verb.PATCH_STATUS, "DaemonSet", {"/spec/template/spec/priorityClassName": "p"}),
+        cmd("im-restart", Verb.DELETE, "Volume"),
+        cmd("im-restart", Verb.PATCH, "Pod", {"/metadata/labels/x": "y"}),
+        cmd("v2-upgrade", Verb.PATCH, "Volume", {"/spec/numberOfReplicas": 2}),
+        cmd("v2-upgrade", Verb.DELETE, "Volume"),
+        cmd("v2-upgrade", Verb.PATCH, "Engine", {"/spec/image": "x"}),
+        cmd("watcher", Verb.CREATE, "Event", body={"metadata": {"name": "obj"}}),  # unknown service
+        cmd("v2-upgrade", Verb.PATCH, "Secret", {"/data/x": "y"}),  # unknown kind
+        cmd("v2-upgrade", Verb.PATCH, "Replica", {"spec/desireState": "stopped"}),  # not a pointer
+        cmd("v2-upgrade", Verb.PATCH, "Replica", {}),  # nothing to change
+    ],
+    ids=lambda c: f"{c.service}-{c.verb}-{c.target.kind}-{[f.path for f in c.changes]}",
+)
+def test_everything_else_is_rejected(policy: Policy, command: Command) -> None:
+    verdict = policy.check(command, DEFAULT_IMAGE)
+    assert not verdict.allowed
+    assert verdict.reason
+
+
+@pytest.mark.parametrize(
+    ("command", "guards"),
+    [
+        (cmd("setting-sync", Verb.PATCH_STATUS, "Setting", {"/status/applied": True}), 0),
+        (
+            cmd(
+                "setting-sync",
+                Verb.PATCH,
+                "DaemonSet",
+                {
+                    "/spec/template/spec/tolerations": [{"key": "k", "operator": "Exists"}],
+                    "/spec/template/metadata/annotations/longhorn.io~1last-applied-tolerations": "[]",
+                    "/spec/template/spec/nodeSelector": {"a": "b"},
+                    "/spec/template/spec/priorityClassName": "p",
+                    "/spec/template/spec/containers/1/resources": {"limits": {"cpu": "1"}},
+                    "/spec/template/spec/containers/0/livenessProbe/periodSeconds": 5,
+                },
+            ),
+            0,
+        ),
+        (cmd("setting-sync", Verb.PATCH, "deployment", {"/spec/template/spec/priorityClassName": "p"}), 0),
+        (cmd("im-restart", Verb.DELETE, "Pod", name="instance-manager-abc"), 1),
+        (cmd("v2-upgrade", Verb.PATCH, "Volume", {"/spec/targetNodeIDForLiveUpgrade": "node-2"}), 1),
+        (cmd("v2-upgrade", Verb.PATCH, "Volume", {"/spec/image": "any-v2-image"}), 1),
+        (cmd("v2-upgrade", Verb.PATCH, "Replica", {"/spec/desireState": "stopped", "/spec/failedAt": ""}), 0),
+        (cmd("v2-upgrade", Verb.PATCH, "Replica", {"/spec/lastFailedAt": "2026-01-01T00:00:00Z"}), 0),
+        (cmd("v2-upgrade", Verb.DELETE, "Replica"), 0),
+        (cmd("v2-upgrade", Verb.DELETE, "InstanceManager"), 0),
+        (cmd("v2-upgrade", Verb.PATCH, "NodeDataEngineUpgrade", {"/spec/nodeID": "n"}), 0),
+        (cmd("v2-upgrade", Verb.PATCH_STATUS, "DataEngineUpgradeManager", {"/status/state": "upgrading"}), 0),
+        (
+            cmd(
+                "v2-upgrade",
+                Verb.CREATE,
+                "NodeDataEngineUpgrade",
+                body={"spec": {"nodeID": "n"}, "metadata": {"name": "obj"}},
+            ),
+            0,
+        ),
+        (
+            cmd(
+                "upgrade-path",
+                Verb.CREATE,
+                "Event",
+                body={"metadata": {"name": "obj"}, "reason": "FailedUpgradePreCheck", "type": "Warning"},
+            ),
+            0,
+        ),
+        (cmd("im-restart", Verb.CREATE, "Event", body={"apiVersion": "v1", "metadata": {"name": "obj"}}), 0),
+    ],
+    ids=lambda x: x.service if isinstance(x, Command) else str(x),
+)
+def test_allowed(policy: Policy, command: Command, guards: int) -> None:
+    verdict = policy.check(command, DEFAULT_IMAGE)
+    assert verdict.allowed, verdict.reason
+    assert len(verdict.guards) == guards
+
+
+def test_guards_carry_the_required_fields(policy: Policy) -> None:
+    verdict = policy.check(cmd("im-restart", Verb.DELETE, "Pod"))
+    assert [(g.path, g.value) for g in verdict.guards] == [
+        ("/metadata/labels/longhorn.io~1component", "instance-manager")
+    ]
+    verdict = policy.check(cmd("v2-upgrade", Verb.PATCH, "Volume", {"/spec/image": "i"}))
+    assert [(g.path, g.value) for g in verdict.guards] == [("/spec/dataEngine", "v2")]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        None,
+        {"metadata": {"name": "other"}},
+        {"metadata": {"generateName": "obj-"}},
+        {"metadata": {"name": "obj", "namespace": "default"}},
+        {"kind": "Pod", "metadata": {"name": "obj"}},
+        {"apiVersion": "events.k8s.io/v1", "metadata": {"name": "obj"}},
+    ],
+)
+def test_creates_must_name_their_target(policy: Policy, body: dict[str, Any] | None) -> None:
+    assert not policy.check(cmd("v2-upgrade", Verb.CREATE, "Event", body=body)).allowed
+
+
+def test_preconditions_may_read_any_field_but_must_be_pointers(policy: Policy) -> None:
+    ok = cmd("v2-upgrade", Verb.DELETE, "Replica", preconditions={"/status/currentState": "running"})
+    assert policy.check(ok).allowed
+    bad = cmd("v2-upgrade", Verb.DELETE, "Replica", preconditions={"status": "x"})
+    assert not policy.check(bad).allowed
+
+
+def test_a_policy_naming_a_status_field_without_patch_status_is_refused() -> None:
+    text = """
+schema: corral.actuator-policy/v1
+namespaces: [ns]
+services:
+  s:
+    - kind: volume
+      verbs: [patch]
+      fields: [{path: /status/state}]
+"""
+    with pytest.raises(PolicyError, match="patch-status"):
+        Policy.from_yaml(text)
+
+
+HEAD = "schema: corral.actuator-policy/v1\nnamespaces: [ns]\n"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "schema: corral.actuator-policy/v2\nnamespaces: [ns]\n",
+        "schema: corral.actuator-policy/v1\nnamespaces: []\n",
+        HEAD + "services: {s: [{kind: secret, verbs: [delete]}]}\n",
+        HEAD + "services: {s: [{kind: volume, verbs: [patch]}]}\n",
+        HEAD + "services: {s: [{kind: volume, verbs: [eat]}]}\n",
+        HEAD + "unknown: 1\n",
+        HEAD + "services: {s: [{kind: Volume, verbs: [delete]}]}\n",
+    ],
+)
+def test_bad_policy_files_are_refused(text: str) -> None:
+    with pytest.raises(PolicyError):
+        Policy.from_yaml(text)

@@ -1,0 +1,70 @@
+"""deploy/rbac grants the actuator exactly what its policy allows, and the decision services nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from corral_actuator.policy import Policy
+from corral_actuator.rbac import ROLE, SERVICE_ACCOUNT, grants, grants_of, render
+
+DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
+POLICY = Policy.load(DEPLOY / "policy" / "actuator-policy.yaml")
+DECISION_SERVICES = {"engine-upgrade", "setting-sync", "im-restart", "v2-upgrade"}
+
+
+def _docs(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def _all_rbac_docs() -> list[dict[str, Any]]:
+    return [d for path in sorted((DEPLOY / "rbac").glob("*.yaml")) for d in _docs(path)]
+
+
+def test_actuator_role_grants_exactly_what_the_policy_allows() -> None:
+    docs = _docs(DEPLOY / "rbac" / "actuator.yaml")
+    roles = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == ROLE]
+    assert {r["metadata"]["namespace"] for r in roles} == set(POLICY.namespaces)
+    for role in roles:
+        assert grants_of(role["rules"]) == grants(POLICY)
+    assert not [d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+
+
+def test_expected_grants_follow_from_the_policy() -> None:
+    expected = grants(POLICY)
+    assert ("longhorn.io", "volumes", "patch") in expected
+    assert ("longhorn.io", "settings/status", "patch") in expected
+    assert ("longhorn.io", "settings", "get") in expected  # default-engine-image is read live
+    assert ("", "pods", "delete") in expected
+    assert ("", "events", "create") in expected
+    assert ("longhorn.io", "settings", "patch") not in expected  # only the status subresource
+    assert ("longhorn.io", "volumes", "delete") not in expected
+    assert not any(verb in ("list", "watch", "update", "deletecollection", "*") for _, _, verb in expected)
+
+
+def test_actuator_yaml_is_what_the_generator_writes() -> None:
+    assert (DEPLOY / "rbac" / "actuator.yaml").read_text() == render(POLICY)
+
+
+def test_role_is_bound_to_the_actuator_service_account_only() -> None:
+    bindings = [d for d in _all_rbac_docs() if d["kind"] in ("RoleBinding", "ClusterRoleBinding")]
+    for binding in bindings:
+        if binding["roleRef"]["name"] == ROLE:
+            assert [s["name"] for s in binding["subjects"]] == [SERVICE_ACCOUNT]
+
+
+def test_decision_services_have_no_kubernetes_credentials() -> None:
+    docs = _all_rbac_docs()
+    accounts = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ServiceAccount"}
+    for service in DECISION_SERVICES:
+        account = accounts[f"corral-{service}"]
+        assert account["automountServiceAccountToken"] is False
+    bound = {
+        s["name"]
+        for d in docs
+        if d["kind"] in ("RoleBinding", "ClusterRoleBinding")
+        for s in d.get("subjects", [])
+    }
+    assert not bound & {f"corral-{s}" for s in DECISION_SERVICES}
