@@ -23,6 +23,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--history-size", type=int, default=10_000, help="watch history kept per resource type")
     p.add_argument("--crd-dir", help="CRD manifests to install (default: deploy/crds)")
     p.add_argument("--bookmark-interval", type=float, default=1.0, help="seconds between watch bookmarks")
+    p.add_argument(
+        "--no-uvloop",
+        dest="uvloop",
+        action="store_false",
+        help="use the standard asyncio loop instead of uvloop",
+    )
     return p.parse_args(argv)
 
 
@@ -45,7 +51,12 @@ async def _serve(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(args))
+        if args.uvloop:
+            import uvloop
+
+            uvloop.run(_serve(args))
+        else:
+            asyncio.run(_serve(args))
     return 0
 
 

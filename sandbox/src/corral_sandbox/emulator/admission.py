@@ -52,6 +52,11 @@ class Admission:
         self.validating: dict[tuple[str, str], list[ValidatingHook]] = {}
         self.mutating: dict[tuple[str, str], list[MutatingHook]] = {}
 
+    @property
+    def hooked(self) -> bool:
+        """Any hook at all (the common case in benchmarks is none, checked once per write)."""
+        return bool(self.validating or self.mutating)
+
     def add_validating(self, group: str, plural: str, hook: ValidatingHook) -> None:
         self.validating.setdefault((group, plural), []).append(hook)
 

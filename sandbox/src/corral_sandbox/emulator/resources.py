@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+CRD_GROUP = "apiextensions.k8s.io"
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
 
@@ -40,6 +41,11 @@ class ResourceType:
     @property
     def key(self) -> tuple[str, str]:
         return (self.group, self.plural)
+
+    @property
+    def is_crd(self) -> bool:
+        """Whether objects of this type are CustomResourceDefinitions (writes change what is served)."""
+        return self.group == CRD_GROUP and self.plural == "customresourcedefinitions"
 
     def discovery(self) -> list[dict[str, Any]]:
         entry: dict[str, Any] = {
@@ -124,8 +130,6 @@ BUILTINS: tuple[ResourceType, ...] = (
         short_names=("crd", "crds"),
     ),
 )
-
-CRD_GROUP = "apiextensions.k8s.io"
 
 
 def from_crd(crd: dict[str, Any]) -> list[ResourceType]:

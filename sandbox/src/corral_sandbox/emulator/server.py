@@ -23,7 +23,7 @@ from corral_sandbox.emulator.watch import WatchRequest, WatchState, serve
 
 log = logging.getLogger(__name__)
 
-_JSON = "application/json"
+_JSON_HEADERS = {"Content-Type": "application/json"}
 _PATCH_TYPES = {
     "application/merge-patch+json": "merge",
     "application/strategic-merge-patch+json": "strategic",
@@ -33,7 +33,9 @@ _TRUE = ("1", "true", "True")
 
 
 def _json_response(body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(body=body, status=status, content_type=_JSON, headers=headers)
+    return web.Response(
+        body=body, status=status, headers={**headers, **_JSON_HEADERS} if headers else _JSON_HEADERS
+    )
 
 
 def _flag(query: Any, name: str) -> bool:
@@ -92,18 +94,20 @@ class ApiServer:
 
     # --- routing ----------------------------------------------------------------------------------
 
+    def _types(self) -> list[ResourceType]:
+        return list(self.store.types.values())
+
     async def _api(self, request: web.BaseRequest, path: str) -> web.StreamResponse:
         parts = path.strip("/").split("/")
-        types = list(self.store.types.values())
         if parts[0] == "api":
             if len(parts) == 1:
                 return _json_response(encode(discovery.api_versions(self.server_address)))
             group, version, rest = "", parts[1], parts[2:]
         elif parts[0] == "apis":
             if len(parts) == 1:
-                return _json_response(encode(discovery.api_group_list(types)))
+                return _json_response(encode(discovery.api_group_list(self._types())))
             if len(parts) == 2:
-                doc = discovery.api_group(types, parts[1])
+                doc = discovery.api_group(self._types(), parts[1])
                 if doc is None:
                     raise errors.page_not_found(path)
                 return _json_response(encode(doc))
@@ -111,7 +115,7 @@ class ApiServer:
         else:
             raise errors.page_not_found(path)
         if not rest:
-            doc = discovery.resource_list(types, group, version)
+            doc = discovery.resource_list(self._types(), group, version)
             if doc is None:
                 raise errors.page_not_found(path)
             return _json_response(encode(doc))
@@ -132,7 +136,7 @@ class ApiServer:
         subresource = rest[2] if len(rest) > 2 else ""
         if subresource and (subresource != "status" or not rt.status_subresource):
             raise errors.page_not_found(path)
-        query = request.rel_url.query
+        query = request.query
         method = request.method
         if name is None:
             if method == "GET":

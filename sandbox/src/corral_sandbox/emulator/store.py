@@ -124,8 +124,8 @@ class Store:
     ) -> None:
         self.rv = 0
         self.history_size = history_size
-        self.admission = admission or Admission()
-        self.write_log = write_log or WriteLog()
+        self.admission = admission if admission is not None else Admission()
+        self.write_log = write_log if write_log is not None else WriteLog()
         self._now = now
         self._clock = _Clock(now)
         self.types: dict[tuple[str, str, str], ResourceType] = {}  # (group, version, plural)
@@ -313,10 +313,10 @@ class Store:
                 obj[k] = v
         if not trusted and rt.status_subresource and not rt.create_keeps_status:
             _set_status(obj, copy.deepcopy(_INITIAL_STATUS.get(rt.key)))
-        if rt.key == (CRD_GROUP, "customresourcedefinitions"):
+        if rt.is_crd:
             self._check_crd(obj)
             obj["status"] = self._crd_status(obj)
-        if not trusted and self.admission.has_hooks(rt.key):
+        if not trusted and self.admission.hooked and self.admission.has_hooks(rt.key):
             obj = self.admission.mutate(rt.key, "CREATE", None, copy.deepcopy(obj), False)
             self.admission.validate(rt.key, "CREATE", None, obj, False)
         return self._commit(coll, key, obj, None, "ADDED", "create", "", dry_run)
@@ -427,7 +427,7 @@ class Store:
             self._check_preconditions(
                 rt, name, entry, old, pre.get("resourceVersion"), pre.get("uid"), precondition=True
             )
-        if self.admission.has_hooks(rt.key):
+        if self.admission.hooked and self.admission.has_hooks(rt.key):
             self.admission.validate(rt.key, "DELETE", old, None, False)
         meta = old["metadata"]
         if meta.get("finalizers"):
@@ -548,12 +548,12 @@ class Store:
                     "Forbidden: no new finalizers can be added if the object is being deleted, "
                     f"found new finalizers {added}",
                 )
-        if rt.key == (CRD_GROUP, "customresourcedefinitions"):
+        if rt.is_crd:
             self._check_crd(new)
             if subresource != "status":
                 new["status"] = self._crd_status(new)
         status_write = subresource == "status"
-        if admit and self.admission.has_hooks(rt.key):
+        if admit and self.admission.hooked and self.admission.has_hooks(rt.key):
             new = self.admission.mutate(rt.key, "UPDATE", old, copy.deepcopy(new), status_write)
             self.admission.validate(rt.key, "UPDATE", old, new, status_write)
         if rt.tracks_generation and not status_write and _spec_changed(rt, old, new):
@@ -632,7 +632,7 @@ class Store:
                     prev.labels if prev is not None else None,
                 )
             )
-            if rt.key == (CRD_GROUP, "customresourcedefinitions"):
+            if rt.is_crd:
                 self._sync_crd(
                     decode(prev.raw) if prev is not None else None, None if etype == "DELETED" else obj
                 )
