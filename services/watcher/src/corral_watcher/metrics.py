@@ -14,7 +14,8 @@ _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 
 class WatcherMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        r = registry
+        # A private registry unless the service's is given: tests run several watchers per process.
+        self.registry = r = registry if registry is not None else CollectorRegistry()
         self.events = Counter(
             "corral_watcher_events_published",
             "Object events published to LH_OBJECTS, by kind and event type.",
@@ -64,6 +65,10 @@ class WatcherMetrics:
             ["kind"],
             registry=r,
         )
+
+    def value(self, name: str, **labels: str) -> float:
+        """A sample's current value (0 when never set): for tests and benchmarks."""
+        return self.registry.get_sample_value(name, labels) or 0.0
 
 
 class KindMetrics:

@@ -1,0 +1,192 @@
+"""The watcher against the sandbox emulator and a real NATS server, with faults on.
+
+Every test ends with the same two oracles: the last message per object in LH_OBJECTS equals the
+emulator's current state (a deleted object's last message is its tombstone), and no object's stored
+events go backwards in resourceVersion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from kubernetes_asyncio import client
+
+from corral_bus import Bus, connect
+from corral_kube.decoding import LAST_APPLIED
+from corral_model.envelopes import EventType
+from corral_model.subjects import object_subject, resync_subject
+from corral_sandbox.emulator import Emulator
+from corral_watcher.kindwatch import WatchSettings
+from corral_watcher.watcher import Watcher
+from tests.fixtures.nats import NatsServer
+from tests.integration.watcher.support import (
+    NAMESPACE,
+    Volumes,
+    backwards,
+    duplicates,
+    eventually,
+    mismatches,
+    stream_history,
+    until,
+)
+
+pytestmark = pytest.mark.integration
+
+SETTINGS = WatchSettings(
+    namespace=NAMESPACE,
+    inactivity_timeout=1.0,  # the emulator bookmarks every 0.2 s: a second of silence is a dead watch
+    resync_period=600.0,
+    backoff_initial=0.02,
+    backoff_max=0.5,
+)
+
+
+@pytest.fixture
+async def watcher(kube_api: client.ApiClient, bus: Bus) -> AsyncIterator[Watcher]:
+    w = Watcher(kube_api, bus, ["volume", "setting"], SETTINGS, ack_timeout=1.0)
+    await w.start()
+    async with asyncio.timeout(20):
+        await w.wait_synced()
+    try:
+        yield w
+    finally:
+        await w.stop()
+
+
+async def converged(emulator: Emulator, bus: Bus) -> None:
+    async def check() -> list[str]:
+        return mismatches(emulator, await stream_history(bus))
+
+    await eventually(check, within=30, what="LH_OBJECTS equal to the emulator")
+    assert backwards(await stream_history(bus)) == []
+
+
+async def test_every_change_arrives_once_in_order(
+    emulator: Emulator, kube_api: client.ApiClient, bus: Bus, watcher: Watcher
+) -> None:
+    volumes = Volumes(kube_api)
+    for i in range(10):
+        await volumes.create(f"vol-{i}")
+    for i in range(10):
+        await volumes.set_image(f"vol-{i}", "longhornio/longhorn-engine:v1.8.0")
+    await volumes.delete("vol-3")
+    await converged(emulator, bus)
+    history = await stream_history(bus, "lh.obj.volume.>")
+    assert duplicates(history) == []
+    per_object = [s.event.type for s in history if s.subject == object_subject("volume", NAMESPACE, "vol-5")]
+    assert per_object == [EventType.ADDED, EventType.MODIFIED]
+    # The tombstone rolled the deleted volume's history up: only the DELETED remains.
+    assert [s.event.type for s in history if s.subject == object_subject("volume", NAMESPACE, "vol-3")] == [
+        EventType.DELETED
+    ]
+    # The annotation kubectl apply leaves is dropped; a RESYNCED marker followed the initial list.
+    for stored in history:
+        if stored.event.object is not None:
+            assert LAST_APPLIED not in stored.event.object["metadata"].get("annotations", {})
+    assert any(s.subject == resync_subject("volume", NAMESPACE) for s in history)
+
+
+async def test_watches_cut_every_few_events(
+    emulator: Emulator, kube_api: client.ApiClient, bus: Bus, watcher: Watcher
+) -> None:
+    emulator.faults.watch_cut_after_events = 3
+    volumes = Volumes(kube_api)
+    for i in range(20):
+        await volumes.create(f"vol-{i}")
+    for round_ in range(2):
+        for i in range(20):
+            await volumes.set_image(f"vol-{i}", f"longhornio/longhorn-engine:v1.{8 + round_}.0")
+    for i in range(0, 20, 4):
+        await volumes.delete(f"vol-{i}")
+    await converged(emulator, bus)
+    history = await stream_history(bus, "lh.obj.volume.>")
+    assert duplicates(history) == []
+    restarts = watcher.metrics.value("corral_watcher_watch_restarts_total", kind="volume", reason="closed")
+    assert restarts >= (20 + 40 + 5) // 3  # every cut was resumed, not re-listed
+    assert watcher.metrics.value("corral_watcher_relists_total", kind="volume", reason="gone") == 0
+
+
+async def test_410_after_changes_made_while_the_watch_was_dead(
+    emulator: Emulator, kube_api: client.ApiClient, bus: Bus, watcher: Watcher
+) -> None:
+    volumes = Volumes(kube_api)
+    for i in range(8):
+        await volumes.create(f"vol-{i}")
+    await converged(emulator, bus)
+    lists_before = watcher.kinds["volume"].lists
+
+    # Every watch now goes silent at its first event (connection open, nothing sent, no bookmarks):
+    # the watcher sees none of what follows until it re-lists.
+    emulator.faults.watch_cut_after_events = 0
+    emulator.faults.watch_drop_silently = True
+    await volumes.create("vol-new")
+    await volumes.set_image("vol-1", "longhornio/longhorn-engine:v1.8.0")
+    await volumes.delete("vol-2")
+    await volumes.delete("vol-3")
+    await volumes.create("vol-3")  # re-created by name: a new uid
+    emulator.compact()
+    emulator.faults.reset()
+
+    await converged(emulator, bus)
+    kind = watcher.kinds["volume"]
+    assert kind.lists > lists_before
+    assert watcher.metrics.value("corral_watcher_gone_total", kind="volume") >= 1
+    assert watcher.metrics.value("corral_watcher_watch_restarts_total", kind="volume", reason="stalled") >= 1
+    history = await stream_history(bus, "lh.obj.volume.>")
+    tombstone = [s.event for s in history if s.subject == object_subject("volume", NAMESPACE, "vol-2")]
+    assert [e.type for e in tombstone] == [EventType.DELETED]
+    assert (tombstone[0].object or {})["metadata"]["name"] == "vol-2"
+    resyncs = [s for s in history if s.subject == resync_subject("volume", NAMESPACE)]
+    assert len(resyncs) >= 2  # the initial list and the one after the 410
+
+
+async def test_nats_restarted_mid_stream(
+    emulator: Emulator, kube_api: client.ApiClient, bus: Bus, watcher: Watcher, nats_server: NatsServer
+) -> None:
+    volumes = Volumes(kube_api)
+    for i in range(30):
+        await volumes.create(f"vol-{i}")
+    writes = 0
+
+    async def keep_writing() -> None:
+        nonlocal writes
+        for round_ in range(10):
+            for i in range(30):
+                await volumes.set_image(f"vol-{i}", f"longhornio/longhorn-engine:v1.{round_}.{i}")
+                writes += 1
+
+    writer = asyncio.create_task(keep_writing())
+    await until(lambda: writes >= 60, what="writes under way")
+    await asyncio.to_thread(nats_server.restart)
+    await writer
+    await converged(emulator, bus)
+    assert bus.reconnects >= 1  # the watcher's connection really went through the restart
+    assert duplicates(await stream_history(bus, "lh.obj.volume.>")) == []
+
+
+async def test_two_replicas_store_each_event_once(
+    emulator: Emulator, kube_api: client.ApiClient, bus: Bus, watcher: Watcher, nats_server: NatsServer
+) -> None:
+    second_bus = await connect(nats_server.url, name="watcher-2")
+    second = Watcher(kube_api, second_bus, ["volume", "setting"], SETTINGS, ack_timeout=1.0)
+    await second.start()
+    try:
+        emulator.faults.watch_cut_after_events = 5
+        volumes = Volumes(kube_api)
+        for i in range(15):
+            await volumes.create(f"vol-{i}")
+        for i in range(15):
+            await volumes.set_image(f"vol-{i}", "longhornio/longhorn-engine:v1.8.0")
+        await volumes.delete("vol-7")
+        async with asyncio.timeout(20):
+            await second.wait_synced()
+        await converged(emulator, bus)
+        await until(lambda: second.publisher.in_flight == 0 and watcher.publisher.in_flight == 0)
+        history = await stream_history(bus)
+        assert duplicates(history) == []
+        assert second.publisher.duplicates > 0  # both published; JetStream kept one of each
+    finally:
+        await second.stop()
+        await second_bus.close()
