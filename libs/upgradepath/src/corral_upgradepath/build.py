@@ -20,7 +20,7 @@ from corral_upgradepath import gosemver
 BUILD_FILE = "build.toml"
 
 
-class EngineAPIVersions(msgspec.Struct, frozen=True, kw_only=True):
+class EngineAPIVersions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The engine API versions a build speaks: an engine in use must sit inside [min, current]."""
 
     cli_api_version: int

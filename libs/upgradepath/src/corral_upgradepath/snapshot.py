@@ -9,6 +9,7 @@ fresh install and let any upgrade through.
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,25 @@ class SnapshotError(ValueError):
     """The snapshot cannot be read or is not a list of Kubernetes objects."""
 
 
+def _timestamps_as_text(value: Any) -> Any:
+    """YAML reads an unquoted `creationTimestamp: 2026-10-01T10:00:00Z` as a datetime; the API
+    (and the slim structs) carry it as RFC 3339 text, so hand-written snapshots are normalised."""
+    if isinstance(value, dict):
+        return {k: _timestamps_as_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_timestamps_as_text(v) for v in value]
+    if isinstance(value, datetime.datetime):
+        text = value.isoformat()
+        return text.removesuffix("+00:00") + "Z" if text.endswith("+00:00") else text
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    return value
+
+
 def _decode_document(data: bytes) -> Any:
     if data.lstrip()[:1] in (b"{", b"["):
         return msgspec.json.decode(data)
-    return msgspec.yaml.decode(data)
+    return _timestamps_as_text(msgspec.yaml.decode(data))
 
 
 def _items(document: Any) -> list[tuple[str, dict[str, Any]]]:
