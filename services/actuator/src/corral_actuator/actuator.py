@@ -24,6 +24,7 @@ from corral_actuator.kinds import KindInfo
 from corral_actuator.policy import Policy, Verdict
 from corral_actuator.settings import SettingValues
 from corral_kube.patching import (
+    MISSING,
     describe_mismatch,
     first_not_holding,
     json_patch,
@@ -144,15 +145,23 @@ class Actuator:
         await self._patch_from_snapshot(command, guards, info, snapshot)
 
     def _settle(self, command: Command, guards: tuple[FieldValue, ...], snapshot: dict[str, Any]) -> None:
-        """Finish when the object already shows the change, or shows a precondition broken."""
-        if (
-            first_not_holding(snapshot, guards) is None
-            and first_not_holding(snapshot, command.changes) is None
-        ):
+        """Finish when the object is outside the policy, already shows the change, or shows a
+        precondition broken."""
+        self._guard(command, guards, snapshot)
+        if first_not_holding(snapshot, command.changes) is None:
             raise _Done(Outcome.APPLIED, "already held; nothing written", _rv(snapshot))
-        broken = first_not_holding(snapshot, (*guards, *command.preconditions))
+        broken = first_not_holding(snapshot, command.preconditions)
         if broken is not None:
             raise _Done(Outcome.PRECONDITION_FAILED, describe_mismatch(snapshot, broken), _rv(snapshot))
+
+    def _guard(self, command: Command, guards: tuple[FieldValue, ...], document: dict[str, Any]) -> None:
+        """The policy rule's required fields (e.g. the instance-manager label) are not negotiable:
+        an object without them is outside the policy, whatever the command's preconditions say."""
+        broken = first_not_holding(document, guards)
+        if broken is not None:
+            reason = f"the object is outside the policy: {describe_mismatch(document, broken)}"
+            self.security_log(command, reason)
+            raise _Done(Outcome.REJECTED_BY_POLICY, reason, _rv(document))
 
     async def _patch_from_snapshot(
         self,
@@ -188,9 +197,9 @@ class Actuator:
 
     async def _delete(self, command: Command, guards: tuple[FieldValue, ...], info: KindInfo) -> None:
         t = command.target
-        tests = (*guards, *command.preconditions)
         for _ in range(self.snapshot_attempts):
             snapshot = await self._read(info, t.namespace, t.name)
+            self._guard(command, guards, snapshot)
             uid = resolve(snapshot, "/metadata/uid")
             if t.uid and uid != t.uid:
                 raise _Done(
@@ -198,10 +207,10 @@ class Actuator:
                     f"uid is {uid!r}, expected {t.uid!r}: the object was recreated",
                     _rv(snapshot),
                 )
-            broken = first_not_holding(snapshot, tests)
+            broken = first_not_holding(snapshot, command.preconditions)
             if broken is not None:
                 raise _Done(Outcome.PRECONDITION_FAILED, describe_mismatch(snapshot, broken), _rv(snapshot))
-            if resolve(snapshot, "/metadata/deletionTimestamp") not in (None, ""):
+            if resolve(snapshot, "/metadata/deletionTimestamp") not in (MISSING, None, ""):
                 raise _Done(Outcome.APPLIED, "already being deleted; nothing written", _rv(snapshot))
             options = V1DeleteOptions(
                 preconditions=V1Preconditions(
@@ -224,9 +233,7 @@ class Actuator:
         body["metadata"] = {**body.get("metadata", {}), "namespace": t.namespace, "name": t.name}
         body.setdefault("apiVersion", info.api_version)
         body.setdefault("kind", info.kind)
-        broken = first_not_holding(body, guards)
-        if broken is not None:
-            raise _Done(Outcome.REJECTED_BY_POLICY, describe_mismatch(body, broken))
+        self._guard(command, guards, body)
         answered = await self.api.request("POST", info.path(t.namespace), body=body)
         if answered.answer is Answer.OK:
             raise _Done(Outcome.APPLIED, "", answered.resource_version)

@@ -1,0 +1,80 @@
+"""Shared set-up of the actuator's integration tests: a policy, an Actuator on the emulator, seed objects."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from corral_actuator.actuator import Actuator
+from corral_actuator.api import KubeApi, RetryPolicy
+from corral_actuator.limiter import Unlimited
+from corral_actuator.policy import Policy
+from corral_model.envelopes import Command
+from corral_sandbox.emulator import Emulator
+
+POLICY_FILE = Path(__file__).resolve().parents[3] / "deploy" / "policy" / "actuator-policy.yaml"
+NS = "longhorn-system"
+DEFAULT_IMAGE = "longhornio/longhorn-engine:v1.10.0"
+OLD_IMAGE = "longhornio/longhorn-engine:v1.9.1"
+FAST_RETRY = RetryPolicy(attempts=4, timeout=10.0, wait_initial=0.01, wait_max=0.05, wait_jitter=0.01)
+
+
+def volume(name: str, image: str = OLD_IMAGE, data_engine: str = "v1") -> dict[str, Any]:
+    return {
+        "apiVersion": "longhorn.io/v1beta2",
+        "kind": "Volume",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"image": image, "dataEngine": data_engine, "numberOfReplicas": 3},
+        "status": {"state": "detached"},
+    }
+
+
+def setting(name: str, value: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "longhorn.io/v1beta2",
+        "kind": "Setting",
+        "metadata": {"name": name, "namespace": NS},
+        "value": value,
+        "status": {"applied": False},
+    }
+
+
+def seed_cluster(emulator: Emulator, volumes: int = 3) -> None:
+    emulator.load("longhorn.io", "settings", [setting("default-engine-image", DEFAULT_IMAGE)])
+    emulator.load("longhorn.io", "volumes", [volume(f"vol-{i}") for i in range(volumes)])
+    emulator.write_log.clear()
+
+
+class SecurityEvents:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+
+    def __call__(self, command: Command, reason: str) -> None:
+        self.events.append((command.id, reason))
+
+
+MakeActuator = Callable[..., Actuator]
+
+
+@pytest.fixture
+def security_events() -> SecurityEvents:
+    return SecurityEvents()
+
+
+@pytest.fixture
+async def make_actuator(
+    kube_api: client.ApiClient, security_events: SecurityEvents
+) -> AsyncIterator[MakeActuator]:
+    policy = Policy.load(POLICY_FILE)
+
+    def make(
+        *, dry_run: bool = False, request_timeout: float = 5.0, retry: RetryPolicy = FAST_RETRY
+    ) -> Actuator:
+        api = KubeApi(kube_api, Unlimited(), request_timeout=request_timeout, retry=retry, dry_run=dry_run)
+        return Actuator(api, policy, security_log=security_events)
+
+    yield make
