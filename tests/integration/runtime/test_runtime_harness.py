@@ -13,9 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import msgspec
 import nats
 import pytest
+from nats.js.errors import KeyNotFoundError
 
+from corral_bus.lease import LEASE_BUCKET, LeaseRecord
 from tests.fixtures.nats import NatsServer
 
 DEMO = Path(__file__).with_name("harness_demo.py")
@@ -136,3 +139,49 @@ async def test_sigterm_before_nats_answers_still_exits_zero() -> None:
         if demo.proc.returncode is None:
             demo.proc.kill()
             await demo.proc.wait()
+
+
+async def lease_holder(nats_url: str, key: str) -> str | None:
+    observer = await nats.connect(nats_url)
+    try:
+        kv = await observer.jetstream().key_value(LEASE_BUCKET)
+        try:
+            entry = await kv.get(key)
+        except KeyNotFoundError:
+            return None
+        return msgspec.json.decode(entry.value or b"", type=LeaseRecord).holder
+    finally:
+        await observer.close()
+
+
+@pytest.mark.integration
+async def test_sigterm_releases_the_lease_so_the_standby_leads_before_the_ttl(
+    nats_server: NatsServer,
+) -> None:
+    service = f"demo-{uuid.uuid4().hex[:8]}"
+    ttl_s = 30.0  # far longer than the test waits: only a release can explain a quick takeover
+    env = {"CORRAL_SERVICE": service, "CORRAL_LEADER": "true", "CORRAL_LEASE_TTL_S": str(ttl_s)}
+    leader = await start_demo(nats_server.url, f"{service}-a", **env)
+    standby: DemoProcess | None = None
+    try:
+        await leader.line_where("leadership gained")
+        assert await lease_holder(nats_server.url, service) == f"{service}-a"
+        standby = await start_demo(nats_server.url, f"{service}-b", **env)
+        starting = await standby.line_where("service starting")
+        await wait_ready(int(starting["health_port"]))
+        assert await lease_holder(nats_server.url, service) == f"{service}-a"
+
+        leader.proc.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(DEADLINE_S):
+            assert await leader.proc.wait() == 0
+        assert "leadership lost" in [line["event"] for line in await leader.rest()]
+
+        took_over_by = time.monotonic() + ttl_s / 2
+        await standby.line_where("leadership gained")
+        assert time.monotonic() < took_over_by
+        assert await lease_holder(nats_server.url, service) == f"{service}-b"
+    finally:
+        for demo in (leader, standby):
+            if demo is not None and demo.proc.returncode is None:
+                demo.proc.kill()
+                await demo.proc.wait()

@@ -8,6 +8,7 @@ bring NATS back.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 
@@ -25,6 +26,7 @@ class Readiness:
     def __init__(self, *required: str) -> None:
         self._conditions: dict[str, bool] = dict.fromkeys(required, False)
         self._probes: dict[str, Callable[[], bool]] = {}
+        self._marked = asyncio.Event()
 
     def require(self, *names: str) -> None:
         """Declare conditions that start unmet; declaring an existing one leaves it as it is."""
@@ -35,11 +37,18 @@ class Readiness:
         """Record whether `name` holds now (declaring it if it was not)."""
         self._probes.pop(name, None)
         self._conditions[name] = met
+        self._marked.set()
 
     def probe(self, name: str, check: Callable[[], bool]) -> None:
         """Make `name` hold exactly while `check()` returns true."""
         self._conditions.pop(name, None)
         self._probes[name] = check
+
+    async def wait_marked(self) -> None:
+        """Return once every marked condition holds (probes are not waited for: they come and go)."""
+        while not all(self._conditions.values()):
+            self._marked.clear()
+            await self._marked.wait()
 
     def snapshot(self) -> dict[str, bool]:
         """Every condition and whether it holds now."""

@@ -13,6 +13,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 
 from corral_bus.connection import Bus
+from corral_bus.lease import Lease
 from corral_runtime.logs import Logger
 
 LeadershipCallback = Callable[[bool], Awaitable[None] | None]
@@ -30,11 +31,16 @@ class Leadership:
         self._is_leader = False
         self._changed = asyncio.Condition()
         self._callbacks: list[LeadershipCallback] = []
-        self._lease: _Lease | None = None
+        self._lease: Lease | None = None
 
     @property
     def is_leader(self) -> bool:
-        return self._is_leader
+        """Consult before every command: it turns false by itself once renewals stop succeeding."""
+        return self._lease is not None and self._lease.is_leader
+
+    @property
+    def lease(self) -> Lease | None:
+        return self._lease
 
     def on_change(self, callback: LeadershipCallback) -> None:
         """Call `callback(is_leader)` on every gain and loss (sync or async callables)."""
@@ -46,18 +52,16 @@ class Leadership:
             await self._changed.wait_for(lambda: self._is_leader)
 
     async def start(self) -> None:
-        from corral_bus.lease import Lease
-
+        """Make a first attempt at the lease (a sole replica leads at once), then keep at it."""
         self._lease = Lease(self.bus, self.service, self.holder, ttl=self.ttl_s, on_change=self._on_change)
         await self._lease.start()
 
     async def close(self) -> None:
         """Release the lease (if held) so a standby takes over now rather than after the TTL."""
         if self._lease is not None:
-            lease, self._lease = self._lease, None
-            await lease.stop()
-        if self._is_leader:
-            await self._on_change(False)
+            await self._lease.stop(release=True)
+            self._lease = None
+        await self._on_change(False)
 
     async def _on_change(self, is_leader: bool) -> None:
         if is_leader == self._is_leader:
@@ -73,11 +77,3 @@ class Leadership:
                     await outcome
             except Exception:
                 self.log.exception("leadership callback failed", is_leader=is_leader)
-
-
-class _Lease:
-    """The part of the bus library's Lease this adapter relies on."""
-
-    async def start(self) -> None: ...
-
-    async def stop(self) -> None: ...

@@ -35,6 +35,7 @@ from opentelemetry.trace import Tracer
 from prometheus_client import CollectorRegistry
 
 from corral_bus.connection import Bus, connect
+from corral_bus.streams import ensure_streams
 from corral_runtime.config import ConfigError, ServiceConfig, load_config
 from corral_runtime.health import HealthServer, Readiness
 from corral_runtime.leadership import Leadership
@@ -67,7 +68,9 @@ class ServiceContext(Generic[ConfigT]):
     stop: asyncio.Event
     """Set when the service must stop taking work; `main` returns once its in-flight work is done."""
     leadership: Leadership | None
-    """Present when the service runs with `leader_election=True`: only the leader issues commands."""
+    """Present when the service runs with `leader_election=True`: only the leader issues commands.
+    The replica campaigns once its `ready_when` conditions are marked; register `on_change`
+    callbacks before marking them and no gain of leadership is missed."""
 
     @property
     def is_leader(self) -> bool:
@@ -144,6 +147,7 @@ async def serve(
     health = HealthServer(readiness, registry, config.health_host, config.health_port)
     bus: Bus | None = None
     leadership: Leadership | None = None
+    campaign: asyncio.Future[None] | None = None
     with StopSignals(stop, force) as signals:
         try:
             await health.start()
@@ -152,6 +156,8 @@ async def serve(
             if bus is None:
                 log.info("stopped before NATS answered", signal=_signal_name(signals))
                 return EXIT_OK
+            # Idempotent, and every service does it: whichever starts first creates the contract's streams.
+            await ensure_streams(bus.js)
             connected_bus = bus
             readiness.probe("nats", lambda: connected_bus.is_connected)
             gauges.ready.set_function(lambda: float(readiness.ready))
@@ -159,7 +165,7 @@ async def serve(
             if leader_election:
                 leadership = Leadership(bus, name, config.instance, config.lease_ttl_s, log)
                 gauges.leader.set_function(lambda: float(leadership is not None and leadership.is_leader))
-                await leadership.start()
+                campaign = asyncio.ensure_future(_campaign(readiness, leadership, log))
             ctx = ServiceContext(
                 name=name,
                 config=config,
@@ -177,8 +183,15 @@ async def serve(
                 raise
             log.warning("second stop signal: cancelled without waiting for in-flight work")
             return EXIT_FORCED
+        except Exception:
+            log.exception("service could not start")
+            return EXIT_FAILED
         finally:
             stop.set()
+            if campaign is not None:
+                campaign.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await campaign
             await _close(leadership, bus, health, log)
             provider.shutdown()
 
@@ -190,10 +203,29 @@ async def _connect_unless_stopped(config: ServiceConfig, stop: asyncio.Event) ->
     stopping.cancel()
     if connecting.done():
         return connecting.result()
-    connecting.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await connecting
+    # nats-py's connect loop swallows a cancellation that lands while it tears down a failed
+    # attempt, so one cancel() is not enough: repeat until the attempt is really over.
+    while not connecting.done():
+        connecting.cancel()
+        await asyncio.wait({connecting}, timeout=0.1)
+    if not connecting.cancelled() and connecting.exception() is None:
+        await connecting.result().close()
     return None
+
+
+async def _campaign(readiness: Readiness, leadership: Leadership, log: Logger) -> None:
+    # A replica campaigns only once its view is warm (its `ready_when` conditions are marked):
+    # a leader deciding from a half-built view could exceed a node's limit.
+    await readiness.wait_marked()
+    delay = 0.5
+    while True:
+        try:
+            await leadership.start()
+            return
+        except Exception as exc:
+            log.warning("cannot open the leader lease yet; retrying", error=str(exc), retry_s=delay)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 10.0)
 
 
 async def _run_main(
