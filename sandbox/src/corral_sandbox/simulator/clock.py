@@ -4,8 +4,9 @@ directly, so a scenario can run with real (optionally accelerated) time or with 
 * `WallClock(scale)` — simulated seconds pass `scale` times faster than real ones.
 * `ManualClock()` — time moves only when `advance()` is called; the basis of deterministic replays.
 
-Both start at a fixed simulated epoch for timestamps written into objects (`noRefSince`, …), so a
-manual-clock run writes byte-identical objects every time.
+Timestamps written into objects (`noRefSince`, …) are `epoch + now()`: a wall clock's epoch is the
+real time it started (so they line up with the API server's own timestamps), a manual clock's is a
+fixed date, so a manual-clock run writes byte-identical objects every time.
 """
 
 from __future__ import annotations
@@ -31,10 +32,15 @@ class Clock(Protocol):
         """Call `callback` whenever time jumps (manual clocks); wall clocks never call it."""
         ...
 
+    @property
+    def epoch(self) -> datetime:
+        """The wall-clock moment simulated time 0 stands for, in timestamps written to objects."""
+        ...
+
 
 def timestamp(clock: Clock) -> str:
     """RFC 3339 timestamp (seconds precision, Kubernetes style) for the clock's current time."""
-    moment = EPOCH + timedelta(seconds=clock.now())
+    moment = clock.epoch + timedelta(seconds=clock.now())
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -44,6 +50,7 @@ class WallClock:
             raise ValueError("clock scale must be positive")
         self._scale = scale
         self._start = time.monotonic()
+        self.epoch = datetime.now(UTC).replace(microsecond=0)
 
     def now(self) -> float:
         return (time.monotonic() - self._start) * self._scale
@@ -58,6 +65,7 @@ class WallClock:
 class ManualClock:
     def __init__(self, start: float = 0.0) -> None:
         self._now = start
+        self.epoch = EPOCH
         self._listeners: list[Callable[[], None]] = []
 
     def now(self) -> float:

@@ -39,13 +39,18 @@ _RETRY_SECONDS = 0.05
 
 class Simulator:
     def __init__(
-        self, api: client.ApiClient, config: SimConfig | None = None, clock: Clock | None = None
+        self,
+        api: client.ApiClient,
+        config: SimConfig | None = None,
+        clock: Clock | None = None,
+        *,
+        rng: random.Random | None = None,
     ) -> None:
         self.config = config or SimConfig()
         self.clock: Clock = clock or WallClock()
         self.view = ClusterView.empty()
         self.memory = Memory()
-        self.rng = random.Random(self.config.seed)
+        self.rng = rng or random.Random(self.config.seed)
         self.faults = SimFaults(self)
         self.paused: set[str] = set()
         self.write_log: list[dict[str, Any]] = []

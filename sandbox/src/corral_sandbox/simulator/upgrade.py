@@ -51,6 +51,8 @@ def rollback_or_finish_offline(
     reason = "rollback of a live upgrade" if attached else "offline engine upgrade"
     for replica in scope.inactive():
         ctx.delete("replica", replica, reason)
+    if any(spec(r).get("active", True) is False for r in scope.replicas):
+        return False  # the live upgrade's replicas go first, so the volume never shows them after
     ctx.patch_spec("engine", engine, {"image": target, "upgradedReplicaAddressMap": {}}, reason)
     if not attached:
         for replica in stale_replicas:
@@ -141,9 +143,10 @@ def step_live_upgrade(
         return
     if status(engine).get("currentImage") != new:
         return  # the engine controller is switching (forever, for a non-working image)
+    previous = scope.active()
     for replica in matched:
         ctx.patch_spec("replica", replica, {"active": True}, "live upgrade: switch replicas")
-    for replica in scope.active():
+    for replica in previous:
         ctx.delete("replica", replica, "live upgrade: old replica")
     ctx.patch_spec(
         "engine",
