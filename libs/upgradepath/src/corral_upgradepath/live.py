@@ -4,21 +4,23 @@ Used by `corral pre-upgrade` (the Helm pre-upgrade hook Job), which runs before 
 and therefore cannot see the cluster through the bus. Responses are read raw and decoded with
 msgspec into the slim structs, as the watcher does. A missing version setting means a fresh install
 and a missing EngineImage resource means no engine images (as in Longhorn); any other failure is an
-error, never a guess.
+error, never a guess. kubernetes-asyncio (seconds to import) is imported on first use, so that
+`corral` sub-commands that never talk to the API server do not pay for it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import msgspec
-from kubernetes_asyncio import client
 
 from corral_model.kinds import KINDS
 from corral_model.longhorn import EngineImage, Setting
 from corral_upgradepath.cluster import CURRENT_VERSION_SETTING, ClusterView
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio import client
 
 REQUEST_TIMEOUT_S = 30.0
 
@@ -32,6 +34,8 @@ class _EngineImageList(msgspec.Struct, frozen=True):
 
 
 async def _get(call: str, request: Awaitable[Any]) -> tuple[int, bytes]:
+    import aiohttp
+
     try:
         response = await request
         body: bytes = await response.read()
@@ -46,7 +50,9 @@ def _failure(call: str, status: int, body: bytes) -> LiveReadError:
 
 
 async def read_cluster_view(api: client.ApiClient, namespace: str) -> ClusterView:
-    custom = client.CustomObjectsApi(api)
+    from kubernetes_asyncio.client import CustomObjectsApi
+
+    custom = CustomObjectsApi(api)
     setting, engine_image = KINDS["setting"], KINDS["engineimage"]
 
     call = f"GET {setting.path(namespace, CURRENT_VERSION_SETTING)}"

@@ -19,11 +19,8 @@ import os
 import sys
 from typing import Any
 
-import aiohttp
 import msgspec
-from kubernetes_asyncio.config import ConfigException
 
-from corral_kube.client import connected
 from corral_upgradepath.build import BuildFileError
 from corral_upgradepath.cluster import ClusterView
 from corral_upgradepath.gate import check_against_build
@@ -60,6 +57,13 @@ def register(subparsers: Any) -> None:
 
 
 async def _read_live(kubeconfig: str | None, namespace: str) -> ClusterView:
+    # Imported here: the Kubernetes client takes seconds to import, and every `corral` command
+    # imports this module to register it.
+    import aiohttp
+    from kubernetes_asyncio.config import ConfigException
+
+    from corral_kube.client import connected
+
     try:
         async with connected(kubeconfig) as api:
             return await read_cluster_view(api, namespace)
