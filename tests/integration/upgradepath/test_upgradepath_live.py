@@ -1,0 +1,138 @@
+"""`corral pre-upgrade --kubeconfig` against the sandbox's API emulator, over real HTTP.
+
+The hook Job's promise is that a blocked upgrade changes nothing: the emulator's global
+resourceVersion and its write log show that no object was written, whatever the decision. The live
+reader must also see the cluster exactly as a snapshot of it does, so every crafted snapshot is
+loaded into the emulator and both modes must print the same decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from kubernetes_asyncio import client
+
+from corral_cli.main import main
+from corral_sandbox.emulator import Emulator
+
+DATA = Path(__file__).parents[2] / "data" / "upgradepath"
+NS = "longhorn-system"
+GROUP = "longhorn.io"
+
+
+def _items(snapshot: str) -> dict[str, list[dict[str, Any]]]:
+    raw = (DATA / snapshot).read_bytes()
+    document = msgspec.json.decode(raw) if snapshot.endswith(".json") else msgspec.yaml.decode(raw)
+    default_kind = document["kind"].removesuffix("List")
+    by_plural: dict[str, list[dict[str, Any]]] = {"settings": [], "engineimages": []}
+    for item in document["items"]:
+        kind = item.get("kind", default_kind)
+        item = {**item, "kind": kind, "apiVersion": "longhorn.io/v1beta2"}
+        by_plural["settings" if kind == "Setting" else "engineimages"].append(item)
+    return by_plural
+
+
+def _seed(emulator: Emulator, snapshot: str) -> None:
+    for plural, objects in _items(snapshot).items():
+        emulator.load(GROUP, plural, objects)
+
+
+def _state(emulator: Emulator) -> dict[str, Any]:
+    """Everything a write would move: the global resourceVersion, the write count, every object."""
+    return {
+        "resourceVersion": emulator.resource_version,
+        "writes": emulator.write_log.total,
+        "objects": {
+            plural: {o["metadata"]["name"]: o for o in emulator.list(GROUP, plural, NS)}
+            for plural in ("settings", "engineimages")
+        },
+        "events": emulator.list("", "events", NS),
+    }
+
+
+async def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    # The command runs its own event loop (asyncio.run), so it gets a thread; the emulator keeps
+    # serving on this test's loop meanwhile.
+    code = await asyncio.to_thread(main, argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(
+    ("snapshot", "code"),
+    [
+        ("blocked-two-minors-v1.9.3.yaml", 1),
+        ("blocked-downgrade-v1.12.0.json", 1),
+        ("blocked-engine-v1.10.0.yaml", 1),
+        ("invalid-master-head.json", 1),
+        ("allowed-minor-v1.10.2.json", 0),
+        ("fresh-install.json", 0),
+        ("setting-list-prerelease-v1.11.0-rc2.yaml", 0),
+    ],
+)
+async def test_live_read_matches_snapshot_and_writes_nothing(
+    emulator: Emulator, snapshot: str, code: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _seed(emulator, snapshot)
+    before = _state(emulator)
+
+    live = await _run(["pre-upgrade", "--kubeconfig", str(emulator.kubeconfig_path)], capsys)
+    assert live[0] == code, live[2]
+    assert live[2] == ""
+
+    assert _state(emulator) == before  # no resourceVersion moved, no write, no Event
+
+    offline = await _run(["pre-upgrade", "--snapshot", str(DATA / snapshot)], capsys)
+    assert offline == live
+
+
+async def test_blocked_live_upgrade_names_the_reason(
+    emulator: Emulator, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _seed(emulator, "blocked-engine-v1.10.0.yaml")
+    code, out, _ = await _run(
+        ["pre-upgrade", "--kubeconfig", str(emulator.kubeconfig_path), "--namespace", NS], capsys
+    )
+    assert code == 1
+    assert out.splitlines() == [
+        "upgrade path check in longhorn-system: current v1.10.0 -> target v1.11.0; "
+        "engine images: 2, in use: 2",
+        "blocked: failed checking Engine upgrade path: incompatible Engine ei-7a1d0f42 client API version: "
+        "found version 7 is below required minimal version 8",
+    ]
+
+
+async def test_other_namespace_reads_as_fresh_install(
+    emulator: Emulator, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Live, a namespace without Longhorn really is a fresh install (the API says 404)."""
+    _seed(emulator, "blocked-two-minors-v1.9.3.yaml")
+    code, out, _ = await _run(
+        ["pre-upgrade", "--kubeconfig", str(emulator.kubeconfig_path), "--namespace", "default"], capsys
+    )
+    assert code == 0
+    assert out.splitlines()[-1] == "allowed: fresh install of v1.11.0; no engine image is in use"
+
+
+async def test_the_state_probe_sees_a_write(emulator: Emulator, kube_api: client.ApiClient) -> None:
+    """Control for the tests above: one Event created through the API changes every part of it."""
+    _seed(emulator, "blocked-two-minors-v1.9.3.yaml")
+    before = _state(emulator)
+    event: Any = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "probe", "namespace": NS},
+        "involvedObject": {"kind": "Setting", "name": "current-longhorn-version", "namespace": NS},
+        "reason": "Probe",
+        "message": "probe",
+        "type": "Normal",
+    }
+    await client.CoreV1Api(kube_api).create_namespaced_event(NS, event)
+    after = _state(emulator)
+    assert after["resourceVersion"] > before["resourceVersion"]
+    assert after["writes"] == before["writes"] + 1
+    assert [e["metadata"]["name"] for e in after["events"]] == ["probe"]
