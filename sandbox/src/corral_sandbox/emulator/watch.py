@@ -154,7 +154,10 @@ async def serve(
     await response.prepare(request)
     state.active += 1
     try:
-        await _run(request, store, state, req, coll, initial, start_rv, _Stream(response, state))
+        stream = _Stream(response, state)
+        await _run(request, store, state, req, coll, initial, start_rv, stream)
+        if stream.cut and state.faults.watch_drop_silently:
+            await _hang(request, state, req.timeout_s, asyncio.get_running_loop())
         if not state.stopping:
             await response.write_eof()
     except (ConnectionError, asyncio.CancelledError):
@@ -209,13 +212,13 @@ async def _run(
             if events:
                 await stream.send(events)
                 if stream.cut:
-                    break
+                    return
             continue
         now = loop.time()
         cut_after = state.faults.watch_cut_after_s
         if cut_after is not None and now >= started + cut_after:
             stream.cut = True
-            break
+            return
         if deadline is not None and now >= deadline:
             return
         if req.bookmarks and now >= next_bookmark:
@@ -233,14 +236,14 @@ async def _run(
         transport = request.transport
         if transport is None or transport.is_closing():
             return
-    if stream.cut and state.faults.watch_drop_silently:
-        await _hang(request, state, deadline, loop)
 
 
 async def _hang(
-    request: web.BaseRequest, state: WatchState, deadline: float | None, loop: asyncio.AbstractEventLoop
+    request: web.BaseRequest, state: WatchState, timeout_s: float | None, loop: asyncio.AbstractEventLoop
 ) -> None:
-    """A silently dropped watch: the connection stays open but nothing more is ever sent."""
+    """A silently dropped watch: the connection stays open but nothing more is ever sent (until the
+    client's own timeoutSeconds, as a proxy that lost its upstream would behave)."""
+    deadline = loop.time() + timeout_s if timeout_s else None
     while not state.stopping:
         if deadline is not None and loop.time() >= deadline:
             return
