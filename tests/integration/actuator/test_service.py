@@ -1,0 +1,257 @@
+"""The actuator service end to end: real NATS, the emulator over HTTP, the runtime harness.
+
+Commands go in on LH_COMMANDS exactly as a decision service publishes them; what the actuator did is
+read back from LH_RESULTS and LH_DEAD, and what reached the cluster from the emulator's write log.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from corral_bus import MSG_ID_HEADER, Bus
+from corral_model import codec
+from corral_model.envelopes import Command, Outcome
+from corral_model.subjects import COMMANDS_STREAM, DEAD_STREAM, RESULTS_STREAM, command_subject
+from corral_sandbox.emulator import Emulator
+from tests.fixtures.nats import NatsServer
+from tests.integration.actuator.conftest import NS, OLD_IMAGE, seed_cluster, volume
+from tests.integration.actuator.harness import (
+    ActuatorProcess,
+    InProcessActuator,
+    actuator_config,
+    actuator_env,
+    dead_letters,
+    eventually,
+    publish_command,
+    results,
+    stream_count,
+)
+from tests.integration.actuator.test_apply import upgrade
+
+pytestmark = pytest.mark.integration
+
+
+def kubeconfig(emulator: Emulator) -> str:
+    assert emulator.kubeconfig_path is not None
+    return str(emulator.kubeconfig_path)
+
+
+def changed_volume_patches(emulator: Emulator) -> Counter[str]:
+    return Counter(
+        r.name
+        for r in emulator.write_log.records(plural="volumes", verb="patch")
+        if r.changed and not r.dry_run
+    )
+
+
+async def drained(bus: Bus) -> bool:
+    """LH_COMMANDS is a work queue: a command leaves it when the actuator acks it."""
+    return await stream_count(bus, COMMANDS_STREAM) == 0
+
+
+async def test_outcomes_dead_letters_and_security_through_the_bus(
+    emulator: Emulator, bus: Bus, nats_server: NatsServer
+) -> None:
+    seed_cluster(emulator, volumes=4)
+    actuator = InProcessActuator(actuator_config(nats_server.url, kubeconfig(emulator), "a-1"))
+    await actuator.start()
+    try:
+        good, stale, evil = (
+            upgrade("vol-0"),
+            upgrade("vol-1", expect="other:v0"),
+            upgrade("vol-2", to="evil:x"),
+        )
+        missing = upgrade("vol-404")
+        subject = command_subject("engine-upgrade", "volume", NS, "vol-3")
+        await bus.js.publish(subject, b"this is not json", headers={MSG_ID_HEADER: "garbage-1"})
+        future = codec.encode(good).replace(b"corral.command/v1", b"corral.command/v9")
+        await bus.js.publish(subject, future, headers={MSG_ID_HEADER: "future-1"})
+        for command in (good, stale, evil, missing):
+            await publish_command(bus, command)
+        # A command claiming to be engine-upgrade's, published on im-restart's subject: forged.
+        forged = upgrade("vol-3")
+        await bus.js.publish(
+            command_subject("im-restart", "volume", NS, "vol-3"),
+            codec.encode(forged),
+            headers={MSG_ID_HEADER: forged.id},
+        )
+
+        async def all_answered() -> bool:
+            return await stream_count(bus, RESULTS_STREAM) == 5 and await stream_count(bus, DEAD_STREAM) == 2
+
+        await eventually(all_answered, what="5 results and 2 dead letters")
+        outcomes = {r.command_id: r for r in await results(bus)}
+        assert outcomes[good.id].outcome is Outcome.APPLIED and outcomes[good.id].resource_version
+        assert outcomes[stale.id].outcome is Outcome.PRECONDITION_FAILED
+        assert outcomes[evil.id].outcome is Outcome.REJECTED_BY_POLICY
+        assert outcomes[missing.id].outcome is Outcome.NOT_FOUND
+        assert outcomes[forged.id].outcome is Outcome.REJECTED_BY_POLICY
+        assert "came on lh.cmd.im-restart" in outcomes[forged.id].detail
+        reasons = sorted(d.reason for d in await dead_letters(bus))
+        assert reasons[0].startswith("undecodable: not a JSON object")
+        assert "unsupported schema version 'corral.command/v9'" in reasons[1]
+        # Only the good command reached the cluster; nothing for the evil or the forged one.
+        assert changed_volume_patches(emulator) == Counter({"vol-0": 1})
+        assert not emulator.write_log.records(name="vol-2") and not emulator.write_log.records(name="vol-3")
+
+        # The same command again (past JetStream's dedup: another msg id) is answered, not re-applied.
+        await publish_command(bus, good, msg_id="again-1")
+        await eventually(lambda: drained(bus), what="the repeat to be acked")
+        assert await stream_count(bus, RESULTS_STREAM) == 5
+        assert changed_volume_patches(emulator) == Counter({"vol-0": 1})
+    finally:
+        assert await actuator.stop() == 0
+
+
+def burst(volumes: int, duplicates: int, stale: int, seed: int = 5) -> tuple[list[tuple[Command, str]], int]:
+    """`volumes` distinct commands (the first `stale` with a stale precondition) plus `duplicates`
+    repeats under fresh msg ids (so JetStream stores them), shuffled. Returns (messages, writes expected)."""
+    rng = random.Random(seed)
+    distinct = [
+        upgrade(f"vol-{i}", expect="other:v0") if i < stale else upgrade(f"vol-{i}") for i in range(volumes)
+    ]
+    messages = [(c, c.id) for c in distinct]
+    messages += [(rng.choice(distinct), f"dup-{k}") for k in range(duplicates)]
+    rng.shuffle(messages)
+    return messages, volumes - stale
+
+
+def seed_burst(emulator: Emulator, volumes: int) -> None:
+    seed_cluster(emulator, volumes=0)
+    emulator.load("longhorn.io", "volumes", [volume(f"vol-{i}") for i in range(volumes)])
+    emulator.write_log.clear()
+
+
+async def check_burst(bus: Bus, emulator: Emulator, volumes: int, stale: int) -> None:
+    found = await results(bus)
+    assert len(found) == volumes, "exactly one result per distinct command"
+    assert len({r.command_id for r in found}) == volumes
+    assert Counter(r.outcome for r in found) == {
+        Outcome.APPLIED: volumes - stale,
+        Outcome.PRECONDITION_FAILED: stale,
+    }
+    patches = changed_volume_patches(emulator)
+    assert sum(patches.values()) == volumes - stale
+    assert set(patches.values()) == {1}, "no volume written twice"
+    assert set(patches) == {f"vol-{i}" for i in range(stale, volumes)}
+
+
+async def test_burst_with_duplicates_and_stale_preconditions(
+    emulator: Emulator, bus: Bus, nats_server: NatsServer
+) -> None:
+    volumes, duplicates, stale = 800, 200, 100  # 1 000 messages: 20 % repeats, 10 % stale
+    messages, _ = burst(volumes, duplicates, stale)
+    seed_burst(emulator, volumes)
+    actuator = InProcessActuator(
+        actuator_config(nats_server.url, kubeconfig(emulator), "a-1", concurrency=32)
+    )
+    await actuator.start()
+    try:
+        for command, msg_id in messages:
+            await publish_command(bus, command, msg_id=msg_id)
+
+        async def finished() -> bool:
+            return await drained(bus) and await stream_count(bus, RESULTS_STREAM) >= volumes
+
+        await eventually(finished, within=120, what="the burst to be applied")
+        await check_burst(bus, emulator, volumes, stale)
+    finally:
+        assert await actuator.stop() == 0
+
+
+async def test_crash_and_sigterm_mid_burst_lose_nothing_and_double_nothing(
+    emulator: Emulator, bus: Bus, nats_server: NatsServer, tmp_path: Path
+) -> None:
+    volumes, duplicates, stale = 800, 200, 100
+    messages, _ = burst(volumes, duplicates, stale, seed=11)
+    seed_burst(emulator, volumes)
+    # Rate-limited so the burst takes a few seconds and the process can be stopped in the middle.
+    env = actuator_env(nats_server.url, kubeconfig(emulator), qps=250, burst=50, concurrency=16)
+    for command, msg_id in messages:
+        await publish_command(bus, command, msg_id=msg_id)
+
+    async def results_at_least(n: int) -> bool:
+        return await stream_count(bus, RESULTS_STREAM) >= n
+
+    first = ActuatorProcess(env, tmp_path / "first.log")
+    second = ActuatorProcess(env, tmp_path / "second.log")
+    third = ActuatorProcess(env, tmp_path / "third.log")
+    try:
+        first.start()
+        await eventually(lambda: results_at_least(150), within=60, what="the first actuator to start")
+        first.kill()  # SIGKILL: in-flight writes, unpublished results and unacked commands are cut off
+        done_at_kill = await stream_count(bus, RESULTS_STREAM)
+        assert done_at_kill < volumes, "the burst was over before the kill"
+
+        second.start()
+        await eventually(lambda: results_at_least(done_at_kill + 150), within=60, what="the second actuator")
+        assert await second.terminate() == 0, second.log()  # SIGTERM: drains, releases the lease
+        assert await stream_count(bus, RESULTS_STREAM) < volumes, "the burst was over before SIGTERM"
+
+        third.start()
+
+        async def finished() -> bool:
+            return await drained(bus) and await results_at_least(volumes)
+
+        await eventually(finished, within=120, what="the burst to be finished after the restarts")
+        await check_burst(bus, emulator, volumes, stale)
+    finally:
+        for process in (first, second, third):
+            process.stop()
+
+
+async def test_one_active_actuator_and_a_warm_standby(
+    emulator: Emulator, bus: Bus, nats_server: NatsServer
+) -> None:
+    seed_cluster(emulator, volumes=4)
+    a = InProcessActuator(actuator_config(nats_server.url, kubeconfig(emulator), "a-1"))
+    b = InProcessActuator(actuator_config(nats_server.url, kubeconfig(emulator), "b-1"))
+    await a.start()
+    await eventually(lambda: _true(a.is_leader), what="the first actuator to lead")
+    await b.start()
+    stopped: list[InProcessActuator] = []
+    try:
+        await publish_command(bus, upgrade("vol-0"))
+        await eventually(lambda: drained(bus), what="vol-0 applied")
+        assert a.is_leader and not b.is_leader
+        assert await a.stop() == 0  # releases the lease: the standby takes over without waiting the TTL
+        stopped.append(a)
+        await eventually(lambda: _true(b.is_leader), within=10, what="the standby to take over")
+        await publish_command(bus, upgrade("vol-1"))
+        await eventually(lambda: drained(bus), what="vol-1 applied by the new leader")
+        assert changed_volume_patches(emulator) == Counter({"vol-0": 1, "vol-1": 1})
+    finally:
+        for actuator in (a, b):
+            if actuator not in stopped:
+                await actuator.stop()
+
+
+async def test_dry_run_mode_marks_results_and_stores_nothing(
+    emulator: Emulator, bus: Bus, nats_server: NatsServer
+) -> None:
+    seed_cluster(emulator, volumes=1)
+    actuator = InProcessActuator(actuator_config(nats_server.url, kubeconfig(emulator), "a-1", dry_run=True))
+    await actuator.start()
+    try:
+        await publish_command(bus, upgrade("vol-0"))
+        await eventually(lambda: _count_is(bus, 1), what="the dry-run result")
+        [result] = await results(bus)
+        assert result.outcome is Outcome.APPLIED and result.dry_run
+        stored = emulator.get("longhorn.io", "volumes", NS, "vol-0")
+        assert stored is not None and stored["spec"]["image"] == OLD_IMAGE
+        assert [r.dry_run for r in emulator.write_log.records(plural="volumes")] == [True]
+    finally:
+        await actuator.stop()
+
+
+async def _true(value: Any) -> bool:
+    return bool(value)
+
+
+async def _count_is(bus: Bus, n: int) -> bool:
+    return await stream_count(bus, RESULTS_STREAM) == n
