@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping
 
 from opentelemetry import propagate, trace
+from opentelemetry.baggage.propagation import W3CBaggagePropagator
 from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -28,12 +29,12 @@ def exporting(environ: Mapping[str, str] | None = None) -> bool:
 
 
 def configure_tracing(
-    service: str, instance: str = "", environ: Mapping[str, str] | None = None
+    service: str, instance: str = "", environ: Mapping[str, str] | None = None, *, install: bool = True
 ) -> TracerProvider:
-    """Install a tracer provider and the W3C propagator as the process-wide defaults.
+    """A tracer provider for `service`; with `install`, also the process-wide provider and W3C propagator.
 
-    The global provider can be set only once per process; a second call returns a fresh provider
-    (useful to tests) without replacing the first.
+    The global provider can be set only once per process; a later call returns a fresh provider
+    without replacing the first.
     """
     attributes = {"service.name": f"corral-{service}" if service else "corral", "service.namespace": "corral"}
     if instance:
@@ -44,7 +45,10 @@ def configure_tracing(
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    if not isinstance(trace.get_tracer_provider(), TracerProvider):
-        trace.set_tracer_provider(provider)
-    propagate.set_global_textmap(CompositePropagator([TraceContextTextMapPropagator()]))
+    if install:
+        if not isinstance(trace.get_tracer_provider(), TracerProvider):
+            trace.set_tracer_provider(provider)
+        propagate.set_global_textmap(
+            CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
+        )
     return provider
