@@ -28,6 +28,7 @@ from corral_sandbox.emulator.store import Store, decode
 from corral_sandbox.emulator.watch import WatchState
 from corral_sandbox.emulator.writelog import WriteLog
 
+MAX_BODY = 512 * 1024 * 1024
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "longhorn-system")
 
 
@@ -66,7 +67,15 @@ class Emulator:
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         """Serve on host:port (0 = a free port); returns the base URL."""
-        server = web.Server(self._api.handle, handler_cancellation=False)
+        loop = asyncio.get_running_loop()
+
+        def make_request(
+            message: Any, payload: Any, protocol: Any, writer: Any, task: Any
+        ) -> web.BaseRequest:
+            # Bulk loads through /_sandbox carry thousands of objects in one body.
+            return web.BaseRequest(message, payload, protocol, writer, task, loop, client_max_size=MAX_BODY)
+
+        server = web.Server(self._api.handle, handler_cancellation=False, request_factory=make_request)
         self._runner = web.ServerRunner(server, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port, backlog=1024)
