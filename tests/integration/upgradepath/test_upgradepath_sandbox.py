@@ -1,0 +1,213 @@
+"""Issue 7's sandbox proof: a service started against a cluster at an unsupported version exits
+non-zero, the Warning Event `FailedUpgradePreCheck` is recorded, and nothing else in the cluster moves.
+
+Everything is real and separate, as deployed: the API emulator (this process, over HTTP), a NATS
+server, the watcher and the actuator as child processes, and the gated service as a third child
+process under the service harness. The only write the emulator sees is the actuator creating the
+Event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from corral_sandbox.emulator import Emulator
+
+T = TypeVar("T")
+NS = "longhorn-system"
+GROUP = "longhorn.io"
+ROOT = Path(__file__).parents[3]
+POLICY = ROOT / "deploy" / "policy" / "actuator-policy.yaml"
+GATED_SERVICE = Path(__file__).with_name("gated_service.py")
+WATCHED = ("settings", "engineimages", "volumes")
+
+
+async def eventually(probe: Callable[[], Awaitable[T | None]], within: float, what: str) -> T:
+    deadline = time.monotonic() + within
+    while True:
+        value = await probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {within}s: {what}")
+        await asyncio.sleep(0.05)
+
+
+def lh(kind: str, name: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/v1beta2",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": NS},
+        **fields,
+    }
+
+
+def seed(emulator: Emulator, version: str) -> None:
+    emulator.load(
+        GROUP,
+        "settings",
+        [
+            lh("Setting", "current-longhorn-version", value=version),
+            lh("Setting", "default-engine-image", value="longhornio/longhorn-engine:v1.11.0"),
+            lh("Setting", "concurrent-automatic-engine-upgrade-per-node-limit", value="3"),
+        ],
+    )
+    emulator.load(
+        GROUP,
+        "engineimages",
+        [
+            lh(
+                "EngineImage",
+                "ei-3b9e5c1a",
+                spec={"image": "longhornio/longhorn-engine:v1.9.3"},
+                status={"refCount": 4, "state": "deployed", "cliAPIVersion": 10, "controllerAPIVersion": 5},
+            )
+        ],
+    )
+    emulator.load(
+        GROUP,
+        "volumes",
+        [lh("Volume", f"vol-{i}", spec={"image": "longhornio/longhorn-engine:v1.9.3"}) for i in range(3)],
+    )
+
+
+def cluster_objects(emulator: Emulator) -> dict[str, dict[str, str]]:
+    """Every non-Event object with its resourceVersion."""
+    return {
+        plural: {
+            o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in emulator.list(GROUP, plural, NS)
+        }
+        for plural in WATCHED
+    }
+
+
+class Child:
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], logs: Path) -> None:
+        self.name, self.argv, self.env, self.log = name, argv, env, logs / f"{name}.log"
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        with self.log.open("wb") as out:
+            self.proc = await asyncio.create_subprocess_exec(
+                *self.argv, env={**os.environ, **self.env}, stdout=out, stderr=asyncio.subprocess.STDOUT
+            )
+
+    async def wait(self, within: float) -> int:
+        assert self.proc is not None
+        try:
+            return await asyncio.wait_for(self.proc.wait(), within)
+        except TimeoutError:
+            raise AssertionError(f"{self.name} still running after {within}s:\n{self.output()}") from None
+
+    async def stop(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(self.proc.wait(), 20)
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@pytest.fixture
+async def children(tmp_path: Path) -> AsyncIterator[list[Child]]:
+    started: list[Child] = []
+    yield started
+    for child in reversed(started):
+        await child.stop()
+
+
+def common_env(nats_url: str, emulator: Emulator, service: str) -> dict[str, str]:
+    return {
+        "CORRAL_NATS_URL": nats_url,
+        "CORRAL_NAMESPACE": NS,
+        "CORRAL_HEALTH_PORT": "0",
+        "CORRAL_HEALTH_HOST": "127.0.0.1",
+        "CORRAL_LOG_LEVEL": "warning",
+        "CORRAL_INSTANCE": f"{service}-0",
+        "CORRAL_LEASE_TTL_S": "2",
+        "CORRAL_SHUTDOWN_GRACE_S": "5",
+        "LONGHORN_DISTRO": "",
+        "CORRAL_UPGRADE_VERSION_CHECK": "true",
+        "KUBECONFIG": str(emulator.kubeconfig_path),
+    }
+
+
+async def test_service_at_unsupported_version_exits_and_records_warning(
+    emulator: Emulator, nats_server: Any, bus: Any, children: list[Child], tmp_path: Path
+) -> None:
+    seed(emulator, "v1.9.3")
+    before = cluster_objects(emulator)
+    writes_before = emulator.write_log.total
+
+    watcher = Child(
+        "watcher",
+        [sys.executable, "-m", "corral_watcher"],
+        {
+            **common_env(nats_server.url, emulator, "watcher"),
+            "CORRAL_KUBECONFIG": str(emulator.kubeconfig_path),
+            "CORRAL_KINDS": "setting,engineimage,volume",
+        },
+        tmp_path,
+    )
+    actuator = Child(
+        "actuator",
+        [sys.executable, "-m", "corral_actuator"],
+        {
+            **common_env(nats_server.url, emulator, "actuator"),
+            "CORRAL_KUBECONFIG": str(emulator.kubeconfig_path),
+            "CORRAL_POLICY_PATH": str(POLICY),
+            "CORRAL_QPS": "0",
+            "CORRAL_ACK_WAIT_S": "2",
+            "CORRAL_AUDIT_LOG": "false",
+        },
+        tmp_path,
+    )
+    service = Child(
+        "engine-upgrade",
+        [sys.executable, str(GATED_SERVICE)],
+        {**common_env(nats_server.url, emulator, "engine-upgrade"), "GATED_SERVICE_NAME": "engine-upgrade"},
+        tmp_path,
+    )
+    for child in (watcher, actuator, service):
+        children.append(child)
+        await child.start()
+
+    # The service exits non-zero (the pod would crash-loop) ...
+    assert await service.wait(within=120) == 1, service.output()
+    reason = "failed to upgrade since upgrading from v1.9.3 to v1.11.0 for minor version is not supported"
+    assert f"blocked: {reason}" in service.output()
+
+    # ... the actuator records the Warning Event on the version setting ...
+    async def warning_event() -> dict[str, Any] | None:
+        events = [e for e in emulator.list("", "events", NS) if e.get("reason") == "FailedUpgradePreCheck"]
+        return events[0] if events else None
+
+    event = await eventually(warning_event, within=60, what="the FailedUpgradePreCheck Event")
+    assert event["type"] == "Warning"
+    assert event["message"] == reason
+    assert event["involvedObject"]["kind"] == "Setting"
+    assert event["involvedObject"]["name"] == "current-longhorn-version"
+    setting = emulator.get(GROUP, "settings", NS, "current-longhorn-version")
+    assert setting is not None
+    assert event["involvedObject"]["uid"] == setting["metadata"]["uid"]
+    assert event["source"] == {"component": "corral-engine-upgrade"}
+
+    # ... and nothing else moved: same objects, same resourceVersions, and the Event the only write.
+    assert cluster_objects(emulator) == before
+    writes = emulator.write_log.records()[writes_before:]
+    assert [(w.verb, w.plural, w.name) for w in writes if w.changed] == [
+        ("create", "events", event["metadata"]["name"])
+    ]
