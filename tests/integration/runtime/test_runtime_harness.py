@@ -185,3 +185,38 @@ async def test_sigterm_releases_the_lease_so_the_standby_leads_before_the_ttl(
             if demo is not None and demo.proc.returncode is None:
                 demo.proc.kill()
                 await demo.proc.wait()
+
+
+@pytest.mark.integration
+async def test_work_outliving_the_grace_period_is_cancelled(nats_server: NatsServer) -> None:
+    demo = await start_demo(
+        nats_server.url, f"demo-{uuid.uuid4().hex[:8]}", CORRAL_FINISH_S="600", CORRAL_SHUTDOWN_GRACE_S="0.2"
+    )
+    try:
+        await demo.line_where("demo ready")
+        demo.proc.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(DEADLINE_S):
+            assert await demo.proc.wait() == 0
+        assert "grace period over: cancelling in-flight work" in [line["event"] for line in await demo.rest()]
+    finally:
+        if demo.proc.returncode is None:
+            demo.proc.kill()
+            await demo.proc.wait()
+
+
+@pytest.mark.integration
+async def test_a_second_signal_stops_without_waiting(nats_server: NatsServer) -> None:
+    demo = await start_demo(
+        nats_server.url, f"demo-{uuid.uuid4().hex[:8]}", CORRAL_FINISH_S="600", CORRAL_SHUTDOWN_GRACE_S="600"
+    )
+    try:
+        await demo.line_where("demo ready")
+        demo.proc.send_signal(signal.SIGTERM)
+        await demo.line_where("demo finishing in-flight work")
+        demo.proc.send_signal(signal.SIGINT)
+        async with asyncio.timeout(DEADLINE_S):
+            assert await demo.proc.wait() == 130
+    finally:
+        if demo.proc.returncode is None:
+            demo.proc.kill()
+            await demo.proc.wait()

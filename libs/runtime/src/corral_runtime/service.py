@@ -114,9 +114,12 @@ def run_service(
     config = msgspec.structs.replace(
         config, service=config.service or name, instance=config.instance or default_instance()
     )
-    return asyncio.run(
-        serve(config, main, leader_election=leader_election, ready_when=ready_when, environ=environ)
-    )
+    try:
+        return asyncio.run(
+            serve(config, main, leader_election=leader_election, ready_when=ready_when, environ=environ)
+        )
+    except asyncio.CancelledError:  # a second stop signal landed while closing down
+        return EXIT_FORCED
 
 
 async def serve(
@@ -243,8 +246,9 @@ async def _run_main(
         if not done:
             ctx.log.warning("grace period over: cancelling in-flight work", grace_s=grace_s)
             work.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await work
+            # asyncio.wait, not await: a cancellation of the harness itself (second signal) must
+            # propagate, and a main that swallows its cancellation must not hold the exit forever.
+            await asyncio.wait({work}, timeout=5.0)
             return EXIT_OK
     if work.cancelled():
         return EXIT_OK
