@@ -28,7 +28,7 @@ from nats.js.errors import NotFoundError
 from opentelemetry.context import Context
 
 from corral_bus.connection import Bus
-from corral_bus.pull import PullFeed
+from corral_bus.pull import PullFeed, ack_metadata
 from corral_bus.tracing import extract_trace
 from corral_model import codec, subjects
 
@@ -176,13 +176,12 @@ class BootstrapReader:
                 retry = min(2 * retry, 5.0)
                 continue
             idle = 0
-            meta = msg.metadata
-            seq = meta.sequence.stream
+            _, _, seq, num_pending = ack_metadata(msg.reply)
             if seq <= self.last_seq and self.ready.is_set():
                 continue  # a re-created consumer overlapping what was already handed out
             self.last_seq = max(self.last_seq, seq)
             bootstrap = not self.ready.is_set()
-            caught_up = bootstrap and meta.num_pending == 0
+            caught_up = bootstrap and num_pending == 0
             if caught_up:
                 self.ready.set()
             yield StreamMessage(

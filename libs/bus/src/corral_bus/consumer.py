@@ -33,19 +33,21 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolic
 from nats.js.errors import NotFoundError
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.context import Context
 
 from corral_bus.connection import Bus
 from corral_bus.deadletter import DeadReason, dead_letter, publish_dead_letter
 from corral_bus.delivery import Delivery
 from corral_bus.errors import PermanentError, TransientError
-from corral_bus.pull import PullFeed
-from corral_bus.tracing import extract_trace
+from corral_bus.pull import PullFeed, ack_metadata
+from corral_bus.tracing import TRACEPARENT, extract_trace
 from corral_model.codec import SchemaError
 
 log = logging.getLogger("corral.bus.consumer")
 _tracer = trace.get_tracer("corral_bus")
 
 Handler = Callable[[Delivery], Awaitable[None]]
+_NO_TRACE = Context()
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,49 +259,58 @@ class Consumer:
             await feed.wait_arrival(0.1)
 
     def _delivery(self, msg: Msg) -> Delivery:
-        meta = msg.metadata
+        stream, num_delivered, stream_seq, num_pending = ack_metadata(msg.reply)
         headers = msg.headers or {}
         return Delivery(
             data=msg.data,
             subject=msg.subject,
             headers=headers,
-            num_delivered=meta.num_delivered,
+            num_delivered=num_delivered,
             max_deliver=self.spec.max_deliver,
-            stream=meta.stream,
-            stream_seq=meta.sequence.stream,
-            num_pending=meta.num_pending,
-            trace_context=extract_trace(headers),
+            stream=stream,
+            stream_seq=stream_seq,
+            num_pending=num_pending,
+            trace_context=extract_trace(headers) if TRACEPARENT in headers else _NO_TRACE,
             msg=msg,
         )
 
     async def _handle(self, msg: Msg) -> None:
         delivery = self._delivery(msg)
-        token = otel_context.attach(delivery.trace_context)
         self.stats.in_flight[delivery.stream_seq] = (msg, time.monotonic())
         try:
-            with _tracer.start_as_current_span(
-                f"{self.spec.durable} process", kind=trace.SpanKind.CONSUMER
-            ) as span:
-                span.set_attribute("messaging.destination.name", delivery.subject)
-                span.set_attribute("messaging.message.delivery_count", delivery.num_delivered)
-                try:
-                    await self.handler(delivery)
-                except (SchemaError, PermanentError) as e:
-                    reason = DeadReason.UNDECODABLE if isinstance(e, SchemaError) else DeadReason.PERMANENT
-                    await self._dead_letter(delivery, reason, str(e) or type(e).__name__)
-                    return
-                except asyncio.CancelledError:
-                    with contextlib.suppress(Exception):
-                        await msg.nak()
-                    raise
-                except Exception as e:
-                    await self._retry_later(delivery, e)
-                    return
-                await msg.ack()
-                self.stats.acked += 1
+            if delivery.trace_context is _NO_TRACE:
+                await self._run_handler(delivery)
+                return
+            # Traced message: the handler runs in the publisher's trace, under a consumer span.
+            token = otel_context.attach(delivery.trace_context)
+            try:
+                with _tracer.start_as_current_span(
+                    f"{self.spec.durable} process", kind=trace.SpanKind.CONSUMER
+                ) as span:
+                    span.set_attribute("messaging.destination.name", delivery.subject)
+                    span.set_attribute("messaging.message.delivery_count", delivery.num_delivered)
+                    await self._run_handler(delivery)
+            finally:
+                otel_context.detach(token)
         finally:
             self.stats.in_flight.pop(delivery.stream_seq, None)
-            otel_context.detach(token)
+
+    async def _run_handler(self, delivery: Delivery) -> None:
+        try:
+            await self.handler(delivery)
+        except (SchemaError, PermanentError) as e:
+            reason = DeadReason.UNDECODABLE if isinstance(e, SchemaError) else DeadReason.PERMANENT
+            await self._dead_letter(delivery, reason, str(e) or type(e).__name__)
+            return
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await delivery.msg.nak()
+            raise
+        except Exception as e:
+            await self._retry_later(delivery, e)
+            return
+        await delivery.msg.ack()
+        self.stats.acked += 1
 
     async def _retry_later(self, delivery: Delivery, error: Exception) -> None:
         what = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
@@ -365,6 +376,8 @@ class Consumer:
             if self._work_queue:
                 # A work queue would keep the message forever; it lives on in LH_DEAD.
                 await self.bus.js.delete_msg(self.spec.stream, seq)
+            self.stats.dead_lettered += 1
+            log.warning("consumer %s: dead-lettered %s: %s", self.spec.durable, letter.subject, letter.reason)
         except Exception as e:
             log.error("consumer %s: could not dead-letter seq %d: %s", self.spec.durable, seq, e)
 
