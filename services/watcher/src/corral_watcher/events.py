@@ -13,23 +13,37 @@ from typing import Any
 
 import msgspec
 
-from corral_bus import MSG_ID_HEADER, tombstone_headers
+from corral_bus import tombstone_headers
 from corral_model.envelopes import EventType, ObjectEvent, event_id
 from corral_model.subjects import object_subject, resync_subject
 
 _encoder = msgspec.json.Encoder()
 
-Message = tuple[str, bytes, dict[str, str]]
+Message = tuple[str, bytes, str, dict[str, str] | None]
+"""(subject, payload, Nats-Msg-Id, further headers or None): what OrderedPublisher sends."""
 
 
 class EventEncoder:
     """Encodes the events of one kind (its bus token) into bus messages."""
 
-    __slots__ = ("_tombstone", "kind")
+    __slots__ = ("_subjects", "_tombstone", "kind")
 
     def __init__(self, kind: str, tombstone_ttl: float) -> None:
         self.kind = kind
         self._tombstone = tombstone_headers(tombstone_ttl)
+        # Escaping a name into a subject costs more than the rest of the message: once per object.
+        self._subjects: dict[tuple[str, str], str] = {}
+
+    def subject(self, namespace: str, name: str) -> str:
+        key = (namespace, name)
+        subject = self._subjects.get(key)
+        if subject is None:
+            subject = self._subjects[key] = object_subject(self.kind, namespace, name)
+        return subject
+
+    def forget(self, namespace: str, name: str) -> None:
+        """Drop a deleted object's cached subject (the cache must not grow with every object ever)."""
+        self._subjects.pop((namespace, name), None)
 
     def object_message(
         self, type_: EventType, obj: Any, observed_at: float, resource_version: str | None = None
@@ -38,7 +52,8 @@ class EventEncoder:
         tombstone synthesized from a list carries the list's version)."""
         meta = obj.metadata
         rv = meta.resource_version if resource_version is None else resource_version
-        event = ObjectEvent[Any](
+        # ObjectEvent, not ObjectEvent[Any]: calling the parametrized alias goes through typing.
+        event: ObjectEvent[Any] = ObjectEvent(
             type=type_,
             kind=self.kind,
             namespace=meta.namespace,
@@ -48,16 +63,16 @@ class EventEncoder:
             observed_at=observed_at,
             object=obj,
         )
-        msg_id = event_id(type_, self.kind, meta.namespace, meta.name, meta.uid, rv)
+        subject = self.subject(meta.namespace, meta.name)
         if type_ is EventType.DELETED:
-            headers = {**self._tombstone, MSG_ID_HEADER: msg_id}
-        else:
-            headers = {MSG_ID_HEADER: msg_id}
-        return object_subject(self.kind, meta.namespace, meta.name), _encoder.encode(event), headers
+            self.forget(meta.namespace, meta.name)
+            return subject, _encoder.encode(event), f"{self.kind}:{meta.uid}:{rv}:deleted", self._tombstone
+        # corral_model.envelopes.event_id, inlined: this runs for every event.
+        return subject, _encoder.encode(event), f"{self.kind}:{meta.uid}:{rv}", None
 
     def resynced_message(self, namespace: str, resource_version: str) -> Message:
         """The marker after a (re)list: consumers' view of this kind is now complete."""
-        event = ObjectEvent[Any](
+        event: ObjectEvent[Any] = ObjectEvent(
             type=EventType.RESYNCED,
             kind=self.kind,
             namespace=namespace,
@@ -66,4 +81,4 @@ class EventEncoder:
             observed_at=time.time(),
         )
         msg_id = event_id(EventType.RESYNCED, self.kind, namespace, "", "", resource_version)
-        return resync_subject(self.kind, namespace), _encoder.encode(event), {MSG_ID_HEADER: msg_id}
+        return resync_subject(self.kind, namespace), _encoder.encode(event), msg_id, None

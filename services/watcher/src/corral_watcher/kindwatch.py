@@ -31,7 +31,7 @@ from corral_kube.listing import list_objects
 from corral_kube.watching import watch_batches
 from corral_model.envelopes import EventType
 from corral_model.kinds import KindInfo
-from corral_watcher.events import EventEncoder
+from corral_watcher.events import EventEncoder, Message
 from corral_watcher.metrics import KindMetrics, WatcherMetrics
 from corral_watcher.publishing import OrderedPublisher
 from corral_watcher.view import PublishedView
@@ -147,8 +147,8 @@ class KindWatcher:
             else:
                 message = self.encoder.object_message(change.type, change.object, observed)
                 (self.metrics.added if change.type is EventType.ADDED else self.metrics.modified).inc()
-            await publish(*message)
-        await publish(*self.encoder.resynced_message(self.namespace, listed.resource_version))
+            await publish(message)
+        await publish(self.encoder.resynced_message(self.namespace, listed.resource_version))
         self.metrics.resynced.inc()
         self.metrics.objects.set(len(self.view))
         self.resource_version = listed.resource_version
@@ -213,10 +213,9 @@ class KindWatcher:
         """Publish one batch of watch items, remembering the newest resourceVersion."""
         observed = time.time()
         encode = self.encoder.object_message
-        publish = self.publisher.publish
         apply = self.view.apply
-        counts = {EventType.ADDED: 0, EventType.MODIFIED: 0, EventType.DELETED: 0}
-        last: tuple[str, bytes, dict[str, str]] | None = None
+        messages: list[Message] = []
+        added = modified = deleted = 0
         for item in batch:
             if type(item) is WatchEvent:
                 event_type = _WATCH_TYPES.get(item.type)
@@ -224,23 +223,29 @@ class KindWatcher:
                     self._undecodable(f"unknown watch event type {item.type!r}")
                     continue
                 obj = item.object
-                if last is not None:
-                    await publish(*last)
                 apply(event_type, obj)
-                last = encode(event_type, obj, observed)
-                counts[event_type] += 1
+                messages.append(encode(event_type, obj, observed))
+                if event_type is EventType.MODIFIED:
+                    modified += 1
+                elif event_type is EventType.ADDED:
+                    added += 1
+                else:
+                    deleted += 1
                 self.resource_version = obj.metadata.resource_version
             elif type(item) is Bookmark:
                 if item.resource_version:
                     self.resource_version = item.resource_version
             else:
                 self._undecodable(getattr(item, "error", repr(item)))
-        if last is not None:
+        if messages:
             # Latency is observed once per batch, on its last event.
-            await publish(*last, self._on_batch_acked(observed))
-            self.metrics.added.inc(counts[EventType.ADDED])
-            self.metrics.modified.inc(counts[EventType.MODIFIED])
-            self.metrics.deleted.inc(counts[EventType.DELETED])
+            await self.publisher.publish_batch(messages, self._on_batch_acked(observed))
+            if added:
+                self.metrics.added.inc(added)
+            if modified:
+                self.metrics.modified.inc(modified)
+            if deleted:
+                self.metrics.deleted.inc(deleted)
             self.metrics.objects.set(len(self.view))
 
     def _on_batch_acked(self, observed: float) -> Any:

@@ -28,7 +28,9 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import OutboundBufferLimitError
 
-from corral_bus import Bus
+from corral_bus import MSG_ID_HEADER, Bus
+from corral_watcher.events import Message
+from corral_watcher.wire import FastWire, frame
 
 log = logging.getLogger("corral.watcher.publishing")
 
@@ -39,9 +41,17 @@ Headers = dict[str, str]
 class _Pending:
     subject: str
     payload: bytes
-    headers: Headers
+    msg_id: str
+    headers: Headers | None
     sent_at: float
     on_ack: Callable[[float], None] | None
+
+
+def _all_headers(item: _Pending) -> Headers:
+    headers = {MSG_ID_HEADER: item.msg_id}
+    if item.headers:
+        headers.update(item.headers)
+    return headers
 
 
 class OrderedPublisher:
@@ -64,6 +74,8 @@ class OrderedPublisher:
         self._trouble = asyncio.Event()
         self._recovering = False
         self._sub: Subscription | None = None
+        self._wire: FastWire | None = None
+        self._prefix_bytes = b""
         self._guard: asyncio.Task[None] | None = None
         self.acked = 0
         self.duplicates = 0
@@ -73,34 +85,92 @@ class OrderedPublisher:
     def in_flight(self) -> int:
         return len(self._pending)
 
-    async def start(self) -> None:
+    async def start(self, fast: bool = True) -> None:
+        """Subscribe to the acks; `fast=False` keeps to nats-py's public API (slower)."""
         if self._sub is not None:
             return
         nc = self._bus.nc
         self._prefix = nc.new_inbox() + "."
-        self._sub = await nc.subscribe(self._prefix + "*", cb=self._on_ack, pending_msgs_limit=0)
+        self._prefix_bytes = self._prefix.encode()
+        self._sub = await nc.subscribe(self._prefix + "*", cb=self._on_ack_msg, pending_msgs_limit=0)
+        if fast and FastWire.supported(nc):
+            self._wire = FastWire(nc, self._sub._id, self._on_ack_raw)
+            self._wire.install()
         self._guard = asyncio.create_task(self._watch_acks(), name="watcher-publisher-guard")
 
-    async def publish(
-        self,
-        subject: str,
-        payload: bytes,
-        headers: Headers,
-        on_ack: Callable[[float], None] | None = None,
-    ) -> None:
+    async def publish(self, message: Message, on_ack: Callable[[float], None] | None = None) -> None:
         """Send one message; returns once it is written and the window has room for another.
 
         `on_ack(sent_at)` runs when the stream has stored it (for latency metrics).
         """
+        await self.publish_batch([message], on_ack)
+
+    async def publish_batch(
+        self, messages: list[Message], on_last_ack: Callable[[float], None] | None = None
+    ) -> None:
+        """Send messages in order; `on_last_ack(sent_at)` runs when the last one is stored.
+
+        The hot path of the watcher: one call per chunk of a watch stream, not per event.
+        """
+        if not messages:
+            return
+        wire = self._wire
+        if wire is not None and wire.connected and not self._recovering:
+            await self._publish_framed(wire, messages, on_last_ack)
+            return
+        pending = self._pending
+        publish = self._bus.nc.publish
+        prefix = self._prefix
+        window = self._window
+        last = len(messages) - 1
+        now = time.monotonic()
+        self._drained.clear()
+        for i, (subject, payload, msg_id, headers) in enumerate(messages):
+            if self._recovering or len(pending) >= window:
+                await self._wait_for_room()
+                now = time.monotonic()
+            self._next += 1
+            token = self._next
+            item = _Pending(subject, payload, msg_id, headers, now, on_last_ack if i == last else None)
+            pending[token] = item
+            try:
+                await publish(subject, payload, prefix + str(token), _all_headers(item))
+            except OutboundBufferLimitError:
+                await self._send(token, item)
+
+    async def _publish_framed(
+        self, wire: FastWire, messages: list[Message], on_last_ack: Callable[[float], None] | None
+    ) -> None:
+        pending = self._pending
+        prefix = self._prefix_bytes
+        window = self._window
+        last = len(messages) - 1
+        now = time.monotonic()
+        frames: list[bytes] = []
+        self._drained.clear()
+        for i, (subject, payload, msg_id, headers) in enumerate(messages):
+            if len(pending) >= window or self._recovering:
+                # Out of room: what is framed must go out first, or no ack could ever make room.
+                wire.write(frames)
+                frames = []
+                await wire.flush()
+                await self._wait_for_room()
+                now = time.monotonic()
+            self._next += 1
+            token = self._next
+            pending[token] = _Pending(
+                subject, payload, msg_id, headers, now, on_last_ack if i == last else None
+            )
+            frames.append(
+                frame(subject.encode(), b"%b%d" % (prefix, token), msg_id.encode(), headers, payload)
+            )
+        wire.write(frames)
+        await wire.flush()
+
+    async def _wait_for_room(self) -> None:
         while self._recovering or len(self._pending) >= self._window:
             self._room.clear()
             await self._room.wait()
-        self._next += 1
-        token = self._next
-        item = _Pending(subject, payload, headers, time.monotonic(), on_ack)
-        self._pending[token] = item
-        self._drained.clear()
-        await self._send(token, item)
 
     async def _send(self, token: int, item: _Pending) -> None:
         while True:
@@ -113,16 +183,26 @@ class OrderedPublisher:
                 # Disconnected and the client's buffer is full: wait for the connection.
                 await self._bus.connected.wait()
 
-    async def _on_ack(self, msg: Msg) -> None:
-        token = int(msg.subject[len(self._prefix) :])
+    async def _on_ack_msg(self, msg: Msg) -> None:
+        no_responders = bool(msg.headers) and msg.headers.get("Status") == "503"  # type: ignore[union-attr]
+        self._acked(msg.subject[len(self._prefix) :].encode(), msg.data, no_responders)
+
+    def _on_ack_raw(self, subject: bytes, data: bytes, headers: bytes | None) -> None:
+        no_responders = headers is not None and b" 503" in headers[:16]
+        self._acked(subject[len(self._prefix_bytes) :], data, no_responders)
+
+    def _acked(self, token_text: bytes, data: bytes, no_responders: bool) -> None:
+        try:
+            token = int(token_text)
+        except ValueError:
+            return
         item = self._pending.pop(token, None)
         if item is None:
             return  # the ack of a message collapsed away or already re-sent and stored
-        data = msg.data
-        if not data or b'"error"' in data:
+        if no_responders or not data or b'"error"' in data:
             # No stream answered (503 while JetStream restarts) or the stream refused: recover.
             self._pending[token] = item
-            log.warning("publish to %s refused: %s", item.subject, data[:200] or msg.headers)
+            log.warning("publish to %s refused: %s", item.subject, data[:200] or "no responders")
             self._trouble.set()
             return
         if b'"duplicate"' in data:
@@ -198,6 +278,9 @@ class OrderedPublisher:
         await self._drained.wait()
 
     async def close(self) -> None:
+        if self._wire is not None:
+            self._wire.uninstall()
+            self._wire = None
         if self._guard is not None:
             self._guard.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -1,0 +1,320 @@
+"""Watcher throughput: events/s from an emulator watch stream to acked on LH_OBJECTS, and CPU/event.
+
+Three processes, as in production: the sandbox emulator (its own process, serving as fast as it
+can), a nats-server with JetStream (file storage, the contract's stream settings), and this process,
+which is the watcher. The emulator is loaded with N realistic Longhorn volumes (managedFields, the
+last-applied annotation, full spec and status: what a real API server sends), the watcher lists and
+publishes them, then K rounds of changes to every volume are written into the emulator's history
+while no watch is open. The measured part is the watcher resuming its watch from the list's
+resourceVersion: the emulator replays N*K events back to back, and the clock stops when the last
+one is acknowledged by JetStream. `cpu_us_per_event` is this process's CPU time over that window.
+
+    .venv/bin/python bench/bench_watcher.py [--volumes 2000] [--rounds 50] [--profile out.prof]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from corral_bus import StreamSettings, connect, ensure_streams
+from corral_kube.client import api_client
+from corral_model.kinds import KINDS
+from corral_sandbox.emulator import EmulatorControl
+from corral_watcher.kindwatch import KindWatcher, WatchSettings
+from corral_watcher.metrics import WatcherMetrics
+from corral_watcher.publishing import OrderedPublisher
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.report import write_report  # noqa: E402
+
+NAMESPACE = "longhorn-system"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def volume(i: int, round_: int) -> dict[str, Any]:
+    """A Longhorn Volume the size a real API server sends (about 3 KB of JSON)."""
+    name = f"pvc-{i:06d}-bench"
+    node = f"node-{i % 50}.cluster.example.com"
+    return {
+        "apiVersion": "longhorn.io/v1beta2",
+        "kind": "Volume",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "labels": {"longhornvolume": name, "recurring-job-group.longhorn.io/default": "enabled"},
+            "annotations": {
+                "kubectl.kubernetes.io/last-applied-configuration": '{"apiVersion":"longhorn.io/v1beta2"}'
+                * 8,
+            },
+            "finalizers": ["longhorn.io"],
+            "generation": 3 + round_,
+            "managedFields": [
+                {
+                    "apiVersion": "longhorn.io/v1beta2",
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {
+                        "f:metadata": {"f:finalizers": {".": {}, 'v:"longhorn.io"': {}}},
+                        "f:spec": {
+                            f"f:{k}": {} for k in ("image", "size", "frontend", "nodeID", "dataLocality")
+                        },
+                    },
+                    "manager": "longhorn-manager",
+                    "operation": "Update",
+                    "time": "2026-11-01T10:00:00Z",
+                },
+                {
+                    "apiVersion": "longhorn.io/v1beta2",
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:status": {f"f:{k}": {} for k in ("state", "robustness", "currentImage")}},
+                    "manager": "longhorn-manager",
+                    "operation": "Update",
+                    "subresource": "status",
+                    "time": "2026-11-01T10:00:00Z",
+                },
+            ],
+        },
+        "spec": {
+            "Standby": False,
+            "accessMode": "rwo",
+            "backingImage": "",
+            "backupCompressionMethod": "lz4",
+            "dataEngine": "v1",
+            "dataLocality": "disabled",
+            "dataSource": "",
+            "disableFrontend": False,
+            "diskSelector": [],
+            "encrypted": False,
+            "engineImage": "",
+            "fromBackup": "",
+            "frontend": "blockdev",
+            "image": f"longhornio/longhorn-engine:v1.{7 + round_ % 2}.0",
+            "lastAttachedBy": "",
+            "migratable": False,
+            "migrationNodeID": "",
+            "nodeID": node,
+            "nodeSelector": [],
+            "numberOfReplicas": 3,
+            "replicaAutoBalance": "ignored",
+            "revisionCounterDisabled": True,
+            "size": "21474836480",
+            "snapshotDataIntegrity": "ignored",
+            "snapshotMaxCount": 250,
+            "staleReplicaTimeout": 30,
+            "unmapMarkSnapChainRemoved": "ignored",
+        },
+        "status": {
+            "actualSize": 1048576 * (round_ + 1),
+            "cloneStatus": {"snapshot": "", "sourceVolume": "", "state": ""},
+            "conditions": [
+                {
+                    "lastProbeTime": "",
+                    "lastTransitionTime": "2026-11-01T10:00:00Z",
+                    "message": "",
+                    "reason": "",
+                    "status": "False",
+                    "type": t,
+                }
+                for t in ("TooManySnapshots", "Scheduled", "Restore", "WaitForBackingImage")
+            ],
+            "currentImage": f"longhornio/longhorn-engine:v1.{7 + round_ % 2}.0",
+            "currentNodeID": node,
+            "frontendDisabled": False,
+            "isStandby": False,
+            "kubernetesStatus": {
+                "namespace": "default",
+                "pvName": name,
+                "pvStatus": "Bound",
+                "pvcName": f"data-{i}",
+                "workloadsStatus": [
+                    {"podName": f"app-{i}-0", "podStatus": "Running", "workloadName": f"app-{i}"}
+                ],
+            },
+            "lastBackup": "",
+            "ownerID": node,
+            "robustness": "healthy",
+            "shareEndpoint": "",
+            "shareState": "",
+            "state": "attached",
+        },
+    }
+
+
+class Processes:
+    """nats-server and the emulator, each in its own process; stopped whatever happens."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.children: list[subprocess.Popen[bytes]] = []
+        self.nats_url = ""
+        self.emulator_url = ""
+        self.kubeconfig = workdir / "kubeconfig"
+
+    def start(self, history: int) -> None:
+        binary = shutil.which("nats-server", path=str(Path(sys.executable).parent)) or "nats-server"
+        port = free_port()
+        self.children.append(
+            subprocess.Popen(
+                [binary, "-js", "-a", "127.0.0.1", "-p", str(port), "-sd", str(self.workdir / "js")],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        self.nats_url = f"nats://127.0.0.1:{port}"
+        emulator = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "corral_sandbox.emulator",
+                "--kubeconfig",
+                str(self.kubeconfig),
+                "--history-size",
+                str(history),
+            ],
+            stdout=subprocess.PIPE,
+        )
+        self.children.append(emulator)
+        assert emulator.stdout is not None
+        line = emulator.stdout.readline().decode()
+        if not line.startswith("READY "):
+            raise RuntimeError(f"emulator did not start: {line!r}")
+        self.emulator_url = line.split()[1]
+
+    def stop(self) -> None:
+        for child in reversed(self.children):
+            child.terminate()
+        for child in self.children:
+            try:
+                child.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+
+
+async def wait_for_nats(url: str) -> None:
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            bus = await connect(url, name="bench-probe", max_reconnect_attempts=0)
+            await bus.close()
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+
+
+async def load(control: EmulatorControl, volumes: int, round_: int) -> None:
+    """Write one version of every volume (in slices: the control endpoint takes bodies up to 1 MB)."""
+    step = 200
+    for start in range(0, volumes, step):
+        batch = [volume(i, round_) for i in range(start, min(volumes, start + step))]
+        await control.load("longhorn.io", "volumes", batch)
+
+
+async def run(volumes: int, rounds: int, profile: str | None) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="bench-watcher-") as tmp:
+        procs = Processes(Path(tmp))
+        try:
+            procs.start(history=volumes * (rounds + 2))
+            await wait_for_nats(procs.nats_url)
+            return await measure(procs, volumes, rounds, profile)
+        finally:
+            procs.stop()
+
+
+async def measure(procs: Processes, volumes: int, rounds: int, profile: str | None) -> dict[str, Any]:
+    control = EmulatorControl(procs.emulator_url)
+    bus = await connect(procs.nats_url, name="bench-watcher")
+    await ensure_streams(bus.js, StreamSettings())
+    api = await api_client(str(procs.kubeconfig))
+    publisher = OrderedPublisher(bus)
+    await publisher.start()
+    metrics = WatcherMetrics()
+    kind = KindWatcher(api, KINDS["volume"], WatchSettings(namespace=NAMESPACE), publisher, metrics)
+    try:
+        await load(control, volumes, 0)
+        await kind.relist("initial")
+        await publisher.flush()
+        for round_ in range(1, rounds + 1):
+            await load(control, volumes, round_)
+        events = volumes * rounds
+        acked_before = publisher.acked
+        profiler = cProfile.Profile(time.process_time) if profile else None
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        if profiler:
+            profiler.enable()
+        follow = asyncio.create_task(kind.follow())
+        while publisher.acked - acked_before < events:
+            if follow.done():
+                follow.result()
+                raise RuntimeError("the watch ended before every event was published")
+            await asyncio.sleep(0.005)
+        t1, cpu1 = time.perf_counter(), time.process_time()
+        if profiler:
+            profiler.disable()
+            profiler.dump_stats(profile)  # type: ignore[arg-type]
+        follow.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await follow
+        info = await bus.js.stream_info("LH_OBJECTS")
+        elapsed = t1 - t0
+        return {
+            "events_per_s": round(events / elapsed),
+            "cpu_us_per_event": round((cpu1 - cpu0) / events * 1e6, 2),
+            "events": events,
+            "volumes": volumes,
+            "elapsed_s": round(elapsed, 3),
+            "stream_messages": info.state.messages,
+            "publisher_recoveries": publisher.recoveries,
+            "watch_restarts": metrics.value(
+                "corral_watcher_watch_restarts_total", kind="volume", reason="error"
+            ),
+        }
+    finally:
+        await publisher.close()
+        await api.close()
+        await bus.close()
+        await control.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--volumes", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--profile", help="write a cProfile of the measured window here")
+    parser.add_argument("--no-report", action="store_true", help="print only; keep bench/results as is")
+    args = parser.parse_args()
+    figures = asyncio.run(run(args.volumes, args.rounds, args.profile))
+    figures["cpus"] = os.cpu_count()
+    if args.no_report:
+        print(figures)
+    else:
+        write_report(
+            "watcher",
+            figures,
+            {"events_per_s": ">= 20000 (goal >= 45000)", "cpu_us_per_event": "informative"},
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
