@@ -74,7 +74,7 @@ def test_bypass_on_fresh_install_runs_the_checks() -> None:
     """Longhorn only bypasses when a current version exists; a fresh install goes the normal way."""
     decision = check_upgrade_path("", "v1.11.0", engine_api=API, version_check=False)
     assert decision.allowed
-    assert decision.check is Check.VERSION
+    assert decision.check is Check.ENGINE  # both paths ran
     assert decision.warnings == ()
 
 

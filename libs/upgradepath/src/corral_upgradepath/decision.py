@@ -12,7 +12,8 @@ import msgspec
 
 
 class Check(enum.StrEnum):
-    """Which part of the gate produced the decision (for logs and metrics; the reason says why)."""
+    """Which part of the gate decided: the one that blocked, or the last one passed (for logs and
+    metrics; the reason says why)."""
 
     BYPASS = "bypass"  # the version check is disabled
     VERSION = "version"  # Longhorn version path

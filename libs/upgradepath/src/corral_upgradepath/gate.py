@@ -69,7 +69,7 @@ def check_upgrade_path(
     engine = check_engine_path(engine_images, engine_api)
     if not engine.allowed:
         return decision(False, engine.message, Check.ENGINE)
-    return decision(True, f"{version.message}; {engine.message}", Check.VERSION)
+    return decision(True, f"{version.message}; {engine.message}", Check.ENGINE)
 
 
 def check_against_build(

@@ -115,8 +115,9 @@ def check_version_path(
     if minor_step == 1:
         # Patch and prerelease are not looked at: v1.4.9 → v1.5.0-dev is a supported step.
         return PathVerdict(True, f"minor upgrade from {current} to {target} is supported")
-    if gosemver.compare(current, target) > 0:
+    order = gosemver.compare(current, target)
+    if order > 0:
         return _unsupported(f"downgrading from {current} to {target}")
-    if gosemver.compare(current, target) == 0:
+    if order == 0:
         return PathVerdict(True, f"{target} is already the current version")
     return PathVerdict(True, f"upgrade from {current} to {target} within minor {target_minor} is supported")
