@@ -37,12 +37,13 @@ async def test_window_bounds_messages_in_flight(bus: Bus) -> None:
 
 
 async def test_subject_without_stream_is_a_reported_failure(bus: Bus) -> None:
-    publisher = Publisher(bus)
+    publisher = Publisher(bus, give_up_after=1.0)
     await publisher.publish("nowhere.at.all", b"x", msg_id="lost-1")
     await publisher.publish("lh.obj.volume.ns.kept", b"x", msg_id="kept-1")
     with pytest.raises(PublishError) as err:
         await publisher.flush()
     assert [f.msg_id for f in err.value.failures] == ["lost-1"]
+    assert "no stream answered" in err.value.failures[0].error
     # Reported once: the next flush is clean.
     await publisher.flush()
     await publisher.close()

@@ -6,12 +6,16 @@ import asyncio
 
 import pytest
 
-from corral_bus import Bus, Consumer, ConsumerSpec, Delivery, Publisher, connect
+from corral_bus import BootstrapReader, Bus, Consumer, ConsumerSpec, Delivery, Publisher, connect
 from corral_model import subjects
 from tests.fixtures.nats import NatsServer
 from tests.integration.bus.helpers import eventually
 
 pytestmark = pytest.mark.integration
+
+
+def _node(i: int) -> str:
+    return subjects.object_subject("node", "longhorn-system", f"node-{i}")
 
 
 def _subject(i: int) -> str:
@@ -58,3 +62,53 @@ async def test_consumer_and_publisher_survive_server_restart(bus: Bus, nats_serv
     await publisher.close()
     await producer_bus.close()
     await consumer_bus.close()
+
+
+async def test_publishing_through_a_restart_stores_everything_once(bus: Bus, nats_server: NatsServer) -> None:
+    producer_bus = await connect(nats_server.url, name="producer")
+    publisher = Publisher(producer_bus, window=32, ack_timeout=0.5)
+    restarted = asyncio.create_task(asyncio.to_thread(nats_server.restart))
+    for i in range(400):
+        await publisher.publish(subjects.object_subject("volume", "ns", f"v{i}"), b"{}", msg_id=f"e{i}")
+        if i % 50 == 0:
+            await asyncio.sleep(0)  # let the restart make progress while messages are in flight
+    await restarted
+    await publisher.flush()
+    await eventually(lambda: bus.is_connected, what="test bus reconnected")
+    info = await bus.js.stream_info(subjects.OBJECTS_STREAM)
+    assert info.state.messages == 400
+    await publisher.close()
+    await producer_bus.close()
+
+
+async def test_bootstrap_reader_follows_through_a_restart(bus: Bus, nats_server: NatsServer) -> None:
+    reader_bus = await connect(nats_server.url, name="reader")
+    publisher = Publisher(bus)
+    for i in range(10):
+        await publisher.publish(
+            subjects.object_subject("node", "ns", f"n{i}"), f"n{i}".encode(), msg_id=f"n{i}"
+        )
+    await publisher.flush()
+    reader = BootstrapReader(reader_bus, [f"{subjects.OBJECTS_PREFIX}.node.>"])
+    seen: list[bytes] = []
+
+    async def read() -> None:
+        async for message in reader:
+            seen.append(message.data)
+
+    task = asyncio.create_task(read())
+    await eventually(lambda: len(seen) == 10 and reader.ready.is_set(), what="bootstrapped")
+    await asyncio.to_thread(nats_server.restart)
+    await eventually(lambda: bus.is_connected, what="reconnected")
+    for i in range(10, 15):
+        await publisher.publish(
+            subjects.object_subject("node", "ns", f"n{i}"), f"n{i}".encode(), msg_id=f"n{i}"
+        )
+    await publisher.flush()
+    await eventually(lambda: len(seen) == 15, within=20, what="followed after restart")
+    assert seen == [f"n{i}".encode() for i in range(15)]  # no repeats, no gaps, in order
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    await reader.close()
+    await publisher.close()
+    await reader_bus.close()

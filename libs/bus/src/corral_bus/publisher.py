@@ -58,6 +58,8 @@ class _InFlight:
     deadline: float
     frame: bytes | None
     """The whole protocol frame (fast path), kept for re-sending."""
+    retries: int = 0
+    last_error: str = ""
 
 
 class Publisher:
@@ -170,7 +172,8 @@ class Publisher:
         if item is None:
             return  # a late ack of a message already re-sent and acknowledged
         if msg.headers and msg.headers.get("Status") == "503":
-            self._fail(token, item, "no stream listens on this subject")
+            # No responders: no stream for the subject, or JetStream is (re)starting. Retry a while.
+            self._retry_soon(item, "no stream answered (JetStream unavailable or no stream for subject)")
             return
         data = msg.data
         if b'"error"' not in data and b'"duplicate"' not in data and data.startswith(b'{"stream"'):
@@ -183,12 +186,22 @@ class Publisher:
             self._fail(token, item, f"unreadable ack: {e}")
             return
         if ack.error is not None:
-            self._fail(token, item, f"{ack.error.description} (err_code {ack.error.err_code})")
+            error = f"{ack.error.description} (err_code {ack.error.err_code})"
+            if ack.error.code == 503:
+                self._retry_soon(item, error)
+            else:
+                self._fail(token, item, error)
             return
         if ack.duplicate:
             self.duplicates += 1
         self.published += 1
         self._done(token)
+
+    def _retry_soon(self, item: _InFlight, error: str) -> None:
+        """Let the reaper re-send `item` after a short, growing delay (or give up on schedule)."""
+        item.last_error = error
+        item.deadline = time.monotonic() + min(self._ack_timeout, 0.05 * 2**item.retries)
+        item.retries += 1
 
     def _fail(self, token: str, item: _InFlight, error: str) -> None:
         log.warning("publish to %s [%s] failed: %s", item.subject, item.msg_id, error)
@@ -204,7 +217,7 @@ class Publisher:
 
     async def _reap(self) -> None:
         """Re-send messages whose ack is overdue (lost in a reconnect); give up after a while."""
-        interval = max(0.05, self._ack_timeout / 4)
+        interval = min(0.1, self._ack_timeout / 4)
         while True:
             await asyncio.sleep(interval)
             if not self._in_flight or not self._bus.nc.is_connected:
@@ -215,10 +228,13 @@ class Publisher:
                 if token not in self._in_flight:
                     continue
                 if now - item.first_sent >= self._give_up_after:
-                    self._fail(token, item, f"no ack within {self._give_up_after:.0f}s")
+                    why = f"not stored within {self._give_up_after:g}s"
+                    self._fail(token, item, f"{why}: {item.last_error}" if item.last_error else why)
                     continue
                 item.deadline = now + self._ack_timeout
-                log.debug("re-sending %s [%s]: ack overdue", item.subject, item.msg_id)
+                log.debug(
+                    "re-sending %s [%s]: %s", item.subject, item.msg_id, item.last_error or "ack overdue"
+                )
                 await self._send(token, item)
 
     async def flush(self) -> None:
