@@ -37,7 +37,7 @@ from corral_watcher.metrics import WatcherMetrics
 from corral_watcher.publishing import OrderedPublisher
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.report import write_report  # noqa: E402
+from bench.report import write_report
 
 NAMESPACE = "longhorn-system"
 

@@ -190,3 +190,33 @@ async def test_two_replicas_store_each_event_once(
     finally:
         await second.stop()
         await second_bus.close()
+
+
+async def test_a_restarted_watcher_tombstones_what_vanished_and_republishes_nothing_else(
+    emulator: Emulator, kube_api: client.ApiClient, bus: Bus, watcher: Watcher
+) -> None:
+    volumes = Volumes(kube_api)
+    for i in range(6):
+        await volumes.create(f"vol-{i}")
+    await converged(emulator, bus)
+    await watcher.stop()  # no watcher runs while these happen
+    await volumes.delete("vol-1")
+    await volumes.set_image("vol-2", "longhornio/longhorn-engine:v1.8.0")
+    await volumes.create("vol-new")
+
+    restarted = Watcher(kube_api, bus, ["volume", "setting"], SETTINGS, ack_timeout=1.0)
+    await restarted.start()
+    try:
+        async with asyncio.timeout(20):
+            await restarted.wait_synced()
+        await converged(emulator, bus)
+        published = {
+            type_: restarted.metrics.value("corral_watcher_events_published_total", kind="volume", type=type_)
+            for type_ in ("ADDED", "MODIFIED", "DELETED")
+        }
+        assert published == {"ADDED": 1, "MODIFIED": 1, "DELETED": 1}
+        history = await stream_history(bus, "lh.obj.volume.>")
+        assert [s.event.type for s in history if s.subject.endswith(".vol-1")] == [EventType.DELETED]
+        assert duplicates(history) == []
+    finally:
+        await restarted.stop()

@@ -23,14 +23,17 @@ from typing import Any
 
 import aiohttp
 import msgspec
+import nats.errors
 from kubernetes_asyncio.client import ApiClient
 
+from corral_bus import Bus
 from corral_kube.decoding import Bookmark, StreamItem, WatchEvent, kind_decoder
 from corral_kube.errors import KubeApiError, ResourceVersionGone, WatchStalled
 from corral_kube.listing import list_objects
 from corral_kube.watching import watch_batches
 from corral_model.envelopes import EventType
 from corral_model.kinds import KindInfo
+from corral_watcher.bootstrap import last_published
 from corral_watcher.events import EventEncoder, Message
 from corral_watcher.metrics import KindMetrics, WatcherMetrics
 from corral_watcher.publishing import OrderedPublisher
@@ -61,6 +64,7 @@ class WatchSettings(msgspec.Struct, frozen=True, kw_only=True):
     page_size: int = 500
     list_timeout: float = 120.0
     tombstone_ttl: float = 24 * 3600.0
+    bootstrap_timeout: float = 30.0
     backoff_initial: float = 0.1
     backoff_max: float = 10.0
 
@@ -92,8 +96,11 @@ class KindWatcher:
         settings: WatchSettings,
         publisher: OrderedPublisher,
         metrics: WatcherMetrics,
+        bus: Bus | None = None,
     ) -> None:
+        """`bus`: read what was already published there before the first list (see bootstrap)."""
         self.api = api
+        self._bus = bus
         self.kind = kind
         self.settings = settings
         self.namespace = settings.namespace if kind.namespaced else ""
@@ -110,6 +117,8 @@ class KindWatcher:
 
     async def run(self) -> None:
         """List and watch until cancelled."""
+        if self._bus is not None:
+            await self.bootstrap(self._bus)
         reason = "initial"
         while True:
             try:
@@ -121,6 +130,20 @@ class KindWatcher:
                 continue
             self._backoff.reset()
             reason = await self.follow()
+
+    async def bootstrap(self, bus: Bus) -> None:
+        """Start from what LH_OBJECTS holds, so the first list publishes only what changed."""
+        try:
+            async with asyncio.timeout(self.settings.bootstrap_timeout):
+                self.view.objects = await last_published(bus, self.kind, self.namespace)
+        except (TimeoutError, OSError, RuntimeError, nats.errors.Error) as e:
+            # Not fatal: the first list then republishes everything (deduplicated by id), and only
+            # tombstones for objects deleted while no watcher ran can be missed.
+            log.warning(
+                "bootstrap of %s from LH_OBJECTS failed: %s: %s", self.kind.token, type(e).__name__, e
+            )
+            return
+        log.info("%s: %d objects already on the bus", self.kind.token, len(self.view))
 
     async def relist(self, reason: str) -> None:
         """List the kind, publish what changed since the last publish, then the RESYNCED marker."""

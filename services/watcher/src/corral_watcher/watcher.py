@@ -40,11 +40,15 @@ class Watcher:
         metrics: WatcherMetrics | None = None,
         publish_window: int = 8192,
         ack_timeout: float = 2.0,
+        bootstrap: bool = True,
     ) -> None:
+        """`bootstrap`: start from what LH_OBJECTS already holds (see corral_watcher.bootstrap)."""
         self.metrics = metrics or WatcherMetrics()
         self.publisher = OrderedPublisher(bus, window=publish_window, ack_timeout=ack_timeout)
         self.kinds = {
-            info.token: KindWatcher(api, info, settings, self.publisher, self.metrics)
+            info.token: KindWatcher(
+                api, info, settings, self.publisher, self.metrics, bus if bootstrap else None
+            )
             for info in resolve_kinds(kinds)
         }
         self._tasks: list[asyncio.Task[None]] = []

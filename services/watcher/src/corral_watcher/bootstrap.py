@@ -1,0 +1,63 @@
+"""What an earlier watcher (or the other replica) already published: the starting point of a new one.
+
+Without it, a watcher that restarts knows nothing of what consumers hold: its first list would
+republish every object, and, worse, an object deleted while no watcher ran would never get its
+tombstone, so every consumer would keep it forever. Seeding the published view with the last event
+per object from LH_OBJECTS makes the first list publish exactly what changed meanwhile, DELETED for
+what vanished included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from corral_bus import Bus
+from corral_bus.bootstrap import BootstrapReader, StreamMessage, follow
+from corral_model.codec import SchemaError
+from corral_model.envelopes import EventType, ObjectEvent
+from corral_model.kinds import KindInfo
+from corral_model.subjects import OBJECTS_PREFIX, escape_token
+
+log = logging.getLogger("corral.watcher.bootstrap")
+
+
+async def last_published(bus: Bus, kind: KindInfo, namespace: str) -> dict[str, Any]:
+    """Name → object of the last event per object of `kind` in `namespace` (tombstones left out)."""
+    event_type = ObjectEvent[kind.struct]  # type: ignore[name-defined]
+    objects: dict[str, Any] = {}
+    complete = asyncio.Event()
+
+    async def on_message(message: StreamMessage) -> None:
+        if not message.bootstrap:
+            return
+        try:
+            event = message.decode(event_type)
+        except SchemaError as e:
+            log.warning("ignoring unreadable event on %s: %s", message.subject, e)
+            return
+        if event.type is EventType.DELETED:
+            objects.pop(event.name, None)
+        elif event.type is not EventType.RESYNCED and event.object is not None:
+            objects[event.name] = event.object
+
+    async def on_bootstrapped() -> None:
+        complete.set()
+
+    reader = BootstrapReader(bus, [f"{OBJECTS_PREFIX}.{kind.token}.{escape_token(namespace)}.*"])
+    reading = asyncio.create_task(follow(reader, on_message, on_bootstrapped))
+    waiting = asyncio.create_task(complete.wait())
+    try:
+        await asyncio.wait({reading, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        if not complete.is_set():
+            reading.result()  # the reader ended without a snapshot: raise what it raised
+            raise RuntimeError(f"bootstrap of {kind.token} ended before its snapshot")
+    finally:
+        for task in (reading, waiting):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await reader.close()
+    return objects
