@@ -1,0 +1,103 @@
+"""Pure parts of the bus library: stream contract, consumer settings, dead letters, ack subjects."""
+
+from __future__ import annotations
+
+import pytest
+from nats.js.api import RetentionPolicy
+
+from corral_bus import ConsumerSpec, PublishError, PublishFailure, StreamSettings, stream_configs
+from corral_bus.deadletter import DeadReason, dead_letter
+from corral_bus.lease import LeaseRecord, _read
+from corral_bus.pull import ack_metadata
+from corral_bus.streams import tombstone_headers
+from corral_model import subjects
+from corral_model.envelopes import DeadLetter
+
+
+def test_streams_follow_the_contract() -> None:
+    by_name = {c.name: c for c in stream_configs(StreamSettings(objects_history=7))}
+    assert set(by_name) == {
+        subjects.OBJECTS_STREAM,
+        subjects.COMMANDS_STREAM,
+        subjects.RESULTS_STREAM,
+        subjects.DEAD_STREAM,
+    }
+    objects = by_name[subjects.OBJECTS_STREAM]
+    assert objects.subjects == ["lh.obj.>"]
+    assert objects.max_msgs_per_subject == 7
+    assert objects.allow_msg_ttl and objects.allow_rollup_hdrs
+    assert by_name[subjects.COMMANDS_STREAM].retention == RetentionPolicy.WORK_QUEUE
+    assert by_name[subjects.COMMANDS_STREAM].duplicate_window > 0
+    assert by_name[subjects.RESULTS_STREAM].max_age == 7 * 24 * 3600
+    assert by_name[subjects.DEAD_STREAM].subjects == ["lh.dead.>"]
+
+
+def test_tombstone_headers() -> None:
+    assert tombstone_headers(86400) == {"Nats-Rollup": "sub", "Nats-TTL": "86400s"}
+    assert tombstone_headers(0.2)["Nats-TTL"] == "1s"  # the server's minimum
+
+
+def test_backoff_per_delivery() -> None:
+    spec = ConsumerSpec(stream="S", durable="d", backoff=(1.0, 5.0, 30.0))
+    assert [spec.delay_after(n) for n in (1, 2, 3, 4, 9)] == [1.0, 5.0, 30.0, 30.0, 30.0]
+    assert ConsumerSpec(stream="S", durable="d", backoff=()).delay_after(3) == 0.0
+
+
+def test_consumer_config_filters() -> None:
+    one = ConsumerSpec(stream="S", durable="d", filter_subjects=("lh.cmd.actuator.>",)).consumer_config()
+    assert one.filter_subject == "lh.cmd.actuator.>" and one.filter_subjects is None
+    two = ConsumerSpec(stream="S", durable="d", filter_subjects=("a.>", "b.>")).consumer_config()
+    assert two.filter_subject is None and two.filter_subjects == ["a.>", "b.>"]
+    assert two.durable_name == "d" and two.max_ack_pending == 256
+
+
+def test_dead_letter_keeps_text_or_bytes() -> None:
+    text = dead_letter(
+        reason_class=DeadReason.UNDECODABLE,
+        reason="missing schema field",
+        stream="LH_COMMANDS",
+        subject="lh.cmd.x",
+        consumer="actuator",
+        deliveries=1,
+        headers={"Nats-Msg-Id": "c1"},
+        data=b'{"a": 1}',
+    )
+    assert isinstance(text, DeadLetter)
+    assert text.reason == "undecodable: missing schema field"
+    assert text.payload == '{"a": 1}' and text.payload_b64 == ""
+    raw = dead_letter(
+        reason_class=DeadReason.PERMANENT,
+        reason="r",
+        stream="S",
+        subject="s",
+        consumer="c",
+        deliveries=2,
+        headers=None,
+        data=b"\xff\xfe",
+    )
+    assert raw.payload == "" and raw.payload_b64 == "//4="
+
+
+def test_ack_metadata_both_reply_formats() -> None:
+    assert ack_metadata("$JS.ACK.LH_COMMANDS.actuator.3.42.17.1700000000000000000.5") == (
+        "LH_COMMANDS",
+        3,
+        42,
+        5,
+    )
+    v2 = "$JS.ACK._.ACCHASH.LH_OBJECTS.boot.1.9.9.1700000000000000000.0.token"
+    assert ack_metadata(v2) == ("LH_OBJECTS", 1, 9, 0)
+    with pytest.raises(ValueError, match="not a JetStream delivery"):
+        ack_metadata("_INBOX.abc")
+
+
+def test_publish_error_names_the_first_failure() -> None:
+    error = PublishError([PublishFailure("a.b", "id1", "boom"), PublishFailure("c", "id2", "x")])
+    assert "2 publish(es)" in str(error) and "a.b [id1]: boom" in str(error) and "1 more" in str(error)
+
+
+def test_lease_record_reading_tolerates_garbage() -> None:
+    assert _read(b"not json") is None
+    assert _read(b'{"holder": "pod-a", "ttl": 10, "renewed_at": 1.5}') == LeaseRecord(
+        holder="pod-a", ttl=10.0, renewed_at=1.5
+    )
