@@ -4,7 +4,7 @@ non-zero, the Warning Event `FailedUpgradePreCheck` is recorded, and nothing els
 Everything is real and separate, as deployed: the API emulator (this process, over HTTP), a NATS
 server, the watcher and the actuator as child processes, and the gated service as a third child
 process under the service harness. The only write the emulator sees is the actuator creating the
-Event.
+Event. The allowed counterpart (exit 0, Normal `PassedUpgradeCheck`) runs the same way.
 """
 
 from __future__ import annotations
@@ -145,10 +145,36 @@ def common_env(nats_url: str, emulator: Emulator, service: str) -> dict[str, str
     }
 
 
-async def test_service_at_unsupported_version_exits_and_records_warning(
-    emulator: Emulator, nats_server: Any, bus: Any, children: list[Child], tmp_path: Path
+BLOCKED_REASON = "failed to upgrade since upgrading from v1.9.3 to v1.11.0 for minor version is not supported"
+
+
+@pytest.mark.parametrize(
+    ("version", "exit_code", "summary", "event_type", "event_reason", "event_message"),
+    [
+        pytest.param(
+            "v1.9.3", 1, f"blocked: {BLOCKED_REASON}", "Warning", "FailedUpgradePreCheck", BLOCKED_REASON,
+            id="blocked",
+        ),
+        pytest.param(
+            "v1.10.2", 0, "allowed: minor upgrade from v1.10.2 to v1.11.0 is supported", "Normal",
+            "PassedUpgradeCheck", "pre-upgrade check passed", id="allowed",
+        ),
+    ],
+)  # fmt: skip
+async def test_gated_service_start(
+    emulator: Emulator,
+    nats_server: Any,
+    bus: Any,
+    children: list[Child],
+    tmp_path: Path,
+    version: str,
+    exit_code: int,
+    summary: str,
+    event_type: str,
+    event_reason: str,
+    event_message: str,
 ) -> None:
-    seed(emulator, "v1.9.3")
+    seed(emulator, version)
     before = cluster_objects(emulator)
     writes_before = emulator.write_log.total
 
@@ -185,19 +211,18 @@ async def test_service_at_unsupported_version_exits_and_records_warning(
         children.append(child)
         await child.start()
 
-    # The service exits non-zero (the pod would crash-loop) ...
-    assert await service.wait(within=120) == 1, service.output()
-    reason = "failed to upgrade since upgrading from v1.9.3 to v1.11.0 for minor version is not supported"
-    assert f"blocked: {reason}" in service.output()
+    # Blocked: the service exits non-zero (the pod would crash-loop) ...
+    assert await service.wait(within=120) == exit_code, service.output()
+    assert summary in service.output()
 
-    # ... the actuator records the Warning Event on the version setting ...
-    async def warning_event() -> dict[str, Any] | None:
-        events = [e for e in emulator.list("", "events", NS) if e.get("reason") == "FailedUpgradePreCheck"]
+    # ... the actuator records the Event on the version setting ...
+    async def gate_event() -> dict[str, Any] | None:
+        events = [e for e in emulator.list("", "events", NS) if e.get("reason") == event_reason]
         return events[0] if events else None
 
-    event = await eventually(warning_event, within=60, what="the FailedUpgradePreCheck Event")
-    assert event["type"] == "Warning"
-    assert event["message"] == reason
+    event = await eventually(gate_event, within=60, what=f"the {event_reason} Event")
+    assert event["type"] == event_type
+    assert event["message"] == event_message
     assert event["involvedObject"]["kind"] == "Setting"
     assert event["involvedObject"]["name"] == "current-longhorn-version"
     setting = emulator.get(GROUP, "settings", NS, "current-longhorn-version")
