@@ -3,7 +3,8 @@
 The hook Job's promise is that a blocked upgrade changes nothing: the emulator's global
 resourceVersion and its write log show that no object was written, whatever the decision. The live
 reader must also see the cluster exactly as a snapshot of it does, so every crafted snapshot is
-loaded into the emulator and both modes must print the same decision.
+loaded into the emulator and both modes must print the same decision. Refusals and garbage from
+an API server (a small aiohttp server here, since the emulator has no RBAC) must exit 2.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from aiohttp import web
 from kubernetes_asyncio import client
 
 from corral_cli.main import main
@@ -136,3 +138,68 @@ async def test_the_state_probe_sees_a_write(emulator: Emulator, kube_api: client
     assert after["resourceVersion"] > before["resourceVersion"]
     assert after["writes"] == before["writes"] + 1
     assert [e["metadata"]["name"] for e in after["events"]] == ["probe"]
+
+
+@pytest.mark.parametrize(
+    ("setting_status", "setting_body", "list_status", "complaint"),
+    [
+        (
+            403,
+            b'{"kind": "Status", "message": "settings.longhorn.io is forbidden", "code": 403}',
+            200,
+            "GET /apis/longhorn.io/v1beta2/namespaces/longhorn-system/settings/current-longhorn-version: "
+            "HTTP 403: ",
+        ),
+        (200, b'{"metadata": {"name": "current-longhorn-version"}, "value": 7}', 200, "undecodable Setting"),
+        (
+            200,
+            b'{"metadata": {"name": "current-longhorn-version"}, "value": "v1.10.0"}',
+            500,
+            "LIST /apis/longhorn.io/v1beta2/namespaces/longhorn-system/engineimages: HTTP 500: boom",
+        ),
+    ],
+)
+async def test_api_errors_mean_cannot_decide(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    setting_status: int,
+    setting_body: bytes,
+    list_status: int,
+    complaint: str,
+) -> None:
+    """Refusals and garbage from the API server exit 2: never 'allowed', never 'blocked'."""
+
+    async def handle(request: web.Request) -> web.Response:
+        if request.path.endswith("/settings/current-longhorn-version"):
+            return web.Response(status=setting_status, body=setting_body, content_type="application/json")
+        if request.path.endswith("/engineimages"):
+            body = b'{"items": []}' if list_status == 200 else b"boom"
+            return web.Response(status=list_status, body=body, content_type="application/json")
+        return web.Response(status=404)
+
+    runner = web.AppRunner(web.Application())
+    runner.app.router.add_route("GET", "/{tail:.*}", handle)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        port = runner.addresses[0][1]
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(
+            msgspec.json.encode(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                    "users": [{"name": "u", "user": {"token": "t"}}],
+                    "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                    "current-context": "x",
+                }
+            ).decode()
+        )
+        code, out, err = await _run(["pre-upgrade", "--kubeconfig", str(kubeconfig)], capsys)
+    finally:
+        await runner.cleanup()
+    assert code == 2
+    assert out == ""
+    assert complaint in err
