@@ -28,3 +28,10 @@ class WatcherConfig(ServiceConfig, kw_only=True, frozen=True):
     ack_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 2.0
     memory_streams: bool = False
     """Create the streams in memory (benchmarks and throwaway runs) when they do not exist yet."""
+
+    def __post_init__(self) -> None:
+        unknown = [k for k in self.kinds if k not in KINDS]
+        if unknown:
+            raise ValueError(f"CORRAL_KINDS: unknown kinds {unknown}; known: {', '.join(KINDS)}")
+        if not self.kinds:
+            raise ValueError("CORRAL_KINDS: at least one kind must be watched")
