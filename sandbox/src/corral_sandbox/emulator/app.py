@@ -14,12 +14,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
-
 from corral_sandbox.emulator import control
 from corral_sandbox.emulator.admission import MutatingHook, Mutator, ValidatingHook, Validator
 from corral_sandbox.emulator.crds import default_crd_dir, read_crds
 from corral_sandbox.emulator.faults import Faults
+from corral_sandbox.emulator.http import HttpServer
 from corral_sandbox.emulator.kubeconfig import write_kubeconfig
 from corral_sandbox.emulator.resources import CRD_GROUP, ResourceType
 from corral_sandbox.emulator.selectors import parse_field_selector, parse_label_selector
@@ -28,7 +27,6 @@ from corral_sandbox.emulator.store import Store, decode
 from corral_sandbox.emulator.watch import WatchState
 from corral_sandbox.emulator.writelog import WriteLog
 
-MAX_BODY = 512 * 1024 * 1024
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "longhorn-system")
 
 
@@ -51,7 +49,7 @@ class Emulator:
         self._watch_state = WatchState(self.faults, bookmark_interval_s, first_bookmark_s)
         self._api = ApiServer(self.store, self.faults, self._watch_state)
         self._api.control = control.handler(self)
-        self._runner: web.ServerRunner | None = None
+        self._http: HttpServer | None = None
         self.url = ""
         self.port = 0
         self.kubeconfig_path: Path | None = None
@@ -67,23 +65,8 @@ class Emulator:
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         """Serve on host:port (0 = a free port); returns the base URL."""
-        loop = asyncio.get_running_loop()
-
-        def make_request(
-            message: Any, payload: Any, protocol: Any, writer: Any, task: Any
-        ) -> web.BaseRequest:
-            # Bulk loads through /_sandbox carry thousands of objects in one body.
-            return web.BaseRequest(message, payload, protocol, writer, task, loop, client_max_size=MAX_BODY)
-
-        server = web.Server(self._api.handle, handler_cancellation=False, request_factory=make_request)
-        self._runner = web.ServerRunner(server, shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port, backlog=1024)
-        await site.start()
-        server_socket = getattr(site._server, "sockets", None)
-        if not server_socket:
-            raise RuntimeError(f"the emulator could not listen on {host}:{port}")
-        self.port = int(server_socket[0].getsockname()[1])
+        self._http = HttpServer(self._api.handle)
+        self.port = await self._http.start(host, port)
         self.url = f"http://{host}:{self.port}"
         self._api.server_address = f"{host}:{self.port}"
         return self.url
@@ -93,9 +76,9 @@ class Emulator:
         self._watch_state.stopping = True
         for coll in self.store.collections.values():
             coll.history.wake()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._http is not None:
+            await self._http.stop()
+            self._http = None
         await asyncio.sleep(0)
 
     async def __aenter__(self) -> Emulator:

@@ -12,13 +12,14 @@ take", so these endpoints do, and `EmulatorControl` calls them:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import msgspec
-from aiohttp import web
 
 from corral_sandbox.emulator import errors
+from corral_sandbox.emulator.http import Query, Reply, Request
 from corral_sandbox.emulator.store import decode, encode
 from corral_sandbox.emulator.writelog import WriteRecord
 
@@ -26,28 +27,33 @@ if TYPE_CHECKING:
     from corral_sandbox.emulator.app import Emulator
 
 
-def _ok(doc: Any) -> web.Response:
-    return web.Response(body=encode(doc), content_type="application/json")
+def _ok(doc: Any) -> Reply:
+    return Reply(encode(doc))
 
 
-def _write_filters(query: Any) -> dict[str, Any]:
+def _write_filters(query: Query) -> dict[str, Any]:
     filters: dict[str, Any] = {}
     for name in ("verb", "plural", "namespace", "name", "subresource"):
         if name in query:
-            filters[name] = query[name]
+            filters[name] = query.get(name)
     if "dry_run" in query:
-        filters["dry_run"] = query["dry_run"] in ("1", "true", "True")
+        filters["dry_run"] = query.get("dry_run") in ("1", "true", "True")
     if "since" in query:
-        filters["since"] = float(query["since"])
+        try:
+            filters["since"] = float(query.get("since"))
+        except ValueError:
+            raise errors.bad_request(f"since: not a number: {query.get('since')!r}") from None
     return filters
 
 
-def handler(emulator: Emulator) -> Any:
-    async def handle(request: web.BaseRequest) -> web.Response:
+def handler(emulator: Emulator) -> Callable[[Request], Reply]:
+    def handle(request: Request) -> Reply:
         what = request.path.removeprefix("/_sandbox").strip("/")
         method = request.method
-        raw = await request.read()
-        body = decode(raw) if raw else {}
+        try:
+            body = decode(request.body) if request.body else {}
+        except msgspec.DecodeError as e:
+            raise errors.bad_request(f"couldn't decode the request body: {e}") from None
         if what == "faults":
             if method == "POST":
                 if not isinstance(body, dict):

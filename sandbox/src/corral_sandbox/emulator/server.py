@@ -1,21 +1,23 @@
 """The HTTP face of the emulator: Kubernetes REST paths onto the generic store, plus `/_sandbox` control.
 
-It is an aiohttp low-level server (no router, no middlewares): the path is split once and dispatched by
-hand, which keeps a patch round trip to a few tens of microseconds of server time.
+Requests arrive from the lean HTTP layer (`http.py`); the path is split once and dispatched by hand.
+Everything that can be answered at once is answered synchronously (no task, no coroutine); watches
+and injected latency return a coroutine that the connection runs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import msgspec
-from aiohttp import web
 
 from corral_sandbox.emulator import discovery, errors
 from corral_sandbox.emulator.errors import ApiError
 from corral_sandbox.emulator.faults import Faults
+from corral_sandbox.emulator.http import Handled, Query, Reply, Request
 from corral_sandbox.emulator.resources import ResourceType
 from corral_sandbox.emulator.selectors import parse_field_selector, parse_label_selector
 from corral_sandbox.emulator.store import Store, decode, encode
@@ -23,7 +25,7 @@ from corral_sandbox.emulator.watch import WatchRequest, WatchState, serve
 
 log = logging.getLogger(__name__)
 
-_JSON_HEADERS = {"Content-Type": "application/json"}
+_WRITES = frozenset(("POST", "PUT", "PATCH", "DELETE"))
 _PATCH_TYPES = {
     "application/merge-patch+json": "merge",
     "application/strategic-merge-patch+json": "strategic",
@@ -32,17 +34,19 @@ _PATCH_TYPES = {
 _TRUE = ("1", "true", "True")
 
 
-def _json_response(body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(
-        body=body, status=status, headers={**headers, **_JSON_HEADERS} if headers else _JSON_HEADERS
-    )
+def _json_response(body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> Reply:
+    return Reply(body, status, headers)
 
 
-def _flag(query: Any, name: str) -> bool:
+def _error_reply(e: ApiError) -> Reply:
+    return Reply(e.body(), e.code, e.headers or None)
+
+
+def _flag(query: Query, name: str) -> bool:
     return query.get(name, "") in _TRUE
 
 
-def _dry_run(query: Any, body: Any = None) -> bool:
+def _dry_run(query: Query, body: Any = None) -> bool:
     values = query.getall("dryRun", [])
     if isinstance(body, dict) and isinstance(body.get("dryRun"), list):
         values = [*values, *body["dryRun"]]
@@ -52,8 +56,8 @@ def _dry_run(query: Any, body: Any = None) -> bool:
     return bool(values)
 
 
-async def _body(request: web.BaseRequest) -> Any:
-    raw = await request.read()
+def _body(request: Request) -> Any:
+    raw = request.body
     if not raw:
         return None
     try:
@@ -68,36 +72,68 @@ class ApiServer:
         self.faults = faults
         self.watch_state = watch_state
         self.server_address = ""
-        self.control: Any = None  # the /_sandbox handler, set by the Emulator
+        self.control: Callable[[Request], Reply] | None = None  # the /_sandbox handler, set by the Emulator
 
-    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
-        path = request.path
+    def handle(self, request: Request) -> Handled:
+        """Answer now (a Reply) or later (a coroutine), the way `http.Connection` expects."""
+        if request.path.startswith("/api"):
+            delay = self.faults.latency_s
+            if request.method in _WRITES:
+                delay += self.faults.write_latency_s
+            if delay > 0:
+                return self._delayed(request, delay)
+        return self._dispatch(request)
+
+    def _dispatch(self, request: Request) -> Handled:
         try:
-            if path.startswith("/api"):
-                if self.faults.latency_s:
-                    await asyncio.sleep(self.faults.latency_s)
-                return await self._api(request, path)
-            if path.startswith("/_sandbox") and self.control is not None:
-                response: web.StreamResponse = await self.control(request)
-                return response
-            if path.rstrip("/") == "/version":
-                return _json_response(encode(discovery.KUBE_VERSION))
-            if path in ("/healthz", "/livez", "/readyz"):
-                return web.Response(text="ok")
-            raise errors.page_not_found(path)
+            result = self._route(request)
         except ApiError as e:
-            return _json_response(e.body(), e.code, e.headers)
+            return _error_reply(e)
         except Exception as e:  # a bug must answer 500, never take the server down
-            log.exception("request %s %s failed", request.method, path)
-            err = errors.internal_error(f"{type(e).__name__}: {e}")
-            return _json_response(err.body(), 500)
+            return self._internal(request, e)
+        if isinstance(result, Reply):
+            return result
+        return self._guard(request, result)
+
+    async def _guard(self, request: Request, pending: Coroutine[Any, Any, Reply | None]) -> Reply | None:
+        try:
+            return await pending
+        except ApiError as e:
+            return _error_reply(e)
+        except (ConnectionError, asyncio.CancelledError):
+            raise
+        except Exception as e:
+            return self._internal(request, e)
+
+    async def _delayed(self, request: Request, delay: float) -> Reply | None:
+        await asyncio.sleep(delay)
+        result = self._dispatch(request)
+        return result if isinstance(result, Reply) else await result
+
+    @staticmethod
+    def _internal(request: Request, e: Exception) -> Reply:
+        log.exception("request %s %s failed", request.method, request.path)
+        return _error_reply(errors.internal_error(f"{type(e).__name__}: {e}"))
+
+    def _route(self, request: Request) -> Handled:
+        path = request.path
+        if path.startswith("/api"):
+            return self._api(request, path)
+        if path.startswith("/_sandbox") and self.control is not None:
+            reply: Reply = self.control(request)
+            return reply
+        if path.rstrip("/") == "/version":
+            return _json_response(encode(discovery.KUBE_VERSION))
+        if path in ("/healthz", "/livez", "/readyz"):
+            return Reply(b"ok", content_type="text/plain")
+        raise errors.page_not_found(path)
 
     # --- routing ----------------------------------------------------------------------------------
 
     def _types(self) -> list[ResourceType]:
         return list(self.store.types.values())
 
-    async def _api(self, request: web.BaseRequest, path: str) -> web.StreamResponse:
+    def _api(self, request: Request, path: str) -> Handled:
         parts = path.strip("/").split("/")
         if parts[0] == "api":
             if len(parts) == 1:
@@ -141,25 +177,25 @@ class ApiServer:
         if name is None:
             if method == "GET":
                 if watch_path or _flag(query, "watch"):
-                    return await self._watch(request, rt, namespace, query)
+                    return self._watch(request, rt, namespace, query)
                 return self._list(rt, namespace, query)
             if method == "POST":
-                return await self._create(request, rt, namespace or "", query)
+                return self._create(request, rt, namespace or "", query)
             if method == "DELETE":
-                return await self._delete_collection(request, rt, namespace, query)
+                return self._delete_collection(request, rt, namespace, query)
             raise errors.method_not_allowed()
         if watch_path:
-            return await self._watch(request, rt, namespace, query, name=name)
+            return self._watch(request, rt, namespace, query, name=name)
         ns = namespace or ""
         if method == "GET":
             return _json_response(self.store.get_raw(rt, ns, name))
         if method in ("PUT", "PATCH", "DELETE"):
-            return await self._write(request, rt, ns, name, subresource, query)
+            return self._write(request, rt, ns, name, subresource, query)
         raise errors.method_not_allowed()
 
     # --- reads ------------------------------------------------------------------------------------
 
-    def _list(self, rt: ResourceType, namespace: str | None, query: Any) -> web.Response:
+    def _list(self, rt: ResourceType, namespace: str | None, query: Query) -> Reply:
         try:
             limit = int(query.get("limit") or 0)
         except ValueError:
@@ -192,23 +228,23 @@ class ApiServer:
         )
         return _json_response(body)
 
-    async def _watch(
+    def _watch(
         self,
-        request: web.BaseRequest,
+        request: Request,
         rt: ResourceType,
         namespace: str | None,
-        query: Any,
+        query: Query,
         name: str | None = None,
-    ) -> web.StreamResponse:
+    ) -> Coroutine[Any, Any, Reply | None]:
         field_text = query.get("fieldSelector") or ""
         if name is not None:
             field_text = f"metadata.name={name}" + (f",{field_text}" if field_text else "")
         timeout: float | None = None
         if query.get("timeoutSeconds"):
             try:
-                timeout = float(query["timeoutSeconds"])
+                timeout = float(query.get("timeoutSeconds"))
             except ValueError:
-                raise errors.bad_request(f"invalid timeoutSeconds: {query['timeoutSeconds']!r}") from None
+                raise errors.bad_request(f"invalid timeoutSeconds: {query.get('timeoutSeconds')!r}") from None
         send_initial = query.get("sendInitialEvents")
         req = WatchRequest(
             rt=rt,
@@ -220,55 +256,50 @@ class ApiServer:
             bookmarks=_flag(query, "allowWatchBookmarks"),
             timeout_s=timeout,
         )
-        return await serve(request, self.store, self.watch_state, req)
+        return serve(request.conn, self.store, self.watch_state, req)
 
     # --- writes -----------------------------------------------------------------------------------
 
-    async def _before_write(self, rt: ResourceType, name: str) -> None:
-        faults = self.faults
-        if faults.write_latency_s:
-            await asyncio.sleep(faults.write_latency_s)
-        fault = faults.write_fault(rt, name)
+    def _before_write(self, rt: ResourceType, name: str) -> None:
+        fault = self.faults.write_fault(rt, name)
         if fault is not None:
             raise fault
 
-    async def _create(
-        self, request: web.BaseRequest, rt: ResourceType, namespace: str, query: Any
-    ) -> web.Response:
-        body = await _body(request)
+    def _create(self, request: Request, rt: ResourceType, namespace: str, query: Query) -> Reply:
+        body = _body(request)
         dry_run = _dry_run(query)
         name = ""
         if isinstance(body, dict) and isinstance(body.get("metadata"), dict):
             name = str(body["metadata"].get("name") or "")
-        await self._before_write(rt, name)
+        self._before_write(rt, name)
         obj = self.store.create(rt, namespace, body, dry_run=dry_run)
         return _json_response(encode(obj), 201)
 
-    async def _write(
+    def _write(
         self,
-        request: web.BaseRequest,
+        request: Request,
         rt: ResourceType,
         namespace: str,
         name: str,
         subresource: str,
-        query: Any,
-    ) -> web.Response:
+        query: Query,
+    ) -> Reply:
         method = request.method
         if method == "PATCH":
-            content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+            content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
             patch_type = _PATCH_TYPES.get(content_type)
             if patch_type is None:
                 raise errors.unsupported_media_type(content_type)
-            raw = await request.read()
+            raw = request.body
             dry_run = _dry_run(query)
-            await self._before_write(rt, name)
+            self._before_write(rt, name)
             obj = self.store.patch(
                 rt, namespace, name, patch_type, raw, subresource=subresource, dry_run=dry_run
             )
             return _json_response(encode(obj))
-        body = await _body(request)
+        body = _body(request)
         dry_run = _dry_run(query, body if method == "DELETE" else None)
-        await self._before_write(rt, name)
+        self._before_write(rt, name)
         if method == "PUT":
             obj = self.store.update(rt, namespace, name, body, subresource=subresource, dry_run=dry_run)
         else:
@@ -277,10 +308,10 @@ class ApiServer:
             obj = self.store.delete(rt, namespace, name, body, dry_run=dry_run)
         return _json_response(encode(obj))
 
-    async def _delete_collection(
-        self, request: web.BaseRequest, rt: ResourceType, namespace: str | None, query: Any
-    ) -> web.Response:
-        body = await _body(request)
+    def _delete_collection(
+        self, request: Request, rt: ResourceType, namespace: str | None, query: Query
+    ) -> Reply:
+        body = _body(request)
         dry_run = _dry_run(query, body)
         items, _, _, _ = self.store.select(
             rt,
@@ -291,7 +322,7 @@ class ApiServer:
         deleted: list[Any] = []
         for raw in items:
             meta = decode(raw)["metadata"]
-            await self._before_write(rt, meta["name"])
+            self._before_write(rt, meta["name"])
             deleted.append(
                 self.store.delete(rt, meta.get("namespace", ""), meta["name"], body, dry_run=dry_run)
             )

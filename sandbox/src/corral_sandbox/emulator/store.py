@@ -103,7 +103,10 @@ def _meta(obj: Obj) -> Obj:
 
 def _spec_changed(rt: ResourceType, old: Obj, new: Obj) -> bool:
     skip = _NOT_SPEC if rt.status_subresource else _NOT_SPEC_NO_STATUS_SUBRESOURCE
-    return any(k not in skip and old.get(k) != new.get(k) for k in old.keys() | new.keys())
+    for k, v in new.items():
+        if k not in skip and (k not in old or old[k] != v):
+            return True
+    return any(k not in skip and k not in new for k in old)
 
 
 def _set_status(target: Obj, status: Any) -> None:

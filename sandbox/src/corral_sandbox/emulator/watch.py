@@ -13,11 +13,11 @@ import asyncio
 from dataclasses import dataclass
 
 import msgspec
-from aiohttp import web
 
 from corral_sandbox.emulator import errors
 from corral_sandbox.emulator.faults import Faults
 from corral_sandbox.emulator.history import Change
+from corral_sandbox.emulator.http import Connection, Reply
 from corral_sandbox.emulator.resources import ResourceType
 from corral_sandbox.emulator.selectors import FieldSelector, LabelSelector
 from corral_sandbox.emulator.store import Collection, Store, decode
@@ -115,8 +115,8 @@ def _error_event(err: errors.ApiError) -> bytes:
 class _Stream:
     """One open watch response; `send` honours the cut-after-N-events fault."""
 
-    def __init__(self, response: web.StreamResponse, state: WatchState) -> None:
-        self.response = response
+    def __init__(self, conn: Connection, state: WatchState) -> None:
+        self.conn = conn
         self.state = state
         self.sent = 0
         self.cut = False
@@ -127,14 +127,16 @@ class _Stream:
             events = events[: max(0, limit - self.sent)]
             self.cut = True
         if events:
-            await self.response.write(_join(events))
+            await self.conn.write(_join(events))
             self.sent += len(events)
             self.state.events_sent += len(events)
 
+    async def write(self, data: bytes) -> None:
+        await self.conn.write(data)
 
-async def serve(
-    request: web.BaseRequest, store: Store, state: WatchState, req: WatchRequest
-) -> web.StreamResponse:
+
+async def serve(conn: Connection, store: Store, state: WatchState, req: WatchRequest) -> Reply | None:
+    """Stream the watch on `conn`; refusals found before the stream starts come back as ApiError."""
     coll = store.collections.get(req.rt.key)
     if coll is None:
         raise errors.page_not_found(req.rt.qualified)
@@ -147,28 +149,24 @@ async def serve(
             start_rv = int(req.resource_version)
         except ValueError:
             raise errors.bad_request(f'invalid resource version: "{req.resource_version}"') from None
-    response = web.StreamResponse(
-        status=200, headers={"Content-Type": "application/json", "Cache-Control": "no-cache, private"}
-    )
-    response.enable_chunked_encoding()
-    await response.prepare(request)
+    conn.start_stream(200, {"Cache-Control": "no-cache, private"})
     state.active += 1
+    stream = _Stream(conn, state)
     try:
-        stream = _Stream(response, state)
-        await _run(request, store, state, req, coll, initial, start_rv, stream)
+        await _run(conn, store, state, req, coll, initial, start_rv, stream)
         if stream.cut and state.faults.watch_drop_silently:
-            await _hang(request, state, req.timeout_s, asyncio.get_running_loop())
+            await _hang(conn, state, req.timeout_s)
         if not state.stopping:
-            await response.write_eof()
-    except (ConnectionError, asyncio.CancelledError):
+            conn.end_stream()
+    except ConnectionError:
         pass
     finally:
         state.active -= 1
-    return response
+    return None
 
 
 async def _run(
-    request: web.BaseRequest,
+    conn: Connection,
     store: Store,
     state: WatchState,
     req: WatchRequest,
@@ -189,20 +187,20 @@ async def _run(
             if stream.cut:
                 return
         if req.send_initial_events and req.bookmarks:
-            await stream.response.write(_bookmark(req.rt, snapshot_rv, initial_end=True))
+            await stream.write(_bookmark(req.rt, snapshot_rv, initial_end=True))
     else:
         assert start_rv is not None
         found = history.position_after(start_rv)
         if found is None:
-            await stream.response.write(_error_event(errors.expired(start_rv, history.expired_rv)))
+            await stream.write(_error_event(errors.expired(start_rv, history.expired_rv)))
             return
         position = found
     deadline = started + req.timeout_s if req.timeout_s else None
     next_bookmark = started + min(state.first_bookmark_s, state.bookmark_interval_s)
-    while not state.stopping and not history.closed:
+    while not state.stopping and not history.closed and not conn.closed:
         if position < history.start:
             # Fell out of the window while writing: the apiserver ends such a watch with 410.
-            await stream.response.write(_error_event(errors.expired(start_rv or 0, history.expired_rv)))
+            await stream.write(_error_event(errors.expired(start_rv or 0, history.expired_rv)))
             return
         if position < history.end:
             offset = position - history.start
@@ -222,7 +220,7 @@ async def _run(
         if deadline is not None and now >= deadline:
             return
         if req.bookmarks and now >= next_bookmark:
-            await stream.response.write(_bookmark(req.rt, store.rv))
+            await stream.write(_bookmark(req.rt, store.rv))
             next_bookmark = now + state.bookmark_interval_s
             continue
         wait = _LIVENESS_S
@@ -233,21 +231,14 @@ async def _run(
         if cut_after is not None:
             wait = min(wait, started + cut_after - now)
         await history.wait(wait)
-        transport = request.transport
-        if transport is None or transport.is_closing():
-            return
 
 
-async def _hang(
-    request: web.BaseRequest, state: WatchState, timeout_s: float | None, loop: asyncio.AbstractEventLoop
-) -> None:
+async def _hang(conn: Connection, state: WatchState, timeout_s: float | None) -> None:
     """A silently dropped watch: the connection stays open but nothing more is ever sent (until the
     client's own timeoutSeconds, as a proxy that lost its upstream would behave)."""
+    loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s if timeout_s else None
-    while not state.stopping:
+    while not state.stopping and not conn.closed:
         if deadline is not None and loop.time() >= deadline:
-            return
-        transport = request.transport
-        if transport is None or transport.is_closing():
             return
         await asyncio.sleep(0.2 if deadline is None else min(0.2, max(0.0, deadline - loop.time())))
