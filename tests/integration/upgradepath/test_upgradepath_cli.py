@@ -211,3 +211,27 @@ def test_as_a_separate_process(snapshot: str, code: int, line: str) -> None:
     )
     assert done.returncode == code, done.stderr
     assert done.stdout.splitlines()[-1].startswith(line)
+
+
+def test_snapshot_from_stdin() -> None:
+    """`kubectl get settings,engineimages -n longhorn-system -o json | corral pre-upgrade --snapshot -`"""
+    done = subprocess.run(
+        [sys.executable, "-m", "corral_cli", "pre-upgrade", "--snapshot", "-"],
+        input=(DATA / "blocked-downgrade-v1.12.0.json").read_bytes(),
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.decode().splitlines()[-1] == _unsupported("downgrading from v1.12.0 to v1.11.0")
+    garbage = subprocess.run(
+        [sys.executable, "-m", "corral_cli", "pre-upgrade", "--snapshot", "-"],
+        input=b"{not json",
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert garbage.returncode == 2
+    assert garbage.stderr.decode().startswith(
+        "corral pre-upgrade: error: snapshot on stdin: not JSON or YAML"
+    )

@@ -25,7 +25,7 @@ from corral_upgradepath.build import BuildFileError
 from corral_upgradepath.cluster import ClusterView
 from corral_upgradepath.gate import check_against_build
 from corral_upgradepath.live import LiveReadError, read_cluster_view
-from corral_upgradepath.snapshot import SnapshotError, read_snapshot
+from corral_upgradepath.snapshot import SnapshotError, parse_snapshot, read_snapshot
 
 EXIT_ALLOWED = 0
 EXIT_BLOCKED = 1
@@ -43,7 +43,9 @@ def register(subparsers: Any) -> None:
     source.add_argument(
         "--kubeconfig", metavar="FILE", help="kubeconfig for the live read (default $KUBECONFIG, in-cluster)"
     )
-    source.add_argument("--snapshot", metavar="FILE", help="read a kubectl List (JSON or YAML) instead")
+    source.add_argument(
+        "--snapshot", metavar="FILE", help="read a kubectl List (JSON or YAML) instead; `-` reads stdin"
+    )
     parser.add_argument(
         "--target-version", metavar="V", help="the version being installed (default: this build's version)"
     )
@@ -72,6 +74,11 @@ async def _read_live(kubeconfig: str | None, namespace: str) -> ClusterView:
 
 
 def _load_view(args: argparse.Namespace) -> ClusterView:
+    if args.snapshot == "-":
+        try:
+            return parse_snapshot(sys.stdin.buffer.read(), namespace=args.namespace)
+        except SnapshotError as e:
+            raise SnapshotError(f"snapshot on stdin: {e}") from e
     if args.snapshot:
         return read_snapshot(args.snapshot, namespace=args.namespace)
     return asyncio.run(_read_live(args.kubeconfig, args.namespace))
