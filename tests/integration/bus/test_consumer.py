@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 
@@ -125,4 +126,26 @@ async def test_exhausted_deliveries_end_in_dead_letters(bus: Bus) -> None:
     assert len(letters) == 1
     assert letters[0].deliveries == 3
     assert letters[0].reason.startswith("max-deliveries:") and "still down" in letters[0].reason
+    await publisher.close()
+
+
+async def test_a_hung_handler_is_cut_off_and_retried(bus: Bus) -> None:
+    calls: list[int] = []
+
+    async def handle(delivery: Delivery) -> None:
+        calls.append(delivery.num_delivered)
+        if delivery.num_delivered == 1:
+            await asyncio.Event().wait()  # an API call that never returns
+
+    publisher = Publisher(bus)
+    await publisher.publish(
+        f"{subjects.COMMANDS_PREFIX}.svc.volume.ns.h", codec.encode(_command("h")), msg_id="h1"
+    )
+    await publisher.flush()
+    spec = ConsumerSpec(stream=subjects.COMMANDS_STREAM, durable="hung", backoff=(0.1,), handler_timeout=0.5)
+    consumer = Consumer(bus, spec, handle)
+    consumer.start()
+    await eventually(lambda: consumer.stats.acked == 1, what="handled on the second delivery")
+    await consumer.stop()
+    assert calls == [1, 2]
     await publisher.close()

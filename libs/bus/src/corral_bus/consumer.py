@@ -68,6 +68,8 @@ class ConsumerSpec:
     """How often an idle consumer looks up from waiting (to notice `stop` and a vanished consumer)."""
     pull_expires: float = 1.0
     """Lifetime of one pull request on the server; bounds how long `stop` waits for stragglers."""
+    handler_timeout: float | None = 300.0
+    """A handler still running after this long is cancelled and its message retried (None: never)."""
     deliver_policy: DeliverPolicy = DeliverPolicy.ALL
     description: str = ""
 
@@ -296,8 +298,16 @@ class Consumer:
             self.stats.in_flight.pop(delivery.stream_seq, None)
 
     async def _run_handler(self, delivery: Delivery) -> None:
+        deadline = asyncio.timeout(self.spec.handler_timeout)
         try:
-            await self.handler(delivery)
+            async with deadline:
+                await self.handler(delivery)
+        except TimeoutError as e:
+            error: Exception = e
+            if deadline.expired():
+                error = TransientError(f"handler did not finish within {self.spec.handler_timeout:g}s")
+            await self._retry_later(delivery, error)
+            return
         except (SchemaError, PermanentError) as e:
             reason = DeadReason.UNDECODABLE if isinstance(e, SchemaError) else DeadReason.PERMANENT
             await self._dead_letter(delivery, reason, str(e) or type(e).__name__)
