@@ -73,7 +73,7 @@ class Child:
         self.component = component
         self.infrastructure = infrastructure
         self.log_path = log_dir / f"{component.name}.log"
-        with self.log_path.open("ab") as log:
+        with self.log_path.open("wb") as log:  # one run's logs per file: what "where to look" shows
             self.proc = subprocess.Popen(
                 component.argv,
                 stdin=subprocess.DEVNULL,
@@ -284,8 +284,13 @@ def run(args: argparse.Namespace) -> int:
             return 1
     plan = RunPlan(repo=repo, run_dir=run_dir, nats_url=f"nats://127.0.0.1:{args.nats_port}")
     plan.log_dir.mkdir(parents=True, exist_ok=True)
+    with_sandbox = not args.no_sandbox and sandbox_available()
+    if with_sandbox and not args.keep_bus:
+        # The sandbox is a new cluster every run: yesterday's LH_OBJECTS would describe objects that
+        # never existed in it, and the services would bootstrap from them.
+        shutil.rmtree(run_dir / "nats", ignore_errors=True)
     plan.infrastructure.append(nats_component(run_dir, args.nats_port, args.nats_monitor_port))
-    if not args.no_sandbox and sandbox_available():
+    if with_sandbox:
         plan.infrastructure.append(sandbox_component(plan))
     if not args.no_plugins:
         load_plugins(plan, out)
@@ -337,5 +342,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="service packages to run (default: every services/*/src/corral_*/__main__.py)",
     )
     parser.add_argument("--no-sandbox", action="store_true", help="run without the sandbox cluster")
+    parser.add_argument(
+        "--keep-bus",
+        action="store_true",
+        help="keep the JetStream store of the last run (sandbox runs wipe it)",
+    )
     parser.add_argument("--no-plugins", action="store_true", help=f"skip `{PLUGIN_GROUP}` entry points")
     parser.set_defaults(func=run)
