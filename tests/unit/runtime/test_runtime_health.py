@@ -81,6 +81,18 @@ async def test_metrics_exposes_the_service_registry(
         assert "corral_ready 1.0" in await response.text()
 
 
+async def test_a_failing_probe_means_not_ready(served: tuple[HealthServer, aiohttp.ClientSession]) -> None:
+    server, session = served
+
+    def broken() -> bool:
+        raise ConnectionError("no client yet")
+
+    server.readiness.probe("nats", broken)
+    async with session.get("/readyz") as response:
+        assert response.status == 503
+        assert await response.json() == {"ready": False, "conditions": {"nats": False}}
+
+
 async def test_unknown_paths_are_404(served: tuple[HealthServer, aiohttp.ClientSession]) -> None:
     _, session = served
     async with session.get("/healthz") as response:

@@ -53,7 +53,11 @@ class Readiness:
     def snapshot(self) -> dict[str, bool]:
         """Every condition and whether it holds now."""
         state = dict(self._conditions)
-        state.update((name, bool(check())) for name, check in self._probes.items())
+        for name, check in self._probes.items():
+            try:
+                state[name] = bool(check())
+            except Exception:  # a failing probe means "not ready", never a failing /readyz
+                state[name] = False
         return state
 
     @property
