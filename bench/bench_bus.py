@@ -10,6 +10,7 @@ bootstrap reader. Writes bench/results/bus.json. Measures; never asserts.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import socket
 import subprocess
@@ -40,7 +41,7 @@ from corral_model.longhorn import ObjectMeta, OwnerReference, Volume, VolumeSpec
 VOLUMES = 20_000
 VERSIONS = 5  # = max_msgs_per_subject, so every event stays in the stream
 EVENTS = VOLUMES * VERSIONS
-WINDOW = 4096
+WINDOW = 1024
 
 
 def _free_port() -> int:
@@ -133,7 +134,13 @@ def _subject(event: ObjectEvent[Volume]) -> str:
     return subjects.object_subject("volume", event.namespace, event.name)
 
 
-async def measure(url: str) -> dict[str, Any]:
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc), to tell cost from a busy machine."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def measure(url: str, server_pid: int) -> dict[str, Any]:
     bus = await connect(url, name="bench")
     await ensure_streams(bus.js)
     events = [volume_event(i, v) for v in range(1, VERSIONS + 1) for i in range(VOLUMES)]
@@ -141,11 +148,14 @@ async def measure(url: str) -> dict[str, Any]:
     sizes = [len(p) for _, p, _ in prepared]
 
     publisher = Publisher(bus, window=WINDOW)
+    load_before = os.getloadavg()[0]
+    server_cpu, client_cpu = _cpu_seconds(server_pid), time.process_time()
     started = time.perf_counter()
     for subject, payload, msg_id in prepared:
         await publisher.publish(subject, payload, msg_id=msg_id)
     await publisher.flush()
     publish_s = time.perf_counter() - started
+    server_cpu, client_cpu = _cpu_seconds(server_pid) - server_cpu, time.process_time() - client_cpu
     stored = (await bus.js.stream_info(subjects.OBJECTS_STREAM)).state.messages
 
     # Encoding included, as the watcher does it.
@@ -195,6 +205,11 @@ async def measure(url: str) -> dict[str, Any]:
         "publish_window": WINDOW,
         "publish_events_per_s": round(EVENTS / publish_s),
         "publish_seconds": round(publish_s, 2),
+        "publish_client_cpu_us_per_event": round(client_cpu / EVENTS * 1e6, 1),
+        "publish_server_cpu_us_per_event": round(server_cpu / EVENTS * 1e6, 1),
+        # What the pair could do with a core each, whatever else the machine is running.
+        "publish_events_per_s_cpu_bound": round(EVENTS / max(client_cpu, server_cpu)),
+        "load_average_1m_at_start": round(load_before, 2),
         "stored_after_publish": stored,
         "encode_and_publish_events_per_s": round(EVENTS / encode_publish_s),
         "consume_events_per_s": round(EVENTS / consume_s),
@@ -208,7 +223,7 @@ def main() -> None:
     store = Path(tempfile.mkdtemp(prefix="corral-bench-bus-"))
     proc, url = start_server(store)
     try:
-        figures = asyncio.run(measure(url))
+        figures = asyncio.run(measure(url, proc.pid))
     finally:
         proc.terminate()
         proc.wait(timeout=20)

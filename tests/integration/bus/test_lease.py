@@ -7,8 +7,9 @@ import time
 
 import pytest
 
-from corral_bus import Bus
+from corral_bus import Bus, connect
 from corral_bus.lease import Lease
+from tests.fixtures.nats import NatsServer
 from tests.integration.bus.helpers import eventually
 
 pytestmark = pytest.mark.integration
@@ -82,3 +83,26 @@ async def test_leases_of_different_services_are_independent(bus: Bus) -> None:
     assert a.is_leader and b.is_leader
     await a.stop()
     await b.stop()
+
+
+async def test_one_leader_through_a_server_restart(bus: Bus, nats_server: NatsServer) -> None:
+    bus_a = await connect(nats_server.url, name="replica-a")
+    bus_b = await connect(nats_server.url, name="replica-b")
+    a = Lease(bus_a, "v2-upgrade", "a", ttl=3.0)
+    b = Lease(bus_b, "v2-upgrade", "b", ttl=3.0)
+    await a.start()
+    await b.start()
+    watch = Watch(a, b)
+    await asyncio.to_thread(nats_server.restart)
+    await eventually(lambda: bus_a.is_connected and bus_b.is_connected, what="both reconnected")
+    await eventually(lambda: a.is_leader or b.is_leader, within=10, what="a leader after the restart")
+    first = (a if a.is_leader else b).revision
+    leader = a if a.is_leader else b
+    await eventually(lambda: leader.revision >= first + 4, within=10, what="the leader keeps renewing")
+    await watch.stop()
+    assert watch.overlaps == 0
+    assert a.is_leader != b.is_leader
+    await a.stop()
+    await b.stop()
+    await bus_a.close()
+    await bus_b.close()

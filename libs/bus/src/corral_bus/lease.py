@@ -25,7 +25,12 @@ from collections.abc import Awaitable, Callable
 
 import msgspec
 from nats.js.api import KeyValueConfig, StorageType
-from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import (
+    BucketNotFoundError,
+    KeyNotFoundError,
+    KeyWrongLastSequenceError,
+    NoStreamResponseError,
+)
 from nats.js.kv import KeyValue
 
 from corral_bus.connection import Bus
@@ -133,10 +138,15 @@ class Lease:
                 await self._step()
             except asyncio.CancelledError:
                 raise
+            except NoStreamResponseError:
+                # The bucket is gone (deleted, or a server that lost its store): make it again.
+                log.warning("lease %s: bucket %s missing; re-creating it", self.name, self.bucket)
+                with contextlib.suppress(Exception):
+                    self._kv = await open_bucket(self.bus, self.bucket)
             except Exception as e:
                 log.warning("lease %s: %s: %s", self.name, type(e).__name__, e)
-                if self._leader and not self.is_leader:
-                    await self._set_leader(False)
+            if self._leader and not self.is_leader:
+                await self._set_leader(False)
 
     async def _step(self) -> None:
         if self._leader:
@@ -155,6 +165,8 @@ class Lease:
                 self._kv.update(self.name, self._record(), last=self._revision), self.renew_every
             )
         except KeyWrongLastSequenceError:
+            if await self._still_ours():
+                return  # an earlier renewal did land after its timeout; renew from there next time
             log.warning("lease %s: taken over by another holder", self.name)
             await self._set_leader(False)
             return
@@ -164,6 +176,19 @@ class Lease:
                 await self._set_leader(False)
             return
         self._renewed_at = sent
+
+    async def _still_ours(self) -> bool:
+        """After a refused renewal: is the key still ours (our own late write moved the revision)?"""
+        assert self._kv is not None
+        try:
+            entry = await self._kv.get(self.name)
+        except Exception:
+            return False
+        record = _read(entry.value)
+        if record is None or record.holder != self.holder:
+            return False
+        self._revision = entry.revision or 0
+        return True
 
     async def _try_acquire(self) -> None:
         assert self._kv is not None

@@ -69,13 +69,19 @@ class Publisher:
     `await flush()` waits until every message sent so far is acknowledged and raises `PublishError`
     listing those that were not. A duplicate ack (the stream already had that `Nats-Msg-Id`) is a
     success. Safe to share between tasks of one event loop.
+
+    Order: messages are stored in publish order unless one has to be re-sent (its ack was lost in
+    a reconnect, or JetStream answered "unavailable"); a re-sent message can then land after later
+    ones, of its own subject too. Where the newest message per subject must be the object's current
+    state (the watcher into LH_OBJECTS), use a publisher that collapses re-sends to the newest per
+    subject instead (corral_watcher.publishing.OrderedPublisher).
     """
 
     def __init__(
         self,
         bus: Bus,
         *,
-        window: int = 4096,
+        window: int = 1024,
         ack_timeout: float = 2.0,
         give_up_after: float = 30.0,
         trace: bool = True,
