@@ -71,10 +71,15 @@ async def make_actuator(
 ) -> AsyncIterator[MakeActuator]:
     policy = Policy.load(POLICY_FILE)
 
+    made: list[KubeApi] = []
+
     def make(
         *, dry_run: bool = False, request_timeout: float = 5.0, retry: RetryPolicy = FAST_RETRY
     ) -> Actuator:
         api = KubeApi(kube_api, Unlimited(), request_timeout=request_timeout, retry=retry, dry_run=dry_run)
+        made.append(api)
         return Actuator(api, policy, security_log=security_events)
 
     yield make
+    for api in made:
+        await api.close()

@@ -1,9 +1,9 @@
 """The actuator's only door to the API server: rate-limited, retried, decoded with msgspec.
 
-Requests go through kubernetes-asyncio's generic `ApiClient.call_api` (auth, TLS, connection pool
-as configured from the kubeconfig), but the response body is read raw and decoded with msgspec:
-the actuator needs a resourceVersion or a plain dict, never the generated model classes, which
-cost more than the request itself at thousands of writes a second.
+kubernetes-asyncio's ApiClient supplies the cluster's address, TLS, connection pool and bearer
+token (from the kubeconfig or the ServiceAccount); the request itself is sent raw and the answer
+decoded with msgspec: the actuator needs a resourceVersion or a plain dict, never the generated
+model classes, which cost more than the request itself at thousands of writes a second.
 
 Every attempt takes a token from the rate limiter first. Overload and server trouble (429, 5xx,
 timeouts, broken connections) are retried with jittered exponential backoff by stamina, honouring
@@ -12,7 +12,6 @@ Retry-After; when the attempts run out the last error surfaces as `TransientApiE
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +46,7 @@ class _Head(msgspec.Struct):
 _status_decoder = msgspec.json.Decoder(_Status)
 _head_decoder = msgspec.json.Decoder(_Head)
 _any_decoder = msgspec.json.Decoder()
+_encode = msgspec.json.Encoder().encode
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +99,14 @@ def _backoff(exc: Exception) -> bool | float:
 
 
 class KubeApi:
-    """Raw requests to the API server for the paths `corral_model.kinds.KindInfo.path()` builds."""
+    """Raw requests to the API server for the paths `corral_model.kinds.KindInfo.path()` builds.
+
+    The ApiClient supplies what makes a request reach the cluster: the server URL, the TLS
+    connector and its connection pool, and the bearer token (refreshed by its own hook). Requests
+    are sent on an aiohttp session over that same connector but without `trust_env`, which would
+    cost two thread hand-offs per request (netrc and proxy lookups) for nothing the kubeconfig
+    does not already say; bodies are encoded with msgspec.
+    """
 
     def __init__(
         self,
@@ -117,6 +124,23 @@ class KubeApi:
         self.dry_run = dry_run
         self.requests = 0
         self.retries = 0
+        self._host = str(api.configuration.host or "").rstrip("/")
+        self._proxy = api.configuration.proxy or None
+        self._timeout = aiohttp.ClientTimeout(total=request_timeout)
+        self._session: aiohttp.ClientSession | None = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=self.api.rest_client.pool_manager.connector, connector_owner=False, trust_env=False
+            )
+        return self._session
+
+    async def close(self) -> None:
+        """Close this session (the ApiClient, which owns the connector, is closed by its owner)."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
 
     async def request(
         self,
@@ -129,8 +153,13 @@ class KubeApi:
     ) -> Answered:
         """Send one request, retrying transient failures; raises TransientApiError when they persist."""
         query: list[tuple[str, str]] = [("dryRun", "All")] if write and self.dry_run else []
+        data = _encode(self.api.sanitize_for_serialization(body)) if body is not None else None
+        try:
+            # The common case needs no retry machinery at all.
+            return await self._once(method, path, data, content_type, query)
+        except TransientApiError as e:
+            failed: TransientApiError | None = e
         r = self.retry
-        first = True
         async for attempt in stamina.retry_context(
             on=_backoff,
             attempts=r.attempts,
@@ -140,37 +169,39 @@ class KubeApi:
             wait_jitter=r.wait_jitter,
         ):
             with attempt:
-                if not first:
-                    self.retries += 1
-                first = False
-                return await self._once(method, path, body, content_type, query)
+                if failed is not None:
+                    # The attempt made above counts as stamina's first: it schedules the backoff.
+                    error, failed = failed, None
+                    raise error
+                self.retries += 1
+                return await self._once(method, path, data, content_type, query)
         raise AssertionError("unreachable: stamina re-raises the last error")  # pragma: no cover
 
     async def _once(
-        self, method: str, path: str, body: Any, content_type: str, query: Sequence[tuple[str, str]]
+        self, method: str, path: str, data: bytes | None, content_type: str, query: list[tuple[str, str]]
     ) -> Answered:
         await self.limiter.acquire()
         self.requests += 1
+        headers = {"Accept": JSON, "Content-Type": content_type}
+        await self.api.update_params_for_auth(headers, query, ["BearerToken"])
         try:
-            response: aiohttp.ClientResponse = await self.api.call_api(
-                path,
+            async with self._http().request(
                 method,
-                query_params=list(query),
-                header_params={"Accept": JSON, "Content-Type": content_type},
-                body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=self.request_timeout,
-            )
-            async with response:
-                data = await response.read()
+                self._host + path,
+                params=query or None,
+                data=data,
+                headers=headers,
+                timeout=self._timeout,
+                proxy=self._proxy,
+            ) as response:
+                payload = await response.read()
                 status = response.status
                 retry_after = response.headers.get("Retry-After")
         except TimeoutError as e:
             raise TransientApiError(f"{method} {path}: no answer within {self.request_timeout}s") from e
         except aiohttp.ClientError as e:
             raise TransientApiError(f"{method} {path}: {type(e).__name__}: {e}") from e
-        answered = Answered(status, data)
+        answered = Answered(status, payload)
         if answered.answer is Answer.RETRY:
             raise TransientApiError(
                 f"{method} {path}: HTTP {status} {answered.message}".rstrip(),

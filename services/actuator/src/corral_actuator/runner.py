@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 from typing import Any
 
-from nats.js.errors import NotFoundError
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from corral_actuator.actuator import Actuator
@@ -31,7 +30,7 @@ from corral_actuator.locks import KeyedLocks
 from corral_actuator.policy import Policy
 from corral_actuator.record import CommandRecord
 from corral_actuator.settings import SettingValues
-from corral_bus import MSG_ID_HEADER, Bus, Consumer, ConsumerSpec, Delivery, TransientError, ensure_streams
+from corral_bus import MSG_ID_HEADER, Bus, Consumer, ConsumerSpec, Delivery, TransientError
 from corral_kube.client import api_client
 from corral_model import codec
 from corral_model.envelopes import Command, CommandResult, Outcome
@@ -227,20 +226,13 @@ def security_logger(log: Logger) -> Any:
     return security_event
 
 
-async def _ensure_command_stream(bus: Bus) -> None:
-    """Create the bus contract's streams if nobody has yet (a standalone actuator), else leave them."""
-    try:
-        await bus.js.stream_info(COMMANDS_STREAM)
-    except NotFoundError:
-        await ensure_streams(bus.js)
-
-
 async def main(ctx: ServiceContext[ActuatorConfig]) -> None:
     """The actuator service: see the module docstring. Returns once `ctx.stop` is set and work drained."""
     config = ctx.config
     policy = Policy.load(policy_file(config))
     metrics = ActuatorMetrics(ctx.metrics)
     api = await api_client(config.kubeconfig or None, max_connections=config.max_connections)
+    kube: KubeApi | None = None
     try:
         kube = KubeApi(
             api,
@@ -263,7 +255,6 @@ async def main(ctx: ServiceContext[ActuatorConfig]) -> None:
             metrics=metrics,
             audit=config.audit_log,
         )
-        await _ensure_command_stream(ctx.bus)
         ctx.readiness.mark("policy")
         ctx.log.info(
             "actuator ready",
@@ -275,6 +266,8 @@ async def main(ctx: ServiceContext[ActuatorConfig]) -> None:
         )
         await _lead(ctx, handler)
     finally:
+        if kube is not None:
+            await kube.close()
         await api.close()
 
 
