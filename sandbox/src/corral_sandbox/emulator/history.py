@@ -14,33 +14,26 @@ from bisect import bisect_right
 from collections.abc import Mapping
 from typing import Literal
 
+import msgspec
+
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 
 
-class Change:
-    """One committed write as watchers see it: the object's bytes at `rv` and what it was before."""
+class Change(msgspec.Struct, frozen=True, gc=False):
+    """One committed write as watchers see it: the object's bytes at `rv` and what it was before.
 
-    __slots__ = ("labels", "name", "namespace", "prev_labels", "prev_raw", "raw", "rv", "type")
+    `gc=False`: it holds only atoms and string dicts, so the garbage collector never needs to walk it,
+    and a history of hundreds of thousands of changes adds nothing to collection pauses.
+    """
 
-    def __init__(
-        self,
-        rv: int,
-        type_: EventType,
-        namespace: str,
-        name: str,
-        raw: bytes,
-        labels: Mapping[str, str] | None,
-        prev_raw: bytes | None,
-        prev_labels: Mapping[str, str] | None,
-    ) -> None:
-        self.rv = rv
-        self.type = type_
-        self.namespace = namespace
-        self.name = name
-        self.raw = raw
-        self.labels = labels
-        self.prev_raw = prev_raw
-        self.prev_labels = prev_labels
+    rv: int
+    type: EventType
+    namespace: str
+    name: str
+    raw: bytes
+    labels: Mapping[str, str] | None
+    prev_raw: bytes | None
+    prev_labels: Mapping[str, str] | None
 
 
 class History:

@@ -47,15 +47,15 @@ _INITIAL_STATUS: dict[tuple[str, str], Obj] = {
 _GENERATE_ALPHABET = string.ascii_lowercase + string.digits
 
 
-class Entry:
-    """A stored object: its JSON bytes, its labels (for selectors) and its resourceVersion."""
+class Entry(msgspec.Struct, frozen=True, gc=False):
+    """A stored object: its JSON bytes, its labels (for selectors) and its resourceVersion.
 
-    __slots__ = ("labels", "raw", "rv")
+    `gc=False` (it holds only atoms and a string dict): 100 000 stored objects cost no GC time.
+    """
 
-    def __init__(self, raw: bytes, labels: dict[str, str] | None, rv: int) -> None:
-        self.raw = raw
-        self.labels = labels
-        self.rv = rv
+    raw: bytes
+    labels: dict[str, str] | None
+    rv: int
 
 
 class Collection:
