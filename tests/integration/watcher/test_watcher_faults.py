@@ -22,7 +22,9 @@ from corral_watcher.kindwatch import WatchSettings
 from corral_watcher.watcher import Watcher
 from tests.fixtures.nats import NatsServer
 from tests.integration.watcher.support import (
+    GROUP,
     NAMESPACE,
+    VERSION,
     Volumes,
     backwards,
     duplicates,
@@ -30,6 +32,7 @@ from tests.integration.watcher.support import (
     mismatches,
     stream_history,
     until,
+    volume_body,
 )
 
 pytestmark = pytest.mark.integration
@@ -220,3 +223,33 @@ async def test_a_restarted_watcher_tombstones_what_vanished_and_republishes_noth
         assert duplicates(history) == []
     finally:
         await restarted.stop()
+
+
+async def test_an_object_that_does_not_decode_is_reported_and_costs_nothing_else(
+    emulator: Emulator, kube_api: client.ApiClient, bus: Bus
+) -> None:
+    volumes = Volumes(kube_api)
+    await volumes.create("vol-0")
+    broken = volume_body("vol-broken")
+    broken["spec"]["numberOfReplicas"] = "three"
+    await volumes.crd.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, "volumes", broken)
+    w = Watcher(kube_api, bus, ["volume"], SETTINGS, ack_timeout=1.0)
+    await w.start()
+    try:
+        async with asyncio.timeout(20):
+            await w.wait_synced()  # the list with a broken item still completes
+        await volumes.create("vol-1")
+        broken_too = volume_body("vol-broken-2")
+        broken_too["spec"]["numberOfReplicas"] = "three"
+        await volumes.crd.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, "volumes", broken_too)
+        await volumes.create("vol-2")
+
+        async def check() -> list[str]:
+            problems = mismatches(emulator, await stream_history(bus))
+            return [p for p in problems if not p.startswith("vol-broken")]
+
+        await eventually(check, what="the readable volumes on the bus")
+        assert w.metrics.value("corral_watcher_undecodable_lines_total", kind="volume") == 2
+        assert not any("broken" in s.subject for s in await stream_history(bus))
+    finally:
+        await w.stop()

@@ -120,3 +120,21 @@ def test_line_splitter_reassembles_lines_cut_anywhere(cut: int) -> None:
             decoded.extend(decoder.decode_lines(complete))
     assert splitter.flush() == b""
     assert [e.object.metadata.resource_version for e in decoded] == [str(100 + i) for i in range(20)]
+
+
+def test_a_list_with_an_unreadable_item_keeps_the_others_and_names_the_bad_one() -> None:
+    bad = volume("broken", 41)
+    bad["spec"]["numberOfReplicas"] = "three"
+    body = {"metadata": {"resourceVersion": "42"}, "items": [volume("a", 40), bad, volume("b", 43)]}
+    page = decoder.decode_list(json.dumps(body).encode())
+    assert [v.metadata.name for v in page.items] == ["a", "b"]
+    assert page.resource_version == "42"
+    assert [r.name for r in page.rejected] == ["broken"]
+    assert "numberOfReplicas" in page.rejected[0].error
+
+
+def test_an_unreadable_watch_event_carries_the_object_name() -> None:
+    bad = volume("broken", 41)
+    bad["spec"]["numberOfReplicas"] = "three"
+    [item] = decoder.decode_lines(line("MODIFIED", bad))
+    assert isinstance(item, UndecodableLine) and item.name == "broken"

@@ -66,3 +66,11 @@ def test_replaying_the_changes_onto_the_old_state_gives_the_new_state(
         else:
             consumer[name] = change.object
     assert consumer == {n: vol(n, rv) for n, rv in new.items()}
+
+
+def test_an_unreadable_object_is_not_tombstoned() -> None:
+    view = PublishedView()
+    view.resync([vol("a", 1), vol("b", 2)])
+    assert view.resync([vol("a", 1)], unreadable={"b"}) == []
+    assert view.objects == {"a": vol("a", 1), "b": vol("b", 2)}
+    assert [c.type for c in view.resync([vol("a", 1)])] == [EventType.DELETED]

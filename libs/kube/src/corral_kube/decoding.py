@@ -54,6 +54,15 @@ class UndecodableLine(msgspec.Struct, frozen=True, gc=False):
 
     line: bytes
     error: str
+    name: str = ""
+    """The object's name, when at least that could be read."""
+
+
+class Rejected(msgspec.Struct, frozen=True, gc=False):
+    """A listed object that does not fit its slim Struct (name "" when not even that was readable)."""
+
+    name: str
+    error: str
 
 
 StreamItem = WatchEvent[Any] | Bookmark | WatchError | UndecodableLine
@@ -69,6 +78,8 @@ class ObjectList(msgspec.Struct, Generic[K], gc=False):
 
     metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
     items: list[K] = msgspec.field(default_factory=list)
+    rejected: list[Rejected] = msgspec.field(default_factory=list, name="corral:rejected")
+    """Items left out because they do not decode (filled by KindDecoder.decode_list, never by JSON)."""
 
     @property
     def resource_version(self) -> str:
@@ -80,7 +91,17 @@ class ObjectList(msgspec.Struct, Generic[K], gc=False):
 
 
 class _LooseMeta(msgspec.Struct, rename="camel", gc=False):
+    name: str = ""
     resource_version: str = ""
+
+
+class _RawList(msgspec.Struct, gc=False):
+    metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
+    items: list[msgspec.Raw] = msgspec.field(default_factory=list)
+
+
+class _NameOnly(msgspec.Struct, gc=False):
+    metadata: _LooseMeta = msgspec.field(default_factory=_LooseMeta)
 
 
 class _LooseObject(msgspec.Struct, rename="camel", gc=False):
@@ -105,6 +126,8 @@ class Status(msgspec.Struct, gc=False):
 
 _loose = msgspec.json.Decoder(_LooseEvent)
 _status = msgspec.json.Decoder(Status)
+_raw_list = msgspec.json.Decoder(_RawList)
+_name_only = msgspec.json.Decoder(_NameOnly)
 
 
 def decode_status(body: bytes) -> Status:
@@ -136,12 +159,28 @@ class KindDecoder(Generic[K]):
         self._object: msgspec.json.Decoder[K] = msgspec.json.Decoder(struct)
 
     def decode_list(self, body: bytes) -> ObjectList[K]:
-        """Decode one list response page. Raises msgspec.DecodeError/ValidationError on a bad body."""
-        page = self._list.decode(body)
+        """Decode one list response page; items that do not fit the Struct go to `rejected`.
+
+        Raises msgspec.DecodeError/ValidationError only when the body is not a list at all.
+        """
+        try:
+            page = self._list.decode(body)
+        except msgspec.ValidationError:
+            page = self._decode_list_item_by_item(body)
         items = page.items
         for item in items:
             if LAST_APPLIED in item.metadata.annotations:  # type: ignore[attr-defined]
                 _strip_last_applied(item)
+        return page
+
+    def _decode_list_item_by_item(self, body: bytes) -> ObjectList[K]:
+        raw = _raw_list.decode(body)
+        page: ObjectList[K] = ObjectList(metadata=raw.metadata)
+        for item in raw.items:
+            try:
+                page.items.append(self._object.decode(item))
+            except (msgspec.ValidationError, msgspec.DecodeError) as e:
+                page.rejected.append(Rejected(name=_name_of(item), error=str(e)))
         return page
 
     def decode_object(self, body: bytes) -> K:
@@ -171,6 +210,13 @@ class KindDecoder(Generic[K]):
         return event
 
 
+def _name_of(raw: bytes | msgspec.Raw) -> str:
+    try:
+        return _name_only.decode(raw).metadata.name
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return ""
+
+
 def _decode_untyped(line: bytes, typed_error: Exception) -> StreamItem:
     try:
         loose = _loose.decode(line)
@@ -181,7 +227,11 @@ def _decode_untyped(line: bytes, typed_error: Exception) -> StreamItem:
     if loose.type == "ERROR":
         obj = loose.object
         return WatchError(code=obj.code, reason=obj.reason, message=obj.message)
-    return UndecodableLine(line=line, error=f"{loose.type} event does not fit the slim object: {typed_error}")
+    return UndecodableLine(
+        line=line,
+        error=f"{loose.type} event does not fit the slim object: {typed_error}",
+        name=loose.object.metadata.name,
+    )
 
 
 _decoders: dict[Any, KindDecoder[Any]] = {}

@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 from kubernetes_asyncio.client import ApiClient
 
-from corral_kube.decoding import KindDecoder, decode_status
+from corral_kube.decoding import KindDecoder, Rejected, decode_status
 from corral_kube.errors import KubeApiError
 from corral_model.kinds import KindInfo
 
@@ -28,6 +28,8 @@ class Listed(msgspec.Struct, Generic[K], gc=False):
 
     items: list[K]
     resource_version: str
+    rejected: list[Rejected] = msgspec.field(default_factory=list)
+    """Objects that exist but do not decode into the slim Struct (see KindDecoder.decode_list)."""
 
 
 async def get_raw(
@@ -68,6 +70,7 @@ async def list_objects(
     restarts = 0
     while True:
         items: list[K] = []
+        rejected: list[Rejected] = []
         token = ""
         while True:
             query: list[tuple[str, Any]] = []
@@ -83,7 +86,8 @@ async def list_objects(
                 raise KubeApiError(status, error.reason, error.message)
             page = decoder.decode_list(body)
             items.extend(page.items)
+            rejected.extend(page.rejected)
             token = page.continue_token
             if not token:
-                return Listed(items=items, resource_version=page.resource_version)
+                return Listed(items=items, resource_version=page.resource_version, rejected=rejected)
         restarts += 1

@@ -156,7 +156,9 @@ class KindWatcher:
             page_size=self.settings.page_size,
             request_timeout=self.settings.list_timeout,
         )
-        changes = self.view.resync(listed.items)
+        for rejected in listed.rejected:
+            self._undecodable(f"{rejected.name or '?'}: {rejected.error}")
+        changes = self.view.resync(listed.items, {r.name for r in listed.rejected})
         observed = time.time()
         publish = self.publisher.publish
         for change in changes:
@@ -259,7 +261,7 @@ class KindWatcher:
                 if item.resource_version:
                     self.resource_version = item.resource_version
             else:
-                self._undecodable(getattr(item, "error", repr(item)))
+                self._undecodable(f"{getattr(item, 'name', '') or '?'}: {getattr(item, 'error', item)}")
         if messages:
             # Latency is observed once per batch, on its last event.
             await self.publisher.publish_batch(messages, self._on_batch_acked(observed))
@@ -280,4 +282,4 @@ class KindWatcher:
 
     def _undecodable(self, error: str) -> None:
         self.metrics.undecodable.inc()
-        log.error("%s watch: skipped an event that does not decode: %s", self.kind.token, error[:500])
+        log.error("%s: skipped an object that does not decode: %s", self.kind.token, error[:500])

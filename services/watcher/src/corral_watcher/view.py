@@ -8,7 +8,7 @@ DELETED tombstones for the objects that vanished meanwhile. Pure, so it is unit-
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 import msgspec
@@ -41,8 +41,11 @@ class PublishedView:
         else:
             self.objects[obj.metadata.name] = obj
 
-    def resync(self, listed: Iterable[Any]) -> list[Change]:
+    def resync(self, listed: Iterable[Any], unreadable: Collection[str] = ()) -> list[Change]:
         """Replace the view with `listed` and return the changes, in a stable order.
+
+        `unreadable` names objects that exist but could not be decoded: they keep what was last
+        published for them (no tombstone: they did not vanish).
 
         An object whose uid changed (deleted and re-created by name while unseen) yields only its
         ADDED: the subject is per name, and a tombstone between the two would carry a version newer
@@ -60,7 +63,11 @@ class PublishedView:
             elif previous.metadata.resource_version != meta.resource_version:
                 changes.append(Change(EventType.MODIFIED, obj))
         for name, previous in before.items():
-            if name not in after:
+            if name in after:
+                continue
+            if name in unreadable:
+                after[name] = previous
+            else:
                 changes.append(Change(EventType.DELETED, previous))
         self.objects = after
         return changes
