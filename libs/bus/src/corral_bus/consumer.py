@@ -30,7 +30,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import ConnectionClosedError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy
-from nats.js.errors import NotFoundError
+from nats.js.errors import BadRequestError, NotFoundError
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -143,7 +143,8 @@ class Consumer:
         self._stopping.set()
         if self._task is not None:
             try:
-                await asyncio.wait_for(asyncio.shield(self._task), timeout=grace + self.spec.fetch_wait + 1)
+                wait = grace + self.spec.fetch_wait + self.spec.pull_expires + 1
+                await asyncio.wait_for(asyncio.shield(self._task), timeout=wait)
             except TimeoutError:
                 self._task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -384,8 +385,10 @@ class Consumer:
         try:
             await publish_dead_letter(self.bus.js, letter, DeadReason.MAX_DELIVERIES, seq)
             if self._work_queue:
-                # A work queue would keep the message forever; it lives on in LH_DEAD.
-                await self.bus.js.delete_msg(self.spec.stream, seq)
+                # A work queue would keep the message forever; it lives on in LH_DEAD. (Another
+                # replica of this consumer may have removed it already.)
+                with contextlib.suppress(NotFoundError, BadRequestError):
+                    await self.bus.js.delete_msg(self.spec.stream, seq)
             self.stats.dead_lettered += 1
             log.warning("consumer %s: dead-lettered %s: %s", self.spec.durable, letter.subject, letter.reason)
         except Exception as e:
