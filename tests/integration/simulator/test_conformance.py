@@ -329,7 +329,7 @@ async def test_sc06_live_upgrade_then_reattach_is_healthy(sandbox: Sandbox) -> N
     assert len(replicas) == 3 and all(r["spec"]["image"] == UPGRADE_IMAGE for r in replicas)
     async with sandbox.recording("volumes", "vol-io") as seen:
         await sandbox.patch("volumes", "vol-io", {"spec": {"nodeID": "node-2"}})
-        await sandbox.wait_volume("vol-io", attached_healthy)
+        await sandbox.wait_recorded(seen, attached_healthy)
     robustness = {v["status"].get("robustness") for v in seen if v["status"].get("state") == "attached"}
     assert robustness == {"healthy"}, "after reattach the volume is healthy, never degraded"
 
@@ -344,8 +344,8 @@ async def test_sc07_engine_crash_during_live_upgrade(sandbox: Sandbox) -> None:
     async with sandbox.recording("volumes", "vol-crash") as seen:
         await sandbox.patch("volumes", "vol-crash", {"spec": {"image": UPGRADE_IMAGE}})
         sandbox.simulator.faults.crash_engine("vol-crash")
-        volume = await sandbox.wait_volume(
-            "vol-crash",
+        volume = await sandbox.wait_recorded(
+            seen,
             lambda v: attached_healthy(v) and images_of(v) == (UPGRADE_IMAGE, UPGRADE_IMAGE),
             what="reattached on the new image",
         )

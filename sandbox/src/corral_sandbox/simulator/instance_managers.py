@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import zlib
 from collections import defaultdict
 from typing import Any
@@ -173,7 +174,7 @@ def _run_pods(ctx: ReconcileContext) -> None:
                     "startTime": ctx.stamp,
                     "conditions": [{"type": "Ready", "status": "True"}],
                     "containerStatuses": [
-                        {"name": "instance-manager", "ready": True, "restartCount": restarts, "started": True}
+                        _container_status(pod, ready=True, restarts=restarts, stamp=ctx.stamp)
                     ],
                 },
                 "instance manager pod running",
@@ -185,13 +186,28 @@ def _run_pods(ctx: ReconcileContext) -> None:
                 {
                     "phase": "Pending",
                     "containerStatuses": [
-                        {
-                            "name": "instance-manager",
-                            "ready": False,
-                            "restartCount": restarts,
-                            "started": False,
-                        }
+                        _container_status(pod, ready=False, restarts=restarts, stamp=ctx.stamp)
                     ],
                 },
                 "instance manager pod scheduled",
             )
+
+
+def _container_status(pod: Obj, *, ready: bool, restarts: int, stamp: str) -> dict[str, Any]:
+    """A containerStatus with every field clients require (kubernetes-asyncio validates them)."""
+    image = (pod.get("spec", {}).get("containers") or [{}])[0].get("image", "")
+    # derived from name and start time rather than the uid, so a replayed run writes the same bytes
+    container = hashlib.sha256(f"{pod['metadata']['name']}|{stamp}".encode()).hexdigest()[:32]
+    state: dict[str, Any] = (
+        {"running": {"startedAt": stamp}} if ready else {"waiting": {"reason": "ContainerCreating"}}
+    )
+    return {
+        "name": "instance-manager",
+        "image": image,
+        "imageID": image,
+        "containerID": f"containerd://{container}" if ready else "",
+        "ready": ready,
+        "started": ready,
+        "restartCount": restarts,
+        "state": state,
+    }

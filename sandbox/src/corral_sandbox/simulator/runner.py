@@ -12,7 +12,6 @@ Two ways to drive it:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
@@ -63,6 +62,7 @@ class Simulator:
         self._deadline: float | None = None
         self._retry_at: float | None = None
         self._versions: dict[str, str] = {}
+        self._stopping = False
         self.clock.on_advance(self.wake)
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -72,18 +72,21 @@ class Simulator:
         return bool(self._tasks)
 
     async def start(self) -> None:
+        self._stopping = False
         await self.sync()
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._watch(kind), name=f"sim-watch-{kind}") for kind in KINDS]
         self._tasks.append(loop.create_task(self._run(), name="sim-reconcile"))
 
     async def stop(self) -> None:
+        self._stopping = True
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if tasks:
+            _, stuck = await asyncio.wait(tasks, timeout=5.0)
+            for task in stuck:
+                log.error("simulator task %s did not stop", task.get_name())
 
     async def restart(self) -> None:
         """Lose every in-memory state and start from a fresh list, as a restarted manager would."""
@@ -124,19 +127,22 @@ class Simulator:
                 await self._apply(write)
             return result.writes
 
-    async def settle(self, *, advance: bool = True, max_rounds: int = 2000) -> int:
+    async def settle(self, *, advance: bool = True, horizon: float = 60.0, max_rounds: int = 2000) -> int:
         """Rounds until nothing is written and no timer is due; returns the rounds run.
 
         With `advance` and a manual clock, time jumps to the next timer whenever a round is quiet, so
-        every pending wait (deploys, upgrades, rebuilds…) runs to its end.
+        every pending wait (deploys, upgrades, rebuilds…) runs to its end — but never more than
+        `horizon` simulated seconds past the start, so hour-long waits (engine-image expiry) and
+        never-ending ones (a non-working image) do not run away.
         """
+        limit = self.clock.now() + horizon
         for rounds in range(1, max_rounds + 1):
             writes = await self.step()
             if writes:
                 continue
             due = self._deadline
             advance_to = getattr(self.clock, "advance_to", None)
-            if due is None or not advance or advance_to is None:
+            if due is None or not advance or advance_to is None or due > limit:
                 return rounds
             advance_to(due)
         raise RuntimeError(f"simulator did not settle in {max_rounds} rounds")
@@ -150,13 +156,11 @@ class Simulator:
         return sha.hexdigest()
 
     async def _run(self) -> None:
-        while True:
-            timeout = self._sleep_for()
+        while not self._stopping:
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow the cancel of stop()
             try:
-                if timeout is None:
+                async with asyncio.timeout(self._sleep_for()):
                     await self._wake.wait()
-                else:
-                    await asyncio.wait_for(self._wake.wait(), timeout)
             except TimeoutError:
                 pass
             self._wake.clear()
@@ -226,7 +230,7 @@ class Simulator:
     # --- watches ---------------------------------------------------------------------------------
 
     async def _watch(self, kind: str) -> None:
-        while True:
+        while not self._stopping:
             try:
                 async for event, obj in self._io.watch(kind, self._versions.get(kind, "")):
                     version = obj.get("metadata", {}).get("resourceVersion", "")

@@ -1,0 +1,92 @@
+"""`corral sandbox up`: the sandbox cluster (Kubernetes API emulator + Longhorn simulator, seeded) in
+the foreground until Ctrl-C, for `make run`, demos and trying corral's services by hand.
+
+It prints `kubeconfig: <path>` once the seeded cluster is ready (the file appears at that moment,
+atomically), then `READY <url>`; SIGINT or SIGTERM shuts it down cleanly with exit status 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_KUBECONFIG = Path("run/sandbox/kubeconfig")
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("sandbox", help="run the sandbox cluster (emulator + Longhorn simulator)")
+    actions = parser.add_subparsers(dest="sandbox_action", required=True, metavar="ACTION")
+    up = actions.add_parser("up", help="start a seeded sandbox cluster and keep it running until Ctrl-C")
+    up.add_argument("--seed-file", type=Path, help="cluster seed YAML (default: the built-in demo cluster)")
+    up.add_argument("--nodes", type=int, help="number of nodes (overrides the seed file)")
+    up.add_argument("--volumes", type=int, help="number of volumes (overrides the seed file)")
+    up.add_argument("--seed", type=int, help="RNG seed of the simulator (overrides the seed file)")
+    up.add_argument(
+        "--kubeconfig", type=Path, default=DEFAULT_KUBECONFIG, help=f"default {DEFAULT_KUBECONFIG}"
+    )
+    up.add_argument("--host", default="127.0.0.1")
+    up.add_argument("--port", type=int, default=0, help="API port (0: any free port)")
+    up.add_argument("--live-upgrade-seconds", type=float, default=10.0, help="duration of one live upgrade")
+    up.add_argument("--rebuild-seconds", type=float, default=5.0, help="duration of one replica rebuild")
+    up.add_argument(
+        "--non-working-image",
+        action="append",
+        default=[],
+        metavar="IMAGE",
+        help="an engine image a live upgrade never completes to (repeatable)",
+    )
+    up.set_defaults(func=run_up)
+
+
+def run_up(args: argparse.Namespace) -> int:
+    try:
+        return _run_up(args)
+    except KeyboardInterrupt:
+        # Ctrl-C before the cluster was up (the imports alone take seconds): nothing to clean up
+        return 0
+
+
+def _run_up(args: argparse.Namespace) -> int:
+    # imported here: the sandbox is a heavy optional part and other sub-commands must not pay for it
+    from corral_sandbox.seeds import SeedError, default_seed, load_seed, resized
+
+    try:
+        seed = load_seed(args.seed_file) if args.seed_file else default_seed()
+        seed = resized(seed, nodes=args.nodes, volumes=args.volumes, rng_seed=args.seed)
+    except (SeedError, ValueError) as error:
+        print(f"corral sandbox up: {error}", file=sys.stderr)
+        return 2
+    config = seed.sim_config(
+        live_upgrade_seconds=args.live_upgrade_seconds,
+        rebuild_seconds=args.rebuild_seconds,
+        non_working_images=frozenset(args.non_working_image),
+    )
+    return asyncio.run(_serve(seed, config, args))
+
+
+async def _serve(seed: Any, config: Any, args: argparse.Namespace) -> int:
+    from corral_sandbox.cluster import SandboxCluster
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        cluster = SandboxCluster(
+            seed, sim_config=config, kubeconfig=args.kubeconfig, host=args.host, port=args.port
+        )
+        async with cluster:
+            volumes = len(cluster.emulator.list("longhorn.io", "volumes", seed.namespace))
+            print(f"kubeconfig: {cluster.kubeconfig_path.resolve()}", flush=True)
+            summary = f"{len(seed.nodes)} nodes, {volumes} volumes, seed {seed.seed}"
+            print(f"READY {cluster.url} ({summary}); Ctrl-C stops", flush=True)
+            await stop.wait()
+            print("stopping", flush=True)
+    except OSError as error:
+        print(f"corral sandbox up: {error}", file=sys.stderr)
+        return 1
+    return 0

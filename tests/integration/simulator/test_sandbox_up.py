@@ -1,0 +1,64 @@
+"""`corral sandbox up --nodes 3 --volumes 20` as a user runs it: a separate process, a kubeconfig that
+appears when the cluster is ready, a kubernetes-asyncio client listing the volumes, and a clean exit on
+Ctrl-C (SIGINT)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import time
+from pathlib import Path
+
+from kubernetes_asyncio import client
+
+from corral_kube.client import api_client
+
+CORRAL = Path(sys.executable).with_name("corral")
+
+
+async def test_sandbox_up_serves_a_seeded_cluster_and_stops_cleanly(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    process = await asyncio.create_subprocess_exec(
+        str(CORRAL),
+        "sandbox",
+        "up",
+        "--nodes",
+        "3",
+        "--volumes",
+        "20",
+        "--seed",
+        "3",
+        "--kubeconfig",
+        str(kubeconfig),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    try:
+        deadline = time.monotonic() + 120  # the machine is shared: imports alone can take seconds
+        while not kubeconfig.exists():
+            assert process.returncode is None, (
+                (await process.stderr.read()).decode() if process.stderr else ""
+            )
+            assert time.monotonic() < deadline, "no kubeconfig within 120 s"
+            await asyncio.sleep(0.1)
+        api = await api_client(str(kubeconfig))
+        try:
+            volumes = await client.CustomObjectsApi(api).list_namespaced_custom_object(
+                "longhorn.io", "v1beta2", "longhorn-system", "volumes"
+            )
+            nodes = await client.CoreV1Api(api).list_node()
+        finally:
+            await api.close()
+        assert len(volumes["items"]) == 20
+        assert {v["status"]["state"] for v in volumes["items"]} <= {"attached", "detached"}
+        assert len(nodes.items) == 3
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGINT)
+        code = await asyncio.wait_for(process.wait(), 60)
+    out = (await process.stdout.read()).decode() if process.stdout else ""
+    assert code == 0, out
+    assert f"kubeconfig: {kubeconfig}" in out
+    assert "stopping" in out
