@@ -223,3 +223,51 @@ async def test_core_pod_watch_with_field_selector(kube_api: client.ApiClient) ->
     )
     assert isinstance(events[0]["object"], client.V1Pod)
     assert events[0]["object"].metadata.name == "p2"
+
+
+async def test_send_initial_events_ends_with_a_marked_bookmark(kube_api: client.ApiClient) -> None:
+    """kube-apiserver streaming lists (sendInitialEvents=true): the current objects arrive as ADDED, then a
+    BOOKMARK annotated `k8s.io/initial-events-end: "true"` at the resourceVersion of that state
+    (CoreV1Api, since CustomObjectsApi has no send_initial_events parameter)."""
+    core = client.CoreV1Api(kube_api)
+    for name in ("x", "y"):
+        await core.create_namespaced_config_map(
+            NS, client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name))
+        )
+    events = await collect(
+        core.list_namespaced_config_map,
+        NS,
+        send_initial_events=True,
+        resource_version_match="NotOlderThan",
+        allow_watch_bookmarks=True,
+        until=lambda ev: ev[-1]["type"] == "BOOKMARK",
+    )
+    assert summary(events)[:2] == [("ADDED", "x"), ("ADDED", "y")]
+    marker = events[2]["raw_object"]["metadata"]
+    assert marker["annotations"] == {"k8s.io/initial-events-end": "true"}
+    assert int(marker["resourceVersion"]) >= rvs(events[:2])[-1]
+
+
+async def test_exact_list_of_a_past_resource_version_is_410(kube_api: client.ApiClient) -> None:
+    """kube-apiserver: resourceVersionMatch=Exact for a snapshot it no longer has is 410 Expired
+    (the emulator keeps only the current state, so every past one is gone)."""
+    created = await create_volume(kube_api, "v")
+    await patch_volume(kube_api, "v", {"spec": {"size": "1"}})
+    with pytest.raises(ApiException) as raised:
+        await crs(kube_api).list_namespaced_custom_object(
+            *LH,
+            NS,
+            "volumes",
+            resource_version=created["metadata"]["resourceVersion"],
+            resource_version_match="Exact",
+        )
+    assert raised.value.status == 410
+    current = await crs(kube_api).list_namespaced_custom_object(*LH, NS, "volumes")
+    again = await crs(kube_api).list_namespaced_custom_object(
+        *LH,
+        NS,
+        "volumes",
+        resource_version=current["metadata"]["resourceVersion"],
+        resource_version_match="Exact",
+    )
+    assert again["items"] == current["items"]

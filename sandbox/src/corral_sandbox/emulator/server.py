@@ -200,6 +200,13 @@ class ApiServer:
             limit = int(query.get("limit") or 0)
         except ValueError:
             raise errors.bad_request(f"invalid limit: {query.get('limit')!r}") from None
+        wanted = query.get("resourceVersion", "")
+        if query.get("resourceVersionMatch") == "Exact" and wanted not in ("", "0"):
+            # Only the current state is kept, so an exact past snapshot is always "too old".
+            if not wanted.isdigit():
+                raise errors.bad_request(f'invalid resource version: "{wanted}"')
+            if int(wanted) != self.store.rv:
+                raise errors.expired(int(wanted), self.store.rv)
         items, rv, token, remaining = self.store.select(
             rt,
             namespace,
