@@ -22,7 +22,7 @@ API summary (all async unless noted; see each module for the why)::
     lease = Lease(bus, name, holder, ttl=10.0, on_change=cb)  # cb(is_leader: bool); KV compare-and-set
     await lease.start(); lease.is_leader; await lease.stop()  # stop releases the lease
 
-    reader = BootstrapReader(bus, ["lh.obj.volume.>", ...])  # LH_OBJECTS by default
+    reader = BootstrapReader(bus, ["lh.obj.volume.>", ...])  # LH_OBJECTS by default; await reader.start()
     async for m in reader: m.decode(ObjectEvent[Volume])    # StreamMessage: last per subject, then new
         m.bootstrap / m.caught_up; reader.ready             # ready: set with the last snapshot message
     await follow(reader, on_message, on_bootstrapped)       # callback style; await reader.close()

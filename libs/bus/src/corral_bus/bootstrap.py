@@ -122,6 +122,12 @@ class BootstrapReader:
         if not self.ready.is_set() and not info.num_pending:
             self.ready.set()  # nothing to bootstrap from
 
+    async def start(self) -> None:
+        """Create the server-side consumer now (iterating does it otherwise). Afterwards `ready` is
+        already set if there is nothing to bootstrap from."""
+        if self._feed is None:
+            await self._bind()
+
     async def _unbind(self) -> None:
         if self._feed is not None:
             await self._feed.close()
@@ -199,33 +205,15 @@ async def follow(
     on_message: Callable[[StreamMessage], Awaitable[None]],
     on_bootstrapped: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
-    """Callback style: `on_message` for every message, `on_bootstrapped` once the snapshot is in.
+    """Callback style: `on_message` for every message; `on_bootstrapped` once, right after the last
+    message of the snapshot was handled (or at once when the snapshot is empty).
 
     Runs until the reader is closed or the task is cancelled.
     """
-    notified = False
-
-    async def notify() -> None:
-        nonlocal notified
-        if not notified and on_bootstrapped is not None:
-            notified = True
+    await reader.start()
+    if reader.ready.is_set() and on_bootstrapped is not None:
+        await on_bootstrapped()  # nothing to bootstrap from
+    async for message in reader:
+        await on_message(message)
+        if message.caught_up and on_bootstrapped is not None:
             await on_bootstrapped()
-
-    waiter = asyncio.create_task(reader.ready.wait())
-    try:
-        iterator = aiter(reader)
-        while True:
-            next_message = asyncio.ensure_future(anext(iterator))
-            if not notified:
-                done, _ = await asyncio.wait({next_message, waiter}, return_when=asyncio.FIRST_COMPLETED)
-                if next_message not in done:
-                    await notify()  # empty snapshot: ready before any message
-            try:
-                message = await next_message
-            except StopAsyncIteration:
-                return
-            await on_message(message)
-            if message.caught_up:
-                await notify()
-    finally:
-        waiter.cancel()
