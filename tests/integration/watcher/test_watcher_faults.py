@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+import msgspec
 import pytest
 from kubernetes_asyncio import client
 
@@ -251,5 +252,28 @@ async def test_an_object_that_does_not_decode_is_reported_and_costs_nothing_else
         await eventually(check, what="the readable volumes on the bus")
         assert w.metrics.value("corral_watcher_undecodable_lines_total", kind="volume") == 2
         assert not any("broken" in s.subject for s in await stream_history(bus))
+    finally:
+        await w.stop()
+
+
+async def test_periodic_resync_relists_and_republishes_nothing_unchanged(
+    emulator: Emulator, kube_api: client.ApiClient, bus: Bus
+) -> None:
+    volumes = Volumes(kube_api)
+    for i in range(3):
+        await volumes.create(f"vol-{i}")
+    w = Watcher(kube_api, bus, ["volume"], msgspec.structs.replace(SETTINGS, resync_period=0.3))
+    await w.start()
+    try:
+        await until(lambda: w.kinds["volume"].lists >= 4, what="three periodic resyncs")
+        await volumes.set_image("vol-1", "longhornio/longhorn-engine:v1.8.0")
+        await converged(emulator, bus)
+        assert w.metrics.value("corral_watcher_relists_total", kind="volume", reason="resync") >= 3
+        published = {
+            type_: w.metrics.value("corral_watcher_events_published_total", kind="volume", type=type_)
+            for type_ in ("ADDED", "MODIFIED", "DELETED")
+        }
+        assert published == {"ADDED": 3, "MODIFIED": 1, "DELETED": 0}
+        assert duplicates(await stream_history(bus)) == []
     finally:
         await w.stop()
