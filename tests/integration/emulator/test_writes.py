@@ -320,3 +320,22 @@ async def test_update_and_status_of_builtin_workloads(kube_api: client.ApiClient
         },
     )
     assert status.status.number_ready == 3 and status.metadata.generation == 2
+
+
+async def test_delete_collection_by_label(kube_api: client.ApiClient, emulator: Emulator) -> None:
+    """kube-apiserver deletecollection: every object matching the selector is deleted (finalizers still
+    hold theirs), the rest stay."""
+    await create_volume(kube_api, "a", labels={"gc": "yes"})
+    await create_volume(kube_api, "b", labels={"gc": "no"})
+    await crs(kube_api).create_namespaced_custom_object(
+        *LH,
+        NS,
+        "volumes",
+        {**volume("c"), "metadata": {"name": "c", "labels": {"gc": "yes"}, "finalizers": ["x"]}},
+    )
+    await crs(kube_api).delete_collection_namespaced_custom_object(
+        *LH, NS, "volumes", label_selector="gc=yes"
+    )
+    remaining = {v["metadata"]["name"]: v["metadata"] for v in emulator.list("longhorn.io", "volumes", NS)}
+    assert sorted(remaining) == ["b", "c"]
+    assert remaining["c"].get("deletionTimestamp")

@@ -56,6 +56,23 @@ def _dry_run(query: Query, body: Any = None) -> bool:
     return bool(values)
 
 
+def _list_body(rt: ResourceType, meta: dict[str, Any], items: list[bytes]) -> bytes:
+    """A `<Kind>List` around already encoded objects: one join, no re-encoding."""
+    return b"".join(
+        (
+            b'{"apiVersion":',
+            encode(rt.api_version),
+            b',"kind":',
+            encode(rt.kind + "List"),
+            b',"metadata":',
+            encode(meta),
+            b',"items":[',
+            b",".join(items),
+            b"]}",
+        )
+    )
+
+
 def _body(request: Request) -> Any:
     raw = request.body
     if not raw:
@@ -220,20 +237,7 @@ class ApiServer:
             meta["continue"] = token
         if remaining is not None:
             meta["remainingItemCount"] = remaining
-        body = b"".join(
-            (
-                b'{"apiVersion":',
-                encode(rt.api_version),
-                b',"kind":',
-                encode(rt.kind + "List"),
-                b',"metadata":',
-                encode(meta),
-                b',"items":[',
-                b",".join(items),
-                b"]}",
-            )
-        )
-        return _json_response(body)
+        return _json_response(_list_body(rt, meta, items))
 
     def _watch(
         self,
@@ -279,8 +283,7 @@ class ApiServer:
         if isinstance(body, dict) and isinstance(body.get("metadata"), dict):
             name = str(body["metadata"].get("name") or "")
         self._before_write(rt, name)
-        obj = self.store.create(rt, namespace, body, dry_run=dry_run)
-        return _json_response(encode(obj), 201)
+        return _json_response(self.store.create(rt, namespace, body, dry_run=dry_run), 201)
 
     def _write(
         self,
@@ -300,20 +303,21 @@ class ApiServer:
             raw = request.body
             dry_run = _dry_run(query)
             self._before_write(rt, name)
-            obj = self.store.patch(
-                rt, namespace, name, patch_type, raw, subresource=subresource, dry_run=dry_run
+            return _json_response(
+                self.store.patch(
+                    rt, namespace, name, patch_type, raw, subresource=subresource, dry_run=dry_run
+                )
             )
-            return _json_response(encode(obj))
         body = _body(request)
         dry_run = _dry_run(query, body if method == "DELETE" else None)
         self._before_write(rt, name)
         if method == "PUT":
-            obj = self.store.update(rt, namespace, name, body, subresource=subresource, dry_run=dry_run)
-        else:
-            if subresource:
-                raise errors.method_not_allowed()
-            obj = self.store.delete(rt, namespace, name, body, dry_run=dry_run)
-        return _json_response(encode(obj))
+            return _json_response(
+                self.store.update(rt, namespace, name, body, subresource=subresource, dry_run=dry_run)
+            )
+        if subresource:
+            raise errors.method_not_allowed()
+        return _json_response(self.store.delete(rt, namespace, name, body, dry_run=dry_run))
 
     def _delete_collection(
         self, request: Request, rt: ResourceType, namespace: str | None, query: Query
@@ -326,17 +330,11 @@ class ApiServer:
             parse_label_selector(query.get("labelSelector")),
             parse_field_selector(query.get("fieldSelector")),
         )
-        deleted: list[Any] = []
+        deleted: list[bytes] = []
         for raw in items:
             meta = decode(raw)["metadata"]
             self._before_write(rt, meta["name"])
             deleted.append(
                 self.store.delete(rt, meta.get("namespace", ""), meta["name"], body, dry_run=dry_run)
             )
-        doc = {
-            "apiVersion": rt.api_version,
-            "kind": rt.kind + "List",
-            "metadata": {"resourceVersion": str(self.store.rv)},
-            "items": deleted,
-        }
-        return _json_response(encode(doc))
+        return _json_response(_list_body(rt, {"resourceVersion": str(self.store.rv)}, deleted))

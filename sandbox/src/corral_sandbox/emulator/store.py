@@ -260,7 +260,7 @@ class Store:
 
     def create(
         self, rt: ResourceType, namespace: str, body: Any, *, dry_run: bool = False, trusted: bool = False
-    ) -> Obj:
+    ) -> bytes:
         """POST: store a new object. `trusted` (the in-process loader) keeps status and skips admission."""
         coll = self._collection(rt)
         if not isinstance(body, dict):
@@ -333,7 +333,7 @@ class Store:
         *,
         subresource: str = "",
         dry_run: bool = False,
-    ) -> Obj:
+    ) -> bytes:
         """PUT: replace the object (or only its status through /status), guarded by resourceVersion."""
         coll, key, entry = self._existing(rt, namespace, name)
         if not isinstance(body, dict):
@@ -369,7 +369,7 @@ class Store:
         *,
         subresource: str = "",
         dry_run: bool = False,
-    ) -> Obj:
+    ) -> bytes:
         """PATCH with `merge`, `strategic` (treated as merge) or `json` (RFC 6902) semantics."""
         coll, key, entry = self._existing(rt, namespace, name)
         try:
@@ -421,7 +421,7 @@ class Store:
 
     def delete(
         self, rt: ResourceType, namespace: str, name: str, options: Any = None, *, dry_run: bool = False
-    ) -> Obj:
+    ) -> bytes:
         """DELETE: remove the object, or only mark it (deletionTimestamp) while finalizers remain."""
         coll, key, entry = self._existing(rt, namespace, name)
         old = decode(entry.raw)
@@ -523,7 +523,7 @@ class Store:
         patch_type: str = "",
         *,
         admit: bool = True,
-    ) -> Obj:
+    ) -> bytes:
         old_meta = old["metadata"]
         meta = new.get("metadata")
         meta = dict(meta) if isinstance(meta, dict) else {}
@@ -576,7 +576,7 @@ class Store:
         subresource: str,
         dry_run: bool,
         patch_type: str = "",
-    ) -> Obj:
+    ) -> bytes:
         self.write_log.add(
             WriteRecord(
                 verb=verb,
@@ -593,7 +593,7 @@ class Store:
                 patch_type=patch_type,
             )
         )
-        return obj
+        return encode(obj)
 
     def _commit(
         self,
@@ -606,10 +606,12 @@ class Store:
         subresource: str,
         dry_run: bool,
         patch_type: str = "",
-    ) -> Obj:
+    ) -> bytes:
         rt = coll.rt
         rv: int | None = None
-        if not dry_run:
+        if dry_run:
+            raw = encode(obj)
+        else:
             self.rv += 1
             rv = self.rv
             meta = obj["metadata"]
@@ -655,7 +657,7 @@ class Store:
                 patch_type=patch_type,
             )
         )
-        return obj
+        return raw
 
     @staticmethod
     def _crd_status(crd: Obj) -> Obj:
