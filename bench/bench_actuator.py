@@ -8,6 +8,8 @@ over HTTP through kubernetes-asyncio exactly as a real cluster would be. Figures
   counted as writes that changed an object in the emulator's write log;
 * `service_commands_per_s`: the same burst end to end through the service: commands pre-published on
   LH_COMMANDS (a nats-server of its own), applied, results stored in LH_RESULTS;
+  `actuator_cpu_ms_per_patch` / `emulator_cpu_ms_per_patch` say what a patch costs each side in
+  CPU, which does not depend on how many other processes share the machine's cores;
 * `limited_qps`: limiter on at 50 QPS / burst 100; the steady-state write rate the emulator saw
   once the burst was spent (the limiter counts every API request, so the few Setting reads are in it).
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 import socket
 import subprocess
@@ -41,7 +44,7 @@ from corral_actuator.config import ActuatorConfig  # noqa: E402
 from corral_actuator.limiter import rate_limiter  # noqa: E402
 from corral_actuator.policy import Policy  # noqa: E402
 from corral_actuator.runner import main as actuator_main  # noqa: E402
-from corral_bus import MSG_ID_HEADER, StreamSettings, connect, ensure_streams  # noqa: E402
+from corral_bus import MSG_ID_HEADER, connect, ensure_streams  # noqa: E402
 from corral_kube.client import api_client  # noqa: E402
 from corral_model import codec  # noqa: E402
 from corral_model.envelopes import Command, FieldValue, Outcome, Target, Verb, new_command  # noqa: E402
@@ -65,14 +68,28 @@ def _free_port() -> int:
         return port
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc), 0.0 where unavailable."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+EMULATOR_PID = 0
+
+
 @contextlib.contextmanager
 def emulator_process(workdir: Path) -> Iterator[tuple[str, str]]:
+    global EMULATOR_PID
     kubeconfig = workdir / "kubeconfig"
     proc = subprocess.Popen(
         [sys.executable, "-m", "corral_sandbox.emulator", "--port", "0", "--kubeconfig", str(kubeconfig)],
         stdout=subprocess.PIPE,
         cwd=ROOT,
     )
+    EMULATOR_PID = proc.pid
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline().decode().strip()
@@ -164,8 +181,11 @@ async def bench_direct(url: str, kubeconfig: str, control: EmulatorControl) -> d
         await run_commands(actuator, [upgrade(n) for n in names[:200]], CONCURRENCY)
         since = time.time()
         start = time.perf_counter()
+        client_cpu, emulator_cpu = time.process_time(), process_cpu_seconds(EMULATOR_PID)
         outcomes = await run_commands(actuator, [upgrade(n) for n in names[200:]], CONCURRENCY)
         elapsed = time.perf_counter() - start
+        client_cpu = time.process_time() - client_cpu
+        emulator_cpu = process_cpu_seconds(EMULATOR_PID) - emulator_cpu
     finally:
         await kube.close()
         await api.close()
@@ -176,6 +196,11 @@ async def bench_direct(url: str, kubeconfig: str, control: EmulatorControl) -> d
         "patch_seconds": round(elapsed, 3),
         "patch_outcomes": {k.value: v for k, v in outcomes.items()},
         "concurrency": CONCURRENCY,
+        # What one patch costs in CPU, independent of how busy the machine is: with a core each,
+        # actuator and emulator could sustain 1000 / these many patches a second.
+        "actuator_cpu_ms_per_patch": round(client_cpu / max(writes, 1) * 1000, 3),
+        "emulator_cpu_ms_per_patch": round(emulator_cpu / max(writes, 1) * 1000, 3),
+        "load_average_1m": round(os.getloadavg()[0], 2),
     }
 
 
@@ -209,7 +234,7 @@ async def bench_limited(kubeconfig: str, control: EmulatorControl) -> dict[str, 
 async def bench_service(kubeconfig: str, control: EmulatorControl, nats_url: str) -> dict[str, Any]:
     names = await seed(control, "service", SERVICE_COMMANDS)
     bus = await connect(nats_url, name="bench")
-    await ensure_streams(bus.js, StreamSettings(memory=True))
+    await ensure_streams(bus.js)
     for n in names:
         c = upgrade(n)
         await bus.js.publish(

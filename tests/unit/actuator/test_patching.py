@@ -38,13 +38,13 @@ VOLUME: dict[str, Any] = {
 
 
 def test_tokens_unescape_rfc6901() -> None:
-    assert tokens("/metadata/labels/longhorn.io~1component") == [
+    assert tokens("/metadata/labels/longhorn.io~1component") == (
         "metadata",
         "labels",
         "longhorn.io/component",
-    ]
-    assert tokens("/metadata/annotations/a~0b") == ["metadata", "annotations", "a~b"]
-    assert tokens("") == []
+    )
+    assert tokens("/metadata/annotations/a~0b") == ("metadata", "annotations", "a~b")
+    assert tokens("") == ()
     assert pointer(["metadata", "labels", "a/b"]) == "/metadata/labels/a~1b"
 
 
@@ -56,7 +56,7 @@ def test_bad_pointers_are_refused(bad: str) -> None:
 
 @given(st.lists(st.text(max_size=8), max_size=5))
 def test_pointer_round_trip(parts: list[str]) -> None:
-    assert tokens(pointer(parts)) == parts
+    assert tokens(pointer(parts)) == tuple(parts)
     assert all("/" not in escape(p) for p in parts)
 
 

@@ -15,6 +15,7 @@ Everything here is pure: values in, values out.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
@@ -47,10 +48,14 @@ def unescape(token: str) -> str:
     return token.replace("~1", "/").replace("~0", "~")
 
 
-def tokens(path: str) -> list[str]:
-    """The unescaped reference tokens of `path` ("" is the whole document)."""
+@functools.lru_cache(maxsize=8192)
+def tokens(path: str) -> tuple[str, ...]:
+    """The unescaped reference tokens of `path` ("" is the whole document).
+
+    Cached: commands name the same few dozen paths over and over.
+    """
     if path == "":
-        return []
+        return ()
     if not path.startswith("/"):
         raise PointerError(f"JSON pointer {path!r} must start with '/'")
     raw = path[1:].split("/")
@@ -61,7 +66,7 @@ def tokens(path: str) -> list[str]:
             if i + 1 >= len(token) or token[i + 1] not in "01":
                 raise PointerError(f"JSON pointer {path!r} has an invalid escape in {token!r}")
             i = token.find("~", i + 2)
-    return [unescape(t) for t in raw]
+    return tuple(unescape(t) for t in raw)
 
 
 def pointer(parts: Iterable[str]) -> str:

@@ -19,6 +19,7 @@ import aiohttp
 import msgspec
 import stamina
 from kubernetes_asyncio import client
+from yarl import URL
 
 from corral_actuator.classify import Answer, TransientApiError, classify, retry_after_seconds
 from corral_actuator.limiter import RateLimiter
@@ -153,7 +154,12 @@ class KubeApi:
     ) -> Answered:
         """Send one request, retrying transient failures; raises TransientApiError when they persist."""
         query: list[tuple[str, str]] = [("dryRun", "All")] if write and self.dry_run else []
-        data = _encode(self.api.sanitize_for_serialization(body)) if body is not None else None
+        if body is None:
+            data = None
+        elif isinstance(body, dict | list):
+            data = _encode(body)  # plain JSON already (a patch, a create body)
+        else:
+            data = _encode(self.api.sanitize_for_serialization(body))  # a kubernetes-asyncio model
         try:
             # The common case needs no retry machinery at all.
             return await self._once(method, path, data, content_type, query)
@@ -187,7 +193,8 @@ class KubeApi:
         try:
             async with self._http().request(
                 method,
-                self._host + path,
+                # Paths come from KindInfo.path() with Kubernetes names: already URL-safe.
+                URL(self._host + path, encoded=True),
                 params=query or None,
                 data=data,
                 headers=headers,

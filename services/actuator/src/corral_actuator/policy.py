@@ -9,6 +9,7 @@ ServiceAccount are derived from the same file (`Policy.grants`), so the two cann
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,7 @@ def _deny(reason: str) -> Verdict:
     return Verdict(allowed=False, reason=reason)
 
 
-def _covers(rule_parts: list[str], change_parts: list[str]) -> bool:
+def _covers(rule_parts: tuple[str, ...], change_parts: tuple[str, ...]) -> bool:
     if len(change_parts) < len(rule_parts):
         return False
     return all(r in ("*", c) for r, c in zip(rule_parts, change_parts, strict=False))
@@ -161,10 +162,17 @@ class Policy:
 
     def settings_needed(self, command: Command) -> frozenset[str]:
         """The Settings whose live values `check` needs for this command (usually none)."""
-        _, rules = self._candidates(command)
+        return self._settings_needed(
+            command.service, command.target.kind, command.verb, tuple(c.path for c in command.changes)
+        )
+
+    @functools.lru_cache(maxsize=4096)  # noqa: B019 - one Policy per process, kept for its lifetime
+    def _settings_needed(self, service: str, kind: str, verb: Verb, paths: tuple[str, ...]) -> frozenset[str]:
+        info = resolve_kind(kind)
+        rules = [] if info is None else self._rules.get(service, {}).get(info.token, [])
+        rules = [c for c in rules if verb in c.rule.verbs]
         if not rules:
             return frozenset()
-        paths = [c.path for c in command.changes]
         needed: set[str] = set()
         for compiled in rules:
             for parts, field in compiled.fields:
@@ -202,7 +210,7 @@ class Policy:
         return first
 
 
-def _safe_covers(rule_parts: list[str], path: str) -> bool:
+def _safe_covers(rule_parts: tuple[str, ...], path: str) -> bool:
     try:
         return _covers(rule_parts, tokens(path))
     except PointerError:
