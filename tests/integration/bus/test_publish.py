@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from nats.errors import MaxPayloadError
 
 from corral_bus import Bus, Publisher, PublishError
 from corral_model import subjects
@@ -46,4 +47,13 @@ async def test_subject_without_stream_is_a_reported_failure(bus: Bus) -> None:
     assert "no stream answered" in err.value.failures[0].error
     # Reported once: the next flush is clean.
     await publisher.flush()
+    await publisher.close()
+
+
+async def test_refused_publish_raises_and_is_not_left_in_flight(bus: Bus) -> None:
+    publisher = Publisher(bus)
+    with pytest.raises(MaxPayloadError):
+        await publisher.publish("lh.obj.volume.ns.huge", b"x" * (bus.nc.max_payload + 1), msg_id="huge")
+    assert publisher.in_flight == 0
+    await publisher.flush()  # nothing pending, nothing failed
     await publisher.close()

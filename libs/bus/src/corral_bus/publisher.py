@@ -157,7 +157,11 @@ class Publisher:
         item = _InFlight(subject, payload, hdrs or None, msg_id or "", now, now + self._ack_timeout, data)
         self._in_flight[token] = item
         self._drained.clear()
-        await self._send(token, item)
+        try:
+            await self._send(token, item)
+        except BaseException:
+            self._done(token)  # not sent (closed connection, oversized payload): the caller hears it
+            raise
 
     async def _send(self, token: str, item: _InFlight) -> None:
         nc = self._bus.nc
