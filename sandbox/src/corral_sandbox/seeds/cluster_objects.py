@@ -10,6 +10,7 @@ same seed always makes the same cluster.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import random
 from typing import Any
@@ -123,11 +124,19 @@ def base_objects(seed: Seed) -> list[tuple[str, Obj]]:
 async def apply_seed(api: client.ApiClient, seed: Seed) -> int:
     """Create the seed's base objects through the API (status written through /status); returns a count."""
     io = KubeIO(api, seed.namespace)
-    for kind, obj in base_objects(seed):
-        created = await io.create(kind, obj)
-        if kind in ("node", "setting") and obj.get("status"):
-            await io.patch(kind, created["metadata"]["name"], {"status": obj["status"]}, status=True)
-    return len(base_objects(seed))
+    found = base_objects(seed)
+    gate = asyncio.Semaphore(16)
+
+    async def put(kind: str, obj: Obj) -> None:
+        async with gate:
+            created = await io.create(kind, obj)
+            if kind in ("node", "setting") and obj.get("status"):
+                await io.patch(kind, created["metadata"]["name"], {"status": obj["status"]}, status=True)
+
+    # kinds in order (engine images exist before the volumes that name them), objects of a kind at once
+    for kind in dict.fromkeys(k for k, _ in found):
+        await asyncio.gather(*(put(k, obj) for k, obj in found if k == kind))
+    return len(found)
 
 
 async def bootstrap(api: client.ApiClient, seed: Seed, config: SimConfig | None = None) -> Simulator:

@@ -34,6 +34,10 @@ log = logging.getLogger("corral_sandbox.simulator")
 # answers that mean "the world moved under this write": look again, do not retry blindly
 _STALE = {404, 409, 422}
 _RETRY_SECONDS = 0.05
+# writes in flight at once: enough to hide the round trip, few enough not to flood a shared API server
+_WRITE_CONCURRENCY = 16
+# real seconds a round waits after being woken, so one round sees a whole burst of events
+_SETTLE_SECONDS = 0.005
 
 
 class Simulator:
@@ -123,8 +127,7 @@ class Simulator:
             )
             self.rounds += 1
             self._deadline = result.next_deadline
-            for write in result.writes:
-                await self._apply(write)
+            await self._apply_all(result.writes)
             return result.writes
 
     async def settle(self, *, advance: bool = True, horizon: float = 60.0, max_rounds: int = 2000) -> int:
@@ -164,8 +167,8 @@ class Simulator:
             except TimeoutError:
                 pass
             self._wake.clear()
-            # let a burst of watch events land before looking
-            await asyncio.sleep(0.002)
+            # let a burst of watch events (the echo of the last round's writes) land before looking
+            await asyncio.sleep(_SETTLE_SECONDS)
             try:
                 writes = await self.step()
             except asyncio.CancelledError:
@@ -188,8 +191,26 @@ class Simulator:
 
     # --- writes ----------------------------------------------------------------------------------
 
+    async def _apply_all(self, writes: list[Write]) -> None:
+        """Writes to different objects go out concurrently; one object's writes keep their order.
+
+        The log records the round's writes in decision order before any is sent, so it stays
+        deterministic however the answers interleave.
+        """
+        per_object: dict[tuple[str, str], list[Write]] = {}
+        for write in writes:
+            self.write_log.append(_scrub(write.record()))
+            per_object.setdefault((write.kind, write.name), []).append(write)
+        gate = asyncio.Semaphore(_WRITE_CONCURRENCY)
+
+        async def in_order(chain: list[Write]) -> None:
+            for write in chain:
+                async with gate:
+                    await self._apply(write)
+
+        await asyncio.gather(*(in_order(chain) for chain in per_object.values()))
+
     async def _apply(self, write: Write) -> None:
-        self.write_log.append(_scrub(write.record()))
         if self.faults.write_delay_seconds:
             await asyncio.sleep(self.faults.write_delay_seconds)
         try:

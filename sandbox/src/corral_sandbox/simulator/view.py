@@ -79,10 +79,12 @@ class ClusterView:
 
     objects: dict[str, dict[str, Obj]]
     _gone: dict[str, dict[str, int]]
+    # names per kind in sorted order, rebuilt only when a name comes or goes (every round walks them)
+    _order: dict[str, list[str] | None]
 
     @classmethod
     def empty(cls) -> ClusterView:
-        return cls({kind: {} for kind in KINDS}, {kind: {} for kind in KINDS})
+        return cls({kind: {} for kind in KINDS}, {kind: {} for kind in KINDS}, dict.fromkeys(KINDS))
 
     def upsert(self, kind: str, obj: Obj) -> bool:
         """Keep `obj` unless an equal-or-newer version (or its deletion) is already known."""
@@ -93,11 +95,15 @@ class ClusterView:
         held = self.objects[kind].get(name)
         if held is not None and rv and rv < resource_version(held):
             return False
+        if held is None:
+            self._order[kind] = None
         self.objects[kind][name] = obj
         return True
 
     def remove(self, kind: str, name: str, rv: int = 0) -> None:
         held = self.objects[kind].pop(name, None)
+        if held is not None:
+            self._order[kind] = None
         last = max(rv, resource_version(held) if held else 0)
         if last:
             self._gone[kind][name] = last
@@ -106,16 +112,24 @@ class ClusterView:
         """A fresh list: what it holds is the truth for this kind."""
         self.objects[kind] = {name_of(o): o for o in items}
         self._gone[kind] = {}
+        self._order[kind] = None
 
     def get(self, kind: str, name: str) -> Obj | None:
         return self.objects[kind].get(name)
 
     def all(self, kind: str) -> list[Obj]:
         """Objects of a kind, sorted by name so every decision walks them in the same order."""
-        return [self.objects[kind][n] for n in sorted(self.objects[kind])]
+        held = self.objects[kind]
+        return [held[n] for n in self._sorted(kind)]
 
     def names(self, kind: str) -> Iterator[str]:
-        return iter(sorted(self.objects[kind]))
+        return iter(self._sorted(kind))
+
+    def _sorted(self, kind: str) -> list[str]:
+        order = self._order[kind]
+        if order is None:
+            order = self._order[kind] = sorted(self.objects[kind])
+        return order
 
     def setting(self, name: str, default: str | None = None) -> str:
         """A setting's value; Longhorn's default when the Setting object is missing."""
