@@ -133,6 +133,7 @@ def emulator_process(workdir: Path, history: int) -> Iterator[tuple[subprocess.P
             sys.executable,
             "-m",
             "corral_sandbox.emulator",
+            "--exit-with-parent",
             "--kubeconfig",
             str(kubeconfig),
             "--history-size",

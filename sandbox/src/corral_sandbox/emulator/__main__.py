@@ -24,6 +24,11 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--crd-dir", help="CRD manifests to install (default: deploy/crds)")
     p.add_argument("--bookmark-interval", type=float, default=1.0, help="seconds between watch bookmarks")
     p.add_argument(
+        "--exit-with-parent",
+        action="store_true",
+        help="end when the parent process dies (Linux), so a crashed benchmark leaves no server behind",
+    )
+    p.add_argument(
         "--no-uvloop",
         dest="uvloop",
         action="store_false",
@@ -48,8 +53,21 @@ async def _serve(args: argparse.Namespace) -> None:
     await emulator.stop()
 
 
+def _exit_with_parent() -> None:
+    """Ask Linux to send SIGTERM when the parent dies (prctl PR_SET_PDEATHSIG); elsewhere, do nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
+    if args.exit_with_parent:
+        _exit_with_parent()
     with contextlib.suppress(KeyboardInterrupt):
         if args.uvloop:
             import uvloop
