@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import uvloop
+
 from corral_bus import StreamSettings, connect, ensure_streams
 from corral_kube.client import api_client
 from corral_model.kinds import KINDS
@@ -276,6 +278,7 @@ async def measure(procs: Processes, volumes: int, rounds: int, profile: str | No
         info = await bus.js.stream_info("LH_OBJECTS")
         elapsed = t1 - t0
         return {
+            "watcher_cpu_share": round((cpu1 - cpu0) / elapsed, 2),
             "events_per_s": round(events / elapsed),
             "cpu_us_per_event": round((cpu1 - cpu0) / events * 1e6, 2),
             "events": events,
@@ -302,8 +305,19 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--profile", help="write a cProfile of the measured window here")
     parser.add_argument("--no-report", action="store_true", help="print only; keep bench/results as is")
+    parser.add_argument(
+        "--asyncio",
+        action="store_true",
+        help="the standard event loop instead of uvloop (as the service runs)",
+    )
     args = parser.parse_args()
+    if not args.asyncio:
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    load_before = os.getloadavg()[0]
     figures = asyncio.run(run(args.volumes, args.rounds, args.profile))
+    figures["event_loop"] = "uvloop" if args.uvloop else "asyncio"
+    # Other work on the machine shows up in these figures: say how busy it was.
+    figures["load_average_1m"] = round(max(load_before, os.getloadavg()[0]), 2)
     figures["cpus"] = os.cpu_count()
     if args.no_report:
         print(figures)
