@@ -84,15 +84,22 @@ def engine_image(
     nodes: dict[str, bool] | None = None,
     api: int = 6,
     api_min: int = 4,
+    incompatible: bool = False,
+    deleting: bool = False,
 ) -> lh.EngineImage:
     return lh.EngineImage(
-        metadata=lh.ObjectMeta(name=lh.engine_image_name(image), namespace=NS),
+        metadata=lh.ObjectMeta(
+            name=lh.engine_image_name(image),
+            namespace=NS,
+            deletion_timestamp="2026-11-21T00:00:00Z" if deleting else None,
+        ),
         spec=lh.EngineImageSpec(image=image),
         status=lh.EngineImageStatus(
             state=state,
             node_deployment_map={n: True for n in NODES} if nodes is None else nodes,
             controller_api_version=api,
             controller_api_min_version=api_min,
+            incompatible=incompatible,
         ),
     )
 

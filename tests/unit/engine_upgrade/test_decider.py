@@ -82,6 +82,22 @@ def test_missing_default_engine_image_stops_everything() -> None:
     assert reasons(feed) == {"v1": Reason.NO_DEFAULT_IMAGE}
 
 
+@pytest.mark.parametrize("flaw", ["incompatible", "deleting"])
+def test_a_default_image_that_is_incompatible_or_being_deleted_stops_everything(flaw: str) -> None:
+    clock = Clock()
+    decider, feed = ready_cluster(clock)
+    feed.volume_with_replicas(volume("v1"))
+    feed.put(engine_image(NEW, **{flaw: True}))  # type: ignore[arg-type]
+    assert decider.decide() == []
+    [explanation] = decider.explain()
+    assert (explanation.reason, explanation.detail) == (
+        Reason.DEFAULT_IMAGE_UNUSABLE,
+        "default-image-unusable",
+    )
+    feed.put(engine_image(NEW))
+    assert names(decider.decide()) == ["v1"]
+
+
 def test_per_node_limit_counts_in_flight_upgrades_of_that_owner() -> None:
     clock = Clock()
     decider, feed = ready_cluster(clock, limit="3")
@@ -126,6 +142,7 @@ def test_an_unobserved_command_holds_its_slot_until_the_view_shows_it() -> None:
     [command] = decider.decide()
     assert command.target.name == "a"
     feed.put(b)  # unrelated churn while the view lags
+    feed.volume_with_replicas(volume("c"))  # and a fresh candidate on the same node
     assert decider.decide() == []
     assert decider.in_flight_by_node() == {"n1": 1}
     decider.record_result(result(command, Outcome.APPLIED))

@@ -3,8 +3,9 @@
 It re-implements the auto-upgrade step of Longhorn's EngineImage controller (longhorn-behaviour.md
 §1.2-1.3) as an incremental computation:
 
-* `apply(event)` folds an ObjectEvent into the view and re-evaluates only the volumes it touched
-  (the whole cluster only when the default image changes, and once at bootstrap);
+* `apply(event)` folds an ObjectEvent into the view and re-evaluates only the volumes it touched;
+  when the rules change for everybody (a new default image, bootstrap) the re-evaluation is lazy,
+  node by node, in the order slots are filled (slots.py);
 * `decide()` fills the free slots of the owner nodes whose state changed, `limit - in flight`
   each, with candidates in (namespace, name) order, and returns the commands;
 * `record_result(result)` settles the expectation a command created.
@@ -35,7 +36,7 @@ import msgspec
 from corral_engine_upgrade.eligibility import volume_reason
 from corral_engine_upgrade.reasons import Reason
 from corral_engine_upgrade.records import Expectation, VolumeRecord
-from corral_engine_upgrade.slots import NodeSlots
+from corral_engine_upgrade.slots import Owners
 from corral_engine_upgrade.view import ClusterView
 from corral_model.envelopes import (
     Command,
@@ -81,8 +82,8 @@ class EngineUpgradeDecider:
         self.config = config or DeciderConfig()
         self.view = ClusterView(tombstone_ttl=self.config.tombstone_ttl)
         self._clock = clock
-        self._slots = NodeSlots()
-        self._dirty: set[str] = set()
+        self._owners = Owners()
+        self._dirty: set[str] = set()  # owner nodes whose slots or candidates changed
         # (due time, seq, volume): expectation deadlines and retry backoffs to re-evaluate.
         self._timers: list[tuple[float, int, VolumeRecord]] = []
         self._timer_seq = itertools.count()
@@ -94,20 +95,26 @@ class EngineUpgradeDecider:
         """Fold one event into the view. Raises view.InvalidEvent (nothing changed) for bad input."""
         now = self._clock()
         impact = self.view.apply(event, now)
-        if not self._bootstrapped:
-            # Until every kind is listed, decisions would rest on a partial view: just collect.
-            if self.view.complete:
-                self._bootstrap(now)
-            return
         for volume in impact.removed:
             self._forget(volume)
-        if impact.everything:
-            self._refresh_all(now)
-        else:
+        if not self._bootstrapped:
+            # Until every kind is listed the rules would judge a partial view: only count what is
+            # in flight, and start deciding once the view is complete.
             for volume in impact.volumes:
-                self._refresh(volume, now)
-        if impact.limit_changed or impact.everything:
-            self._dirty.update(self._slots.nodes_with_candidates())
+                self._dirty.update(
+                    self._owners.place(volume, volume.owner if volume.holds_slot else None, None)
+                )
+                self._owners.track(volume)
+            if self.view.complete:
+                self._bootstrapped = True
+                self._new_epoch()
+            return
+        if impact.everything:
+            self._new_epoch()
+        for volume in impact.volumes:
+            self._refresh(volume, now)
+        if impact.limit_changed:
+            self._dirty.update(self._owners.names())
 
     def apply_all(self, events: Iterable[ObjectEvent[Any]]) -> None:
         for event in events:
@@ -139,20 +146,33 @@ class EngineUpgradeDecider:
     def decide(self) -> list[Command]:
         """Commands for every free slot on the owner nodes whose state changed since last time."""
         now = self._clock()
+        if not self._dirty and not (self._timers and self._timers[0][0] <= now):
+            return []  # the common case for an event that changed nothing the limit cares about
         self._run_timers(now)
         limit = self.view.limit
         if not self._bootstrapped or limit <= 0:
-            self._dirty.clear()  # a limit change marks every node with candidates dirty again
+            self._dirty.clear()  # a limit change marks every owner node dirty again
             return []
+        dirty, self._dirty = self._dirty, set()
+        owners = self._owners
+
+        def classify(volume: VolumeRecord) -> None:
+            self._refresh(volume, now)
+
         commands: list[Command] = []
-        for node in sorted(self._dirty):
-            free = limit - self._slots.in_flight.get(node, 0)
-            if free <= 0:
-                continue
-            for volume in self._slots.take(node, free):
-                commands.append(self._issue(volume, now))
-        self._dirty.clear()
+        for node in sorted(dirty):
+            free = limit - owners.in_flight(node)
+            if free > 0:
+                for volume in owners.take(node, free, classify):
+                    commands.append(self._issue(volume, now))
         return commands
+
+    def catch_up(self, budget: int = 10_000) -> int:
+        """Classify up to `budget` volumes not yet judged under the current rules (after a new
+        default image they are judged lazily, as slots free up); for exact candidate metrics.
+        Returns how many were classified: 0 means the view is fully classified."""
+        now = self._clock()
+        return self._owners.catch_up(budget, lambda volume: self._refresh(volume, now))
 
     def explain(self) -> list[Explanation]:
         """For every volume not chosen (as of now): the first rule or gate that holds it back."""
@@ -166,7 +186,7 @@ class EngineUpgradeDecider:
             if gate is not None:
                 reason, detail = gate, reason or ""
             elif reason is None:
-                full = self._slots.in_flight.get(volume.owner, 0) >= view.limit
+                full = self._owners.in_flight(volume.owner) >= view.limit
                 reason = Reason.NODE_LIMIT_REACHED if full else Reason.AWAITING_DECISION
             if reason is Reason.COMMAND_PENDING:
                 continue  # chosen: its command is out
@@ -185,8 +205,11 @@ class EngineUpgradeDecider:
         """Global reasons that stop the whole step, in Longhorn's order (§1.3 steps 1-3)."""
         if not self.view.default_image:
             return Reason.NO_DEFAULT_IMAGE
-        if self.view.default_engine_image is None:
+        default_ei = self.view.default_engine_image
+        if default_ei is None:
             return Reason.DEFAULT_IMAGE_MISSING
+        if not default_ei.usable:
+            return Reason.DEFAULT_IMAGE_UNUSABLE
         if self.view.limit <= 0:
             return Reason.DISABLED
         return None
@@ -199,12 +222,17 @@ class EngineUpgradeDecider:
         return self._bootstrapped
 
     def in_flight_by_node(self) -> dict[str, int]:
-        return dict(self._slots.in_flight)
+        return self._owners.in_flight_by_node()
 
     def candidates_by_node(self) -> dict[str, int]:
-        return dict(self._slots.candidate_count)
+        """Known candidates per owner node (exact once `catch_up` returns 0)."""
+        return self._owners.candidates_by_node()
+
+    def unclassified(self) -> int:
+        return self._owners.unclassified()
 
     def pending_commands(self) -> int:
+        """Commands issued and not yet reflected or refused (O(volumes): for metric scrapes)."""
         return sum(1 for v in self.view.volumes() if v.expectation is not None)
 
     def next_due(self) -> float | None:
@@ -213,15 +241,11 @@ class EngineUpgradeDecider:
 
     # --- internals ----------------------------------------------------------------------------------
 
-    def _bootstrap(self, now: float) -> None:
-        self._bootstrapped = True
-        self._refresh_all(now)
-        self._dirty.update(self._slots.nodes_with_candidates())
-
-    def _refresh_all(self, now: float) -> None:
-        refresh = self._refresh
-        for volume in list(self.view.volumes()):
-            refresh(volume, now)
+    def _new_epoch(self) -> None:
+        """The rules changed for every volume (bootstrap, a new default image): re-judge all of
+        them, lazily and in order, as the owner nodes' slots are filled."""
+        self._owners.new_epoch()
+        self._dirty.update(self._owners.names())
 
     def _refresh(self, volume: VolumeRecord, now: float) -> None:
         """Re-evaluate one volume's rules and move it between queue / slot / nothing."""
@@ -230,10 +254,12 @@ class EngineUpgradeDecider:
             volume.expectation = None  # the view now shows our change (or someone else's): observed
         reason = volume_reason(volume, self.view, now)
         volume.eligible = reason is None
+        volume.epoch = self._owners.epoch
         owner = volume.owner
-        dirty = self._slots.place(
+        dirty = self._owners.place(
             volume, owner if volume.holds_slot else None, owner if reason is None else None
         )
+        self._owners.track(volume)
         if dirty:
             self._dirty.update(dirty)
         if reason is Reason.RETRY_BACKOFF:
@@ -241,8 +267,8 @@ class EngineUpgradeDecider:
 
     def _forget(self, volume: VolumeRecord) -> None:
         volume.expectation = None
-        dirty = self._slots.place(volume, None, None)
-        self._dirty.update(dirty)
+        self._dirty.update(self._owners.place(volume, None, None))
+        self._owners.track(volume)
 
     def _issue(self, volume: VolumeRecord, now: float) -> Command:
         default_image = self.view.default_image
@@ -269,7 +295,9 @@ class EngineUpgradeDecider:
             deadline=deadline,
         )
         self._schedule(deadline, volume)
-        self._refresh(volume, now)
+        # It was a candidate a moment ago; now it holds a slot (no rule needs re-checking).
+        volume.eligible = False
+        self._owners.place(volume, volume.owner, None)
         return command
 
     def _schedule(self, due: float, volume: VolumeRecord) -> None:

@@ -33,10 +33,12 @@ def volume_reason(volume: VolumeRecord, view: ClusterView, now: float) -> Reason
         return Reason.NO_DEFAULT_IMAGE
     if volume.spec_image == default_image:
         return Reason.ALREADY_DEFAULT
-    default_ei = view.default_engine_image
+    default_ei = view.default_ei
     if default_ei is None:
         return Reason.DEFAULT_IMAGE_MISSING
-    current_ei = view.image(volume.current_image)
+    if not default_ei.usable:
+        return Reason.DEFAULT_IMAGE_UNUSABLE
+    current_ei = view.current_engine_image(volume)
     state = volume.state
     if state != "detached":  # offline-upgradable needs nothing else (§1.3)
         if state != "attached":

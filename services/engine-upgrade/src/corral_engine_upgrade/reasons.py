@@ -14,6 +14,7 @@ class Reason(enum.StrEnum):
     # --- global gates (checked before any volume: §1.3 steps 1-3) --------------------------------
     NO_DEFAULT_IMAGE = "no-default-image"  # the default-engine-image setting is missing or empty
     DEFAULT_IMAGE_MISSING = "default-image-missing"  # no EngineImage object for the default image
+    DEFAULT_IMAGE_UNUSABLE = "default-image-unusable"  # incompatible CLI, or being deleted (§1.2)
     DISABLED = "disabled"  # concurrent-automatic-engine-upgrade-per-node-limit ≤ 0
 
     # --- per volume (§1.3 step 4) ----------------------------------------------------------------

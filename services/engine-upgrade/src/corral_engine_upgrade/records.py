@@ -62,6 +62,7 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False):
     rv: int = -1
     spec_image: str = ""
     current_image: str = ""
+    current_ei: str = ""  # the EngineImage name of current_image (`ei-<hash>`), kept by the view
     state: str = ""
     robustness: str = ""
     owner: str = ""  # status.ownerID: the unit of the per-node limit
@@ -80,6 +81,8 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False):
     slot_node: str | None = None  # the owner node whose in-flight count includes this volume
     candidate_node: str | None = None  # the owner node whose candidate queue holds this volume
     queue_seq: int = 0  # which candidate-queue entry is the live one (older entries are stale)
+    member_of: str | None = None  # the owner node whose member list holds this volume
+    epoch: int = -1  # the rules epoch `eligible` was computed under (see slots.py)
     alive: bool = True
 
     @property
@@ -90,12 +93,6 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False):
     @property
     def holds_slot(self) -> bool:
         return self.spec_image != self.current_image or self.expectation is not None
-
-    def nodes(self) -> list[str]:
-        """The nodes both images must be ready on: the attached node plus every replica's node."""
-        out = [self.node] if self.node else []
-        out.extend(r.node for r in self.replicas if r.node)
-        return out
 
     def update_from(self, volume: lh.Volume, rv: int) -> None:
         spec, status = volume.spec, volume.status
@@ -123,6 +120,9 @@ class ImageRecord(msgspec.Struct, frozen=True, gc=False):
     ready_nodes: frozenset[str]  # nodes whose nodeDeploymentMap entry is true
     controller_api_version: int
     controller_api_min_version: int
+    # Longhorn's EngineImage sync returns before the auto-upgrade step when the image is being
+    # deleted or its CLI API is incompatible (§1.2): then it cannot be the upgrade target.
+    usable: bool = True
 
     @classmethod
     def from_object(cls, ei: lh.EngineImage, rv: int) -> ImageRecord:
@@ -135,6 +135,7 @@ class ImageRecord(msgspec.Struct, frozen=True, gc=False):
             ready_nodes=frozenset(_intern(n) for n, ok in status.node_deployment_map.items() if ok),
             controller_api_version=status.controller_api_version,
             controller_api_min_version=status.controller_api_min_version,
+            usable=not status.incompatible and ei.metadata.deletion_timestamp is None,
         )
 
     def ready_on(self, volume: VolumeRecord) -> bool:

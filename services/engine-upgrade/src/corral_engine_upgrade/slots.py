@@ -1,33 +1,96 @@
-"""Per owner node: how many upgrades are in flight, and which volumes wait for a slot, in order.
+"""Per owner node: its volumes in order, how many upgrades are in flight, and which volumes wait
+for a slot. This is what makes a decision cost O(what it touches) instead of a scan of every volume.
 
-This is what makes an event cost O(what it touches): a volume moves between "nothing", "candidate
-on node N" and "holding a slot on node N" in O(log n), and filling a freed slot pops the next
-candidate of that one node instead of listing every volume as Longhorn does.
+Every owner node keeps:
+* `members`: all its volumes sorted by (namespace, name), the deterministic order in which slots
+  are filled (Longhorn takes candidates in Go map order, which is unspecified, §1.3 step 5);
+* `in_flight`: volumes holding one of its slots (exact at all times, maintained eagerly);
+* `queue`: a heap of volumes known to be candidates under the current rules, with lazy deletion (an
+  entry whose volume moved on is recognised as stale by a sequence number and skipped);
+* `cursor`: how far through `members` the current rules have been applied.
 
-Candidate order is deterministic: by (namespace, name). Longhorn takes candidates in Go map order
-(unspecified, §1.3 step 5); a fixed order makes plans reproducible and tests exact.
-
-Each node's candidates live in a heap with lazy deletion: a volume that stops being a candidate
-leaves its entry behind, recognised as stale by a sequence number, and the heap is rebuilt when
-stale entries outnumber live ones.
+When the rules change for everybody (a new default image, at bootstrap) nothing is recomputed up
+front: the rules `epoch` advances and every cursor goes back to 0. Filling a slot then walks the
+node's members from the cursor, classifying lazily, merged in order with the queue, until the
+slots are full. So the first wave after a new default image costs about (nodes x limit)
+classifications, not one per volume; the rest of the cluster is classified as slots free up, or in
+the background through `catch_up`.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
+from collections.abc import Callable, Iterator
 
 from corral_engine_upgrade.records import VolumeRecord
 
 _QueueEntry = tuple[str, str, int, VolumeRecord]
+Classify = Callable[[VolumeRecord], None]
 
 
-class NodeSlots:
+def _order(volume: VolumeRecord) -> tuple[str, str]:
+    return (volume.namespace, volume.name)
+
+
+class OwnerNode:
+    __slots__ = ("candidate_count", "cursor", "in_flight", "members", "queue")
+
     def __init__(self) -> None:
-        self.in_flight: dict[str, int] = {}
-        self.candidate_count: dict[str, int] = {}
-        self._queues: dict[str, list[_QueueEntry]] = {}
+        self.members: list[VolumeRecord] = []
+        self.cursor = 0
+        self.in_flight = 0
+        self.queue: list[_QueueEntry] = []
+        self.candidate_count = 0
+
+    @property
+    def unclassified(self) -> int:
+        return len(self.members) - self.cursor
+
+
+class Owners:
+    def __init__(self) -> None:
+        self.nodes: dict[str, OwnerNode] = {}
+        self.epoch = 0
         self._seq = itertools.count(1)
+
+    def _node(self, name: str) -> OwnerNode:
+        node = self.nodes.get(name)
+        if node is None:
+            node = self.nodes[name] = OwnerNode()
+        return node
+
+    # --- membership ---------------------------------------------------------------------------------
+
+    def track(self, volume: VolumeRecord) -> None:
+        """Keep `volume` in its owner's members (call after its owner may have changed or it died)."""
+        owner = volume.owner if volume.alive else None
+        if volume.member_of == owner:
+            return
+        if volume.member_of is not None:
+            node = self.nodes[volume.member_of]
+            index = _find(node.members, volume)
+            del node.members[index]
+            if index < node.cursor:
+                node.cursor -= 1
+        if owner is not None:
+            node = self._node(owner)
+            index = bisect.bisect_right(node.members, _order(volume), key=_order)
+            node.members.insert(index, volume)
+            # Inserted behind the cursor: keep the cursor on the same next volume. The caller has
+            # classified this one already, like everything else behind the cursor.
+            if index < node.cursor:
+                node.cursor += 1
+        volume.member_of = owner
+
+    def new_epoch(self) -> None:
+        """The rules changed for every volume: classify everything again, lazily."""
+        self.epoch += 1
+        for node in self.nodes.values():
+            node.cursor = 0
+
+    # --- slots and candidates ---------------------------------------------------------------------
 
     def place(self, volume: VolumeRecord, slot_node: str | None, candidate_node: str | None) -> list[str]:
         """Move `volume` to hold a slot on `slot_node` and/or queue on `candidate_node` (None: neither).
@@ -38,59 +101,108 @@ class NodeSlots:
         dirty: list[str] = []
         if volume.slot_node != slot_node:
             if volume.slot_node is not None:
-                _decrement(self.in_flight, volume.slot_node)
+                self.nodes[volume.slot_node].in_flight -= 1
                 dirty.append(volume.slot_node)
             if slot_node is not None:
-                self.in_flight[slot_node] = self.in_flight.get(slot_node, 0) + 1
+                self._node(slot_node).in_flight += 1
             volume.slot_node = slot_node
         if volume.candidate_node != candidate_node:
             if volume.candidate_node is not None:
-                # The queue entry goes stale by itself (candidate_node no longer matches).
-                _decrement(self.candidate_count, volume.candidate_node)
+                # Its queue entry goes stale by itself (candidate_node no longer matches).
+                self.nodes[volume.candidate_node].candidate_count -= 1
             if candidate_node is not None:
-                self.candidate_count[candidate_node] = self.candidate_count.get(candidate_node, 0) + 1
-                self._enqueue(candidate_node, volume)
+                node = self._node(candidate_node)
+                node.candidate_count += 1
+                self._enqueue(node, candidate_node, volume)
                 dirty.append(candidate_node)
             volume.candidate_node = candidate_node
         return dirty
 
-    def _enqueue(self, node: str, volume: VolumeRecord) -> None:
+    def _enqueue(self, node: OwnerNode, name: str, volume: VolumeRecord) -> None:
         seq = next(self._seq)
         volume.queue_seq = seq
-        queue = self._queues.setdefault(node, [])
+        queue = node.queue
         heapq.heappush(queue, (volume.namespace, volume.name, seq, volume))
-        if len(queue) > 2 * self.candidate_count.get(node, 0) + 32:
-            live = [e for e in queue if _live(e, node)]
-            heapq.heapify(live)
-            self._queues[node] = live
+        if len(queue) > 2 * node.candidate_count + 32:
+            node.queue = [e for e in queue if _live(e, name)]
+            heapq.heapify(node.queue)
 
-    def take(self, node: str, count: int) -> list[VolumeRecord]:
-        """Remove and return up to `count` candidates of `node`, first by (namespace, name)."""
-        queue = self._queues.get(node)
+    def take(self, name: str, count: int, classify: Classify) -> list[VolumeRecord]:
+        """Remove and return up to `count` candidates of owner `name`, first by (namespace, name).
+
+        Walks the queue and the not yet classified members in order; `classify` applies the rules
+        to a volume (and places it), so a candidate found on the way lands in the queue.
+        """
+        node = self.nodes.get(name)
         taken: list[VolumeRecord] = []
-        while queue and len(taken) < count:
-            entry = heapq.heappop(queue)
-            if _live(entry, node):
-                volume = entry[3]
+        if node is None:
+            return taken
+        epoch = self.epoch
+        members = node.members
+        while len(taken) < count:
+            queue = node.queue
+            while queue and not _live(queue[0], name):
+                heapq.heappop(queue)
+            next_member = members[node.cursor] if node.cursor < len(members) else None
+            if queue and (next_member is None or queue[0][:2] <= _order(next_member)):
+                volume = queue[0][3]
+                if volume.epoch != epoch:
+                    classify(volume)  # queued under older rules: check it still qualifies
+                    continue
+                heapq.heappop(queue)
                 volume.candidate_node = None
-                _decrement(self.candidate_count, node)
+                node.candidate_count -= 1
                 taken.append(volume)
-        if queue is not None and not queue:
-            del self._queues[node]
+            elif next_member is not None:
+                node.cursor += 1
+                if next_member.epoch != epoch:
+                    classify(next_member)
+            else:
+                break
         return taken
 
-    def nodes_with_candidates(self) -> list[str]:
-        return [node for node, count in self.candidate_count.items() if count > 0]
+    def catch_up(self, budget: int, classify: Classify) -> int:
+        """Classify up to `budget` volumes not yet seen under the current rules; returns how many."""
+        done = 0
+        epoch = self.epoch
+        for node in self.nodes.values():
+            members = node.members
+            while node.cursor < len(members) and done < budget:
+                volume = members[node.cursor]
+                node.cursor += 1
+                if volume.epoch != epoch:
+                    classify(volume)
+                    done += 1
+            if done >= budget:
+                break
+        return done
+
+    # --- queries ------------------------------------------------------------------------------------
+
+    def in_flight(self, name: str) -> int:
+        node = self.nodes.get(name)
+        return node.in_flight if node is not None else 0
+
+    def names(self) -> Iterator[str]:
+        return iter(self.nodes)
+
+    def in_flight_by_node(self) -> dict[str, int]:
+        return {name: node.in_flight for name, node in self.nodes.items() if node.in_flight}
+
+    def candidates_by_node(self) -> dict[str, int]:
+        return {name: node.candidate_count for name, node in self.nodes.items() if node.candidate_count}
+
+    def unclassified(self) -> int:
+        return sum(node.unclassified for node in self.nodes.values())
+
+
+def _find(members: list[VolumeRecord], volume: VolumeRecord) -> int:
+    index = bisect.bisect_left(members, _order(volume), key=_order)
+    while members[index] is not volume:
+        index += 1
+    return index
 
 
 def _live(entry: _QueueEntry, node: str) -> bool:
     volume = entry[3]
     return volume.queue_seq == entry[2] and volume.candidate_node == node and volume.alive
-
-
-def _decrement(counts: dict[str, int], node: str) -> None:
-    left = counts[node] - 1
-    if left:
-        counts[node] = left
-    else:
-        del counts[node]

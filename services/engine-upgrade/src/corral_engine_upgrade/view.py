@@ -1,17 +1,18 @@
 """The engine-upgrade service's incremental view of the cluster, fed by ObjectEvents.
 
 It keeps what §1 of longhorn-behaviour.md reads (volumes with their replicas' nodes, engine images,
-Longhorn node names and the two settings) as compact records, plus the indexes that let the decider
-touch only what an event changed:
+Longhorn node names and the two settings) as compact records, and `apply` returns an `Impact`
+naming exactly what an event changed for the decider:
 
-* volumes by node (attached node or a replica's node): an engine image becoming ready or unready on
-  one node re-evaluates only the volumes there;
-* volumes by the EngineImage of their current image: an old image's state or API change
-  re-evaluates only its users.
+* a volume or replica event: that one volume;
+* the limit setting: only the per-node trimming (no volume's rules change);
+* the default-image setting, or a change to an EngineImage that some volume uses or that is the
+  default (its state, controller-API versions, or the nodes it is ready on): every volume's rules
+  (`everything`), which the decider re-applies lazily (slots.py), not by scanning.
 
-`apply` returns an `Impact` that names exactly which volumes need their rules re-evaluated. Only a
-change of the default image (the setting, or the default EngineImage's state or API versions)
-re-evaluates everything.
+EngineImage readiness changes are rare (a DaemonSet rollout, a node going down), and a per-node
+index of volumes would cost more memory than the whole rest of a volume's record, so there is
+none; EngineImages that only change their refCount (every upgrade does) have no impact at all.
 
 Ordering: an event whose resourceVersion is not newer than the one held for that object is
 ignored (duplicates, replays, reordering). Deleted objects leave a tombstone for `tombstone_ttl`
@@ -51,14 +52,19 @@ class InvalidEvent(ValueError):
     """An event the view cannot use (unknown kind, malformed object): reported, never applied."""
 
 
-class Impact(msgspec.Struct, gc=False):
+class Impact(msgspec.Struct, frozen=True, gc=False):
     """What one event changed, in the terms the decider needs."""
 
-    volumes: list[VolumeRecord] = msgspec.field(default_factory=list)  # re-evaluate these
-    removed: list[VolumeRecord] = msgspec.field(default_factory=list)  # gone from the view
-    everything: bool = False  # the default image changed: re-evaluate every volume
+    volumes: tuple[VolumeRecord, ...] = ()  # re-evaluate these
+    removed: tuple[VolumeRecord, ...] = ()  # gone from the view
+    everything: bool = False  # the rules changed for every volume: re-evaluate all (lazily)
     limit_changed: bool = False
     resynced: str = ""  # a RESYNCED marker for this kind
+
+
+NO_IMPACT = Impact()
+EVERYTHING = Impact(everything=True)
+LIMIT_CHANGED = Impact(limit_changed=True)
 
 
 def normalize_kind(kind: str) -> str:
@@ -73,8 +79,7 @@ class ClusterView:
         self._orphan_replicas: dict[tuple[str, str], tuple[ReplicaEntry, ...]] = {}
         self._images: dict[str, ImageRecord] = {}
         self._image_names: dict[str, str] = {}  # image → `ei-<hash>` (hashing costs ~1 µs; cache it)
-        self._by_node: dict[str, set[VolumeRecord]] = collections.defaultdict(set)
-        self._by_current_ei: dict[str, set[VolumeRecord]] = collections.defaultdict(set)
+        self._ei_users: collections.Counter[str] = collections.Counter()  # EI name → volumes on it
         self._nodes: dict[str, int] = {}  # Longhorn node name → rv (for progress views only)
         self._settings_rv: dict[str, int] = {}
         self._tombstones: dict[tuple[str, str, str], int] = {}
@@ -82,6 +87,7 @@ class ClusterView:
         self._tombstone_ttl = tombstone_ttl
         self.synced: set[str] = set()
         self.default_image = ""
+        self.default_ei: ImageRecord | None = None  # the EngineImage of default_image, if any
         self.limit = 0
         self.limit_error = ""  # the setting's value when it is not an integer (then: disabled)
         self.volume_count = 0
@@ -111,9 +117,15 @@ class ClusterView:
         """The EngineImage for an image string, found by its checksum name as Longhorn does."""
         return self._images.get(self.image_name(image)) if image else None
 
+    def current_engine_image(self, volume: VolumeRecord) -> ImageRecord | None:
+        return self._images.get(volume.current_ei)
+
     @property
     def default_engine_image(self) -> ImageRecord | None:
-        return self.image(self.default_image)
+        return self.default_ei
+
+    def _refresh_default_ei(self) -> None:
+        self.default_ei = self.image(self.default_image)
 
     def node_names(self) -> list[str]:
         return sorted(self._nodes)
@@ -122,20 +134,23 @@ class ClusterView:
 
     def apply(self, event: ObjectEvent[Any], now: float) -> Impact:
         """Fold one event into the view. Raises InvalidEvent for an event it cannot read."""
-        self._expire_tombstones(now)
-        kind = normalize_kind(event.kind)
+        if self._tombstone_expiry:
+            self._expire_tombstones(now)
+        kind = event.kind
         struct = KIND_STRUCTS.get(kind)
         if struct is None:
-            return Impact()  # a kind this service does not read: not an error, just not ours
+            kind = normalize_kind(kind)
+            struct = KIND_STRUCTS.get(kind)
+        if struct is None:
+            return NO_IMPACT  # a kind this service does not read: not an error, just not ours
         if event.type is EventType.RESYNCED:
             self.synced.add(kind)
             return Impact(resynced=kind)
         obj = _as_struct(event.object, struct, event)
         rv = resource_version(event.resource_version or obj.metadata.resource_version)
         deleted = event.type is EventType.DELETED
-        key = (kind, event.namespace, event.name)
-        if not deleted and self._is_tombstoned(key, rv):
-            return Impact()
+        if not deleted and self._tombstones and self._is_tombstoned((kind, event.namespace, event.name), rv):
+            return NO_IMPACT
         if kind == "volume":
             return self._apply_volume(event.namespace, event.name, obj, rv, deleted, now)
         if kind == "replica":
@@ -152,30 +167,32 @@ class ClusterView:
         by_name = self._volumes.setdefault(_intern(namespace), {})
         record = by_name.get(name)
         if record is not None and _stale(rv, record.rv):
-            return Impact()
+            return NO_IMPACT
         if deleted:
             self._tombstone(("volume", namespace, name), max(rv, record.rv if record else -1), now)
             if record is None:
-                return Impact()
+                return NO_IMPACT
             del by_name[name]
             self.volume_count -= 1
             self._unindex(record)
             record.alive = False
             if record.replicas:
                 self._orphan_replicas[(namespace, name)] = record.replicas
-            return Impact(removed=[record])
+            return Impact(removed=(record,))
         if record is None:
             record = VolumeRecord(namespace=_intern(namespace), name=name)
             record.replicas = self._orphan_replicas.pop((namespace, name), ())
             record.update_from(volume, rv)
+            record.current_ei = self._current_ei(record)
             by_name[name] = record
             self.volume_count += 1
             self._index(record)
-            return Impact(volumes=[record])
-        old_nodes, old_ei = set(record.nodes()), self._current_ei(record)
+            return Impact(volumes=(record,))
+        old_image = record.current_image
         record.update_from(volume, rv)
-        self._reindex(record, old_nodes, old_ei)
-        return Impact(volumes=[record])
+        if record.current_image != old_image:
+            self._reindex_image(record)
+        return Impact(volumes=(record,))
 
     def _apply_replica(
         self, namespace: str, name: str, replica: lh.Replica, rv: int, deleted: bool, now: float
@@ -183,7 +200,7 @@ class ClusterView:
         # A replica's volumeName never changes in Longhorn, so the event itself says where it lives.
         volume_name = replica.spec.volume_name
         if not volume_name:
-            return Impact()
+            return NO_IMPACT
         record = self.volume(namespace, volume_name)
         entries = (
             record.replicas if record is not None else self._orphan_replicas.get((namespace, volume_name), ())
@@ -191,11 +208,11 @@ class ClusterView:
         index = next((i for i, e in enumerate(entries) if e.name == name), -1)
         old = entries[index] if index >= 0 else None
         if old is not None and _stale(rv, old.rv):
-            return Impact()
+            return NO_IMPACT
         if deleted:
             self._tombstone(("replica", namespace, name), max(rv, old.rv if old else -1), now)
             if old is None:
-                return Impact()
+                return NO_IMPACT
             new_entries = entries[:index] + entries[index + 1 :]
         else:
             entry = ReplicaEntry(name=old.name if old else name, node=_intern(replica.spec.node_id), rv=rv)
@@ -205,14 +222,12 @@ class ClusterView:
             if old is not None and old.node == entry.node:
                 # Nothing the rules read changed; keep the newer rv so older events stay ignored.
                 self._set_replicas(namespace, volume_name, record, new_entries)
-                return Impact()
+                return NO_IMPACT
         if record is None:
             self._set_replicas(namespace, volume_name, None, new_entries)
-            return Impact()
-        old_nodes = set(record.nodes())
+            return NO_IMPACT
         self._set_replicas(namespace, volume_name, record, new_entries)
-        self._reindex(record, old_nodes, self._current_ei(record))
-        return Impact(volumes=[record])
+        return Impact(volumes=(record,))
 
     def _set_replicas(
         self, namespace: str, volume_name: str, record: VolumeRecord | None, entries: tuple[ReplicaEntry, ...]
@@ -229,39 +244,30 @@ class ClusterView:
     ) -> Impact:
         old = self._images.get(name)
         if old is not None and _stale(rv, old.rv):
-            return Impact()
+            return NO_IMPACT
         if deleted:
             self._tombstone(("engineimage", "", name), max(rv, old.rv if old else -1), now)
             if old is None:
-                return Impact()
+                return NO_IMPACT
             new: ImageRecord | None = None
             del self._images[name]
         else:
             new = ImageRecord.from_object(engine_image, rv)
             self._images[new.name] = new
+        self._refresh_default_ei()
+        if old is not None and new is not None and not _facts_changed(old, new):
+            return NO_IMPACT  # e.g. only refCount moved, as it does on every upgrade
         is_default = bool(self.default_image) and name == self.image_name(self.default_image)
-        if old is None or new is None or _facts_changed(old, new):
-            if is_default:
-                return Impact(everything=True)
-            return Impact(volumes=list(self._by_current_ei.get(name, ())))
-        changed_nodes = old.ready_nodes ^ new.ready_nodes
-        if not changed_nodes:
-            return Impact()
-        touched: dict[int, VolumeRecord] = {}
-        for node in changed_nodes:
-            for record in self._by_node.get(node, ()):
-                if is_default or self._current_ei(record) == name:
-                    touched[id(record)] = record
-        return Impact(volumes=list(touched.values()))
+        return EVERYTHING if is_default or self._ei_users[name] > 0 else NO_IMPACT
 
     def _apply_setting(
         self, namespace: str, name: str, setting: lh.Setting, rv: int, deleted: bool, now: float
     ) -> Impact:
         if name not in (DEFAULT_IMAGE_SETTING, LIMIT_SETTING):
-            return Impact()
+            return NO_IMPACT
         held = self._settings_rv.get(name)
         if held is not None and _stale(rv, held):
-            return Impact()
+            return NO_IMPACT
         self._settings_rv[name] = rv
         if deleted:
             self._tombstone(("setting", namespace, name), rv, now)
@@ -269,25 +275,26 @@ class ClusterView:
         value = "" if deleted else setting.value.strip()
         if name == DEFAULT_IMAGE_SETTING:
             if value == self.default_image:
-                return Impact()
+                return NO_IMPACT
             self.default_image = _intern(value)
-            return Impact(everything=True)
+            self._refresh_default_ei()
+            return EVERYTHING
         limit, error = _parse_limit(value)
         if (limit, error) == (self.limit, self.limit_error):
-            return Impact()
+            return NO_IMPACT
         self.limit, self.limit_error = limit, error
-        return Impact(limit_changed=True)
+        return LIMIT_CHANGED
 
     def _apply_node(self, namespace: str, name: str, rv: int, deleted: bool, now: float) -> Impact:
         held = self._nodes.get(name)
         if held is not None and _stale(rv, held):
-            return Impact()
+            return NO_IMPACT
         if deleted:
             self._tombstone(("node", namespace, name), rv, now)
             self._nodes.pop(name, None)
         else:
             self._nodes[_intern(name)] = rv
-        return Impact()
+        return NO_IMPACT
 
     # --- indexes ----------------------------------------------------------------------------------
 
@@ -295,32 +302,17 @@ class ClusterView:
         return self.image_name(record.current_image) if record.current_image else ""
 
     def _index(self, record: VolumeRecord) -> None:
-        for node in record.nodes():
-            self._by_node[node].add(record)
-        ei = self._current_ei(record)
-        if ei:
-            self._by_current_ei[ei].add(record)
+        if record.current_ei:
+            self._ei_users[record.current_ei] += 1
 
     def _unindex(self, record: VolumeRecord) -> None:
-        for node in record.nodes():
-            _discard(self._by_node, node, record)
-        ei = self._current_ei(record)
-        if ei:
-            _discard(self._by_current_ei, ei, record)
+        if record.current_ei:
+            self._ei_users[record.current_ei] -= 1
 
-    def _reindex(self, record: VolumeRecord, old_nodes: set[str], old_ei: str) -> None:
-        new_nodes = set(record.nodes())
-        if new_nodes != old_nodes:
-            for node in old_nodes - new_nodes:
-                _discard(self._by_node, node, record)
-            for node in new_nodes - old_nodes:
-                self._by_node[node].add(record)
-        new_ei = self._current_ei(record)
-        if new_ei != old_ei:
-            if old_ei:
-                _discard(self._by_current_ei, old_ei, record)
-            if new_ei:
-                self._by_current_ei[new_ei].add(record)
+    def _reindex_image(self, record: VolumeRecord) -> None:
+        self._unindex(record)
+        record.current_ei = self._current_ei(record)
+        self._index(record)
 
     # --- tombstones -------------------------------------------------------------------------------
 
@@ -347,12 +339,14 @@ def _stale(incoming: int, held: int) -> bool:
 
 
 def _facts_changed(old: ImageRecord, new: ImageRecord) -> bool:
-    """Changes to an EngineImage that matter to every volume using it (not just some nodes)."""
+    """Changes to an EngineImage that the rules read."""
     return (
         old.state_ok != new.state_ok
+        or old.ready_nodes != new.ready_nodes
         or old.image != new.image
         or old.controller_api_version != new.controller_api_version
         or old.controller_api_min_version != new.controller_api_min_version
+        or old.usable != new.usable
     )
 
 
@@ -365,14 +359,6 @@ def _parse_limit(value: str) -> tuple[int, str]:
         return int(value), ""
     except ValueError:
         return 0, f"not an integer: {value!r}"
-
-
-def _discard(index: dict[str, set[VolumeRecord]], key: str, record: VolumeRecord) -> None:
-    members = index.get(key)
-    if members is not None:
-        members.discard(record)
-        if not members:
-            del index[key]
 
 
 def _as_struct(obj: Any, struct: type[Any], event: ObjectEvent[Any]) -> Any:
