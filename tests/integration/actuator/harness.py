@@ -46,12 +46,15 @@ async def eventually(probe: Callable[[], Awaitable[T]], *, within: float = 30.0,
         await asyncio.sleep(0.02)
 
 
-async def publish_command(bus: Bus, command: Command, *, msg_id: str | None = None) -> None:
-    """Publish as a decision service would: the command id as Nats-Msg-Id (or the one given)."""
+async def publish_command(bus: Bus, command: Command, *, msg_id: str | None = None) -> bool:
+    """Publish as a decision service would: the command id as Nats-Msg-Id (or the one given).
+
+    Returns False when JetStream dropped it as a duplicate within its dedup window."""
     info = resolve_kind(command.target.kind)
     token = info.token if info is not None else command.target.kind.lower()
     subject = command_subject(command.service, token, command.target.namespace, command.target.name)
-    await bus.js.publish(subject, codec.encode(command), headers={MSG_ID_HEADER: msg_id or command.id})
+    ack = await bus.js.publish(subject, codec.encode(command), headers={MSG_ID_HEADER: msg_id or command.id})
+    return not ack.duplicate
 
 
 async def stream_count(bus: Bus, stream: str) -> int:
