@@ -149,6 +149,15 @@ def test_patch_from_snapshot_tests_resource_version_and_adds_missing_parents() -
     ]
 
 
+def test_missing_array_elements_are_not_invented() -> None:
+    snapshot = {"metadata": {"resourceVersion": "7"}, "spec": {"containers": [{"name": "a"}]}}
+    ops = json_patch([FieldValue(path="/spec/containers/3/resources", value={})], snapshot=snapshot)
+    assert ops == [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+        {"op": "add", "path": "/spec/containers/3/resources", "value": {}},
+    ]
+
+
 def test_subset_holds_for_creates() -> None:
     existing = {"spec": {"nodes": ["a"], "dataEngine": "v2"}, "status": {"state": "x"}}
     assert subset_holds({"spec": {"nodes": ["a"]}}, existing)

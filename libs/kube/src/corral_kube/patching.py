@@ -192,6 +192,9 @@ def json_patch(
             prefix = pointer(parts[:depth])
             if prefix in created or resolve(snapshot, prefix) is not MISSING:
                 continue
+            if isinstance(resolve(snapshot, pointer(parts[: depth - 1])), list):
+                # A missing array element is not a parent to invent: let the server refuse the path.
+                break
             ops.append({"op": "add", "path": prefix, "value": {}})
             created.add(prefix)
         parent_path = pointer(parts[:-1])

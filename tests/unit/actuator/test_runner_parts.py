@@ -1,0 +1,66 @@
+"""The runner's small pure parts: subjects, configuration from the environment, the policy file lookup."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from corral_actuator.config import ActuatorConfig, policy_file
+from corral_actuator.limiter import TokenBucket, Unlimited, rate_limiter
+from corral_actuator.runner import consumer_spec, result_subject_for, subject_service
+from corral_model.envelopes import CommandResult, Outcome, Target
+from corral_runtime.config import ConfigError, load_config
+
+
+def test_subject_service_names_the_publisher() -> None:
+    assert subject_service("lh.cmd.engine-upgrade.volume.longhorn-system.pvc-1") == "engine-upgrade"
+    assert subject_service("lh.cmd.a%2Eb.volume.ns.n") == "a.b"
+    assert subject_service("lh.res.engine-upgrade.volume.ns.n") is None
+
+
+def test_result_subject_uses_the_bus_kind_token() -> None:
+    result = CommandResult(
+        command_id="c",
+        service="engine-upgrade",
+        target=Target(kind="Volume", namespace="longhorn-system", name="pvc.1"),
+        outcome=Outcome.APPLIED,
+    )
+    assert result_subject_for(result) == "lh.res.engine-upgrade.volume.longhorn-system.pvc%2E1"
+    odd = CommandResult(
+        command_id="c",
+        service="x",
+        target=Target(kind="Secret", namespace="n", name="s"),
+        outcome=Outcome.ERROR,
+    )
+    assert result_subject_for(odd) == "lh.res.x.secret.n.s"
+
+
+def test_configuration_from_the_environment() -> None:
+    config = load_config(
+        ActuatorConfig,
+        environ={"CORRAL_QPS": "0", "CORRAL_DRY_RUN": "true", "CORRAL_CONCURRENCY": "8", "CORRAL_BURST": "5"},
+    )
+    assert config.dry_run and config.concurrency == 8
+    assert isinstance(rate_limiter(config.qps, config.burst), Unlimited)
+    defaults = load_config(ActuatorConfig, environ={})
+    limiter = rate_limiter(defaults.qps, defaults.burst)
+    assert isinstance(limiter, TokenBucket) and (limiter.qps, limiter.burst) == (50.0, 100)
+    spec = consumer_spec(defaults)
+    assert (
+        spec.stream == "LH_COMMANDS" and spec.max_ack_pending >= defaults.concurrency * defaults.fetch_batch
+    )
+
+
+def test_bad_configuration_names_the_variable() -> None:
+    with pytest.raises(ConfigError, match="CORRAL_QPS"):
+        load_config(ActuatorConfig, environ={"CORRAL_QPS": "-1"})
+    with pytest.raises(ConfigError, match="CORRAL_CONCURRENCY"):
+        load_config(ActuatorConfig, environ={"CORRAL_CONCURRENCY": "0"})
+
+
+def test_policy_file_is_found_in_the_checkout(tmp_path: Path) -> None:
+    config = load_config(ActuatorConfig, environ={})
+    assert policy_file(config).name == "actuator-policy.yaml" and policy_file(config).exists()
+    explicit = load_config(ActuatorConfig, environ={"CORRAL_POLICY_PATH": str(tmp_path / "p.yaml")})
+    assert policy_file(explicit) == tmp_path / "p.yaml"
