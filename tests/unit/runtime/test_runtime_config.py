@@ -108,3 +108,38 @@ class Window(ServiceConfig, frozen=True, kw_only=True):
 def test_cross_field_checks_surface_as_config_errors() -> None:
     with pytest.raises(ConfigError, match="min_replicas must not exceed max_replicas"):
         load_config(Window, environ={"CORRAL_MIN_REPLICAS": "5"})
+
+
+class Limits(msgspec.Struct, frozen=True):
+    cpu: int = 1
+
+
+class Shapes(ServiceConfig, frozen=True, kw_only=True):
+    retries: int | None = None
+    nodes: list[str] | None = None
+    limits: Limits = Limits()
+    window: tuple[int, int] = (1, 2)
+
+
+def test_optional_nested_and_tuple_fields() -> None:
+    config = load_config(
+        Shapes,
+        environ={
+            "CORRAL_RETRIES": "5",
+            "CORRAL_NODES": "node-a,node-b",
+            "CORRAL_LIMITS": '{"cpu": "3"}',
+            "CORRAL_WINDOW": "3,4",
+        },
+    )
+    assert config.retries == 5
+    assert config.nodes == ["node-a", "node-b"]
+    assert config.limits == Limits(cpu=3)
+    assert config.window == (3, 4)
+
+
+def test_errors_inside_a_nested_value_keep_their_path() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(Shapes, environ={"CORRAL_LIMITS": '{"cpu": "many"}'})
+    assert caught.value.problems == [
+        'CORRAL_LIMITS=\'{"cpu": "many"}\': Expected `int`, got `str` - at `$.cpu`'
+    ]
