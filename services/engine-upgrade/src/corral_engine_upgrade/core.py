@@ -167,6 +167,10 @@ class EngineUpgradeDecider:
                     commands.append(self._issue(volume, now))
         return commands
 
+    def reconsider_all(self) -> None:
+        """Look at every owner node at the next `decide` (a replica that just became leader)."""
+        self._dirty.update(self._owners.names())
+
     def catch_up(self, budget: int = 10_000) -> int:
         """Classify up to `budget` volumes not yet judged under the current rules (after a new
         default image they are judged lazily, as slots free up); for exact candidate metrics.
