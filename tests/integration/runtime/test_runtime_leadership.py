@@ -34,8 +34,13 @@ async def test_leadership_moves_to_the_standby_when_the_leader_closes(bus: Bus) 
         await asyncio.sleep(0)
         assert not waiting.done()
 
+        losing = asyncio.ensure_future(first.wait_lost())
+        await asyncio.sleep(0)
+        assert not losing.done()
         await first.close()
         assert not first.is_leader and seen["a"] == [True, False]
+        async with asyncio.timeout(1.0):
+            await losing
         # Released, not expired: the standby takes over at its next poll, well inside the 2 s TTL.
         async with asyncio.timeout(1.5):
             await waiting

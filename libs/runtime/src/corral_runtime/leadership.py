@@ -51,6 +51,11 @@ class Leadership:
         async with self._changed:
             await self._changed.wait_for(lambda: self._is_leader)
 
+    async def wait_lost(self) -> None:
+        """Return once this replica does not lead (at once if it does not): time to stop commanding."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: not self._is_leader)
+
     async def start(self) -> None:
         """Make a first attempt at the lease (a sole replica leads at once), then keep at it."""
         self._lease = Lease(self.bus, self.service, self.holder, ttl=self.ttl_s, on_change=self._on_change)
