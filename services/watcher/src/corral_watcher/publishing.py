@@ -176,7 +176,7 @@ class OrderedPublisher:
         while True:
             try:
                 await self._bus.nc.publish(
-                    item.subject, item.payload, self._prefix + str(token), item.headers
+                    item.subject, item.payload, self._prefix + str(token), _all_headers(item)
                 )
                 return
             except OutboundBufferLimitError:
@@ -221,21 +221,29 @@ class OrderedPublisher:
             item.on_ack(item.sent_at)
 
     async def _watch_acks(self) -> None:
+        """Recover when the oldest message waited too long for its ack, or an ack was a refusal."""
         interval = max(0.02, self._ack_timeout / 4)
         while True:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(interval):
                     await self._trouble.wait()
-            if not self._pending:
-                self._trouble.clear()
-                continue
-            if not self._bus.nc.is_connected:
-                await self._bus.connected.wait()
-                continue
-            oldest = next(iter(self._pending.values()))
-            if self._trouble.is_set() or time.monotonic() - oldest.sent_at >= self._ack_timeout:
-                self._trouble.clear()
-                await self._recover()
+            try:
+                if not self._pending:
+                    self._trouble.clear()
+                    continue
+                if not self._bus.nc.is_connected:
+                    await self._bus.connected.wait()
+                    continue
+                oldest = next(iter(self._pending.values()))
+                if self._trouble.is_set() or time.monotonic() - oldest.sent_at >= self._ack_timeout:
+                    self._trouble.clear()
+                    await self._recover()
+                    # A stream that refuses at once (JetStream still starting) must not be hammered.
+                    await asyncio.sleep(interval)
+            except Exception:
+                # This task is the only way lost messages get re-sent: it must outlive any failure.
+                log.exception("recovering unacknowledged messages failed; retrying")
+                await asyncio.sleep(interval)
 
     async def _recover(self) -> None:
         """Re-send the newest unacknowledged message of each subject, in the original order."""
