@@ -185,9 +185,12 @@ class ConsumerPool:
     def __init__(self, bus: Bus, spec: ConsumerSpec, handler: CommandHandler, size: int) -> None:
         self.consumers = [Consumer(bus, spec, handler) for _ in range(size)]
 
-    async def start(self) -> None:
+    def start(self) -> None:
         for consumer in self.consumers:
             consumer.start()
+
+    async def ready(self) -> None:
+        """Every subscriber is bound and fetching (waits for NATS while it is unreachable)."""
         await asyncio.gather(*(c.ready.wait() for c in self.consumers))
 
     async def stop(self, grace: float) -> None:
@@ -298,10 +301,12 @@ async def _lead(ctx: ServiceContext[ActuatorConfig], handler: CommandHandler) ->
                 return
         lost.clear()
         pool = ConsumerPool(ctx.bus, consumer_spec(config), handler, config.concurrency)
-        await pool.start()
-        ctx.log.info("consuming commands", durable=DURABLE, concurrency=config.concurrency)
+        pool.start()
         if leadership is not None and not leadership.is_leader:
             lost.set()
-        await _wait_any(ctx.stop.wait(), lost.wait())
+        await _wait_any(pool.ready(), ctx.stop.wait(), lost.wait())
+        if not (ctx.stop.is_set() or lost.is_set()):
+            ctx.log.info("consuming commands", durable=DURABLE, concurrency=config.concurrency)
+            await _wait_any(ctx.stop.wait(), lost.wait())
         ctx.log.info("draining in-flight commands", lost_lease=lost.is_set())
         await pool.stop(config.shutdown_grace_s)
