@@ -41,7 +41,7 @@ class Emulator:
         bookmark_interval_s: float = 1.0,
         first_bookmark_s: float = 0.05,
         fault_seed: int = 0,
-        write_log_size: int = 1_000_000,
+        write_log_size: int = 200_000,
     ) -> None:
         self.faults = Faults(seed=fault_seed)
         self.write_log = WriteLog(write_log_size)
