@@ -153,6 +153,9 @@ async def test_faults_over_http_control(kube_api: client.ApiClient, emulator: Em
         assert [(w.verb, w.name) for w in writes] == [("create", "v")]
         with pytest.raises(RuntimeError):
             await control.set_faults(no_such_knob=1)
+        with pytest.raises(RuntimeError):
+            await control.set_faults(latency_s="slow")
+        assert emulator.faults.latency_s == 0
         stats = await control.stats()
         assert stats["objects"]["longhorn.io/volumes"] == 1
     finally:

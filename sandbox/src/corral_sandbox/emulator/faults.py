@@ -15,6 +15,31 @@ from typing import Any
 from corral_sandbox.emulator.errors import ApiError, conflict, internal_error, too_many_requests
 from corral_sandbox.emulator.resources import ResourceType
 
+_RATES = ("conflict_rate", "throttle_rate", "error_rate")
+_SECONDS = ("latency_s", "write_latency_s")
+
+
+def _checked(name: str, value: Any) -> Any:
+    """Refuse a knob value of the wrong kind, so a typo over HTTP cannot break every request."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if name in _RATES and not (number and 0.0 <= value <= 1.0):
+        raise ValueError(f"{name} must be a number between 0 and 1, got {value!r}")
+    if name in _SECONDS and not (number and value >= 0):
+        raise ValueError(f"{name} must be a number of seconds >= 0, got {value!r}")
+    if (
+        name in ("watch_cut_after_events", "watch_cut_after_s")
+        and value is not None
+        and not (number and value >= 0)
+    ):
+        raise ValueError(f"{name} must be null or a number >= 0, got {value!r}")
+    if name in ("retry_after_s", "seed") and not (isinstance(value, int) and not isinstance(value, bool)):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if name == "watch_drop_silently" and not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+    if name == "plurals" and not (isinstance(value, list) and all(isinstance(p, str) for p in value)):
+        raise ValueError(f"{name} must be a list of resource names, got {value!r}")
+    return value
+
 
 @dataclass
 class Faults:
@@ -40,7 +65,7 @@ class Faults:
         if unknown:
             raise ValueError(f"unknown fault settings: {', '.join(unknown)}")
         for key, value in changes.items():
-            setattr(self, key, value)
+            setattr(self, key, _checked(key, value))
         if "seed" in changes:
             self._random = random.Random(self.seed)
 
