@@ -59,8 +59,13 @@ async def test_expansion_stays_pending_then_completes(sandbox: Sandbox) -> None:
         "expansion was pending for a while"
     )
     assert not seen[-1]["status"]["expansionRequired"]
-    engine = await sandbox.engine_of("vol-x")
-    assert engine["spec"]["volumeSize"] == engine["status"]["currentSize"] == str(2 * 2**30)
+
+    async def engine_expanded() -> bool:
+        engine = await sandbox.engine_of("vol-x")
+        size = str(2 * 2**30)
+        return bool(engine["spec"]["volumeSize"] == engine.get("status", {}).get("currentSize") == size)
+
+    await sandbox.wait_for(engine_expanded, what="engine spec and status at the new size")
 
 
 async def test_owner_is_settable_while_detached_and_follows_attachment(sandbox: Sandbox) -> None:

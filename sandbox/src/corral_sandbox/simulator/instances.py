@@ -79,6 +79,10 @@ def _reconcile_instance(
         return
 
     desire = ispec.get("desireState") or "stopped"
+    if "currentState" not in istatus and desire != "running":
+        # a new instance reports itself stopped rather than saying nothing
+        ctx.patch_status(kind, obj, {**_stopped(), "ownerID": ispec.get("nodeID", "")}, f"new {kind}")
+        return
     if desire == "running":
         if current == "error":
             return  # the volume controller decides what a failed instance means

@@ -197,10 +197,8 @@ class Simulator:
         The log records the round's writes in decision order before any is sent, so it stays
         deterministic however the answers interleave.
         """
-        per_object: dict[tuple[str, str], list[Write]] = {}
         for write in writes:
             self.write_log.append(_scrub(write.record()))
-            per_object.setdefault((write.kind, write.name), []).append(write)
         gate = asyncio.Semaphore(_WRITE_CONCURRENCY)
 
         async def in_order(chain: list[Write]) -> None:
@@ -208,7 +206,13 @@ class Simulator:
                 async with gate:
                     await self._apply(write)
 
-        await asyncio.gather(*(in_order(chain) for chain in per_object.values()))
+        # a volume's status goes last, as at the end of Longhorn's sync: whoever sees the volume
+        # report a result (currentImage, attached…) finds its engine and replicas already written
+        for phase in (lambda w: not _volume_status(w), _volume_status):
+            per_object: dict[tuple[str, str], list[Write]] = {}
+            for write in filter(phase, writes):
+                per_object.setdefault((write.kind, write.name), []).append(write)
+            await asyncio.gather(*(in_order(chain) for chain in per_object.values()))
 
     async def _apply(self, write: Write) -> None:
         if self.faults.write_delay_seconds:
@@ -274,6 +278,10 @@ class Simulator:
             except Exception as error:  # a cut watch, a 5xx: resume from the last version seen
                 log.debug("watch of %s ended (%s); resuming", kind, error)
                 await asyncio.sleep(_RETRY_SECONDS)
+
+
+def _volume_status(write: Write) -> bool:
+    return write.kind == "volume" and write.verb == "status"
 
 
 def _scrub(record: dict[str, Any]) -> dict[str, Any]:
