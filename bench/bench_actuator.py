@@ -200,6 +200,8 @@ async def bench_direct(url: str, kubeconfig: str, control: EmulatorControl) -> d
         # actuator and emulator could sustain 1000 / these many patches a second.
         "actuator_cpu_ms_per_patch": round(client_cpu / max(writes, 1) * 1000, 3),
         "emulator_cpu_ms_per_patch": round(emulator_cpu / max(writes, 1) * 1000, 3),
+        # Derived, not measured: the patches a second one free core would sustain at that cost.
+        "actuator_capacity_per_core_derived": round(1000 / max(client_cpu / max(writes, 1) * 1000, 1e-9), 1),
         "load_average_1m": round(os.getloadavg()[0], 2),
     }
 
