@@ -9,15 +9,19 @@ API summary (all async unless noted; see each module for the why)::
     pub = Publisher(bus, window=1024)                       # pipelined acks, bounded in-flight window
     await pub.publish(subject, payload, msg_id=..., headers=None, ttl=None)   # fast while window has room
     await pub.flush()                                       # all acked, else raises PublishError(failures)
+    await pub.close()                                       # stop listening for acks (flush first)
     headers=tombstone_headers(ttl)                          # for DELETED events into LH_OBJECTS
 
     consumer = Consumer(bus, ConsumerSpec(stream, durable, filter_subjects=(...), backoff=(1, 5, 30),
-                                          max_deliver=5, max_ack_pending=256, batch=64), handler)
+                                          max_deliver=5, max_ack_pending=256, batch=64,
+                                          ack_wait=30, handler_timeout=300), handler)
     consumer.start(); await consumer.ready.wait(); ...; await consumer.stop()
     async def handler(d: Delivery) -> None                  # return: ack
         d.decode(Command)                                   # SchemaError -> LH_DEAD, ack
         raise TransientError("...", delay=None)             # nak, redelivered after backoff
         raise PermanentError("...")                         # LH_DEAD with reason, ack
+        any other exception / handler_timeout               # like TransientError (logged)
+        last allowed delivery fails, or a handler crashed   # LH_DEAD "max-deliveries", ack
 
     lease = Lease(bus, name, holder, ttl=10.0, on_change=cb)  # cb(is_leader: bool); KV compare-and-set
     await lease.start(); lease.is_leader; await lease.stop()  # stop releases the lease
