@@ -58,6 +58,22 @@ def wait_ready(url: str, proc: subprocess.Popen[str]) -> None:
         time.sleep(0.1)
 
 
+def stop_leftovers(proc: subprocess.Popen[str]) -> None:
+    """After a failed assertion: stop `corral run` as a user would, so its children go with it."""
+    if proc.poll() is not None:
+        return
+    children = descendants(proc.pid)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=DEADLINE_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    for pid in children:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
 def alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -136,9 +152,7 @@ def test_corral_run_starts_everything_and_stops_cleanly(
         assert not nats_answers("127.0.0.1", nats_port)
         assert not [pid for pid in children if alive(pid)], output
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop_leftovers(proc)
 
 
 @pytest.mark.integration
@@ -187,9 +201,7 @@ def test_an_exited_service_is_restarted_after_a_backoff(tmp_path: Path) -> None:
         assert proc.returncode == 0, output
         assert "exit codes: nats 0, crash-once 0" in output
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop_leftovers(proc)
 
 
 @pytest.mark.integration
@@ -216,6 +228,33 @@ def test_losing_nats_stops_everything_with_status_1(tmp_path: Path) -> None:
         assert proc.returncode == 1, output
         assert "nats exited with code -9" in output and "stopping everything" in output
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop_leftovers(proc)
+
+
+@pytest.mark.integration
+def test_children_die_with_a_killed_corral_run(tmp_path: Path) -> None:
+    nats_port = free_port()
+    corral = Path(sys.executable).with_name("corral")
+    args = ["--nats-port", str(nats_port), "--nats-monitor-port", "0", "--no-sandbox", "--no-plugins"]
+    proc = subprocess.Popen(
+        [str(corral), "run", "--run-dir", str(tmp_path), *args, "--services"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=repo_root(),
+    )
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while not nats_answers("127.0.0.1", nats_port):
+            assert proc.poll() is None and time.monotonic() < deadline, "NATS never answered"
+            time.sleep(0.05)
+        children = descendants(proc.pid)
+        proc.kill()  # no chance to stop anything itself
+        proc.wait()
+        while any(alive(pid) for pid in children):
+            assert time.monotonic() < deadline, "NATS outlived a killed corral run"
+            time.sleep(0.05)
+        assert not nats_answers("127.0.0.1", nats_port)
+    finally:
+        stop_leftovers(proc)

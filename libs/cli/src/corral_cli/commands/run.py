@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import importlib.util
 import os
 import shutil
@@ -36,6 +37,7 @@ STOP_TIMEOUT_S = 25.0
 READY_TIMEOUT_S = 30.0
 RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 RESTART_RESET_S = 60.0
+_PR_SET_PDEATHSIG = 1
 
 
 @dataclass
@@ -88,6 +90,7 @@ class Child:
                 stderr=subprocess.STDOUT,
                 env={**os.environ, **component.env},
                 start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
         self.reported_exit = False
 
@@ -103,6 +106,13 @@ class Child:
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: a `corral run` killed outright (SIGKILL, OOM) must not leave
+    NATS holding its port for the next run, so Linux sends the child SIGTERM when its parent dies."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def repo_root() -> Path:
