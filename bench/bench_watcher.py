@@ -252,8 +252,10 @@ async def measure(procs: Processes, volumes: int, rounds: int, profile: str | No
     kind = KindWatcher(api, KINDS["volume"], WatchSettings(namespace=NAMESPACE), publisher, metrics)
     try:
         await load(control, volumes, 0)
+        list_started = time.perf_counter()
         await kind.relist("initial")
         await publisher.flush()
+        list_elapsed = time.perf_counter() - list_started
         for round_ in range(1, rounds + 1):
             await load(control, volumes, round_)
         events = volumes * rounds
@@ -282,6 +284,7 @@ async def measure(procs: Processes, volumes: int, rounds: int, profile: str | No
             "events_per_s": round(events / elapsed),
             "cpu_us_per_event": round((cpu1 - cpu0) / events * 1e6, 2),
             "events": events,
+            "initial_list_objects_per_s": round(volumes / list_elapsed),
             "volumes": volumes,
             "elapsed_s": round(elapsed, 3),
             "stream_messages": info.state.messages,
@@ -305,13 +308,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--profile", help="write a cProfile of the measured window here")
     parser.add_argument("--no-report", action="store_true", help="print only; keep bench/results as is")
-    parser.add_argument(
-        "--asyncio",
-        action="store_true",
-        help="the standard event loop instead of uvloop (as the service runs)",
-    )
+    parser.add_argument("--uvloop", action="store_true", help="uvloop instead of asyncio's own loop")
     args = parser.parse_args()
-    if not args.asyncio:
+    if args.uvloop:
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     load_before = os.getloadavg()[0]
     figures = asyncio.run(run(args.volumes, args.rounds, args.profile))
