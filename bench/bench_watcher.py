@@ -7,7 +7,9 @@ last-applied annotation, full spec and status: what a real API server sends), th
 publishes them, then K rounds of changes to every volume are written into the emulator's history
 while no watch is open. The measured part is the watcher resuming its watch from the list's
 resourceVersion: the emulator replays N*K events back to back, and the clock stops when the last
-one is acknowledged by JetStream. `cpu_us_per_event` is this process's CPU time over that window.
+one is acknowledged by JetStream. `cpu_us_per_event` is this process's CPU time over that window;
+`watcher_cpu_share` (CPU seconds per wall second) and `load_average_1m` tell whether the rate was
+limited by the watcher or by a machine shared with other work.
 
     .venv/bin/python bench/bench_watcher.py [--volumes 2000] [--rounds 50] [--profile out.prof]
 """
@@ -283,6 +285,9 @@ async def measure(procs: Processes, volumes: int, rounds: int, profile: str | No
             "watcher_cpu_share": round((cpu1 - cpu0) / elapsed, 2),
             "events_per_s": round(events / elapsed),
             "cpu_us_per_event": round((cpu1 - cpu0) / events * 1e6, 2),
+            # The rate one free core would give the watcher: on a busy machine events_per_s says
+            # more about the neighbours than about the watcher (see watcher_cpu_share).
+            "events_per_cpu_s": round(events / (cpu1 - cpu0)),
             "events": events,
             "initial_list_objects_per_s": round(volumes / list_elapsed),
             "volumes": volumes,
