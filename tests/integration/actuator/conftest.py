@@ -13,7 +13,7 @@ from corral_actuator.actuator import Actuator
 from corral_actuator.api import KubeApi, RetryPolicy
 from corral_actuator.limiter import Unlimited
 from corral_actuator.policy import Policy
-from corral_model.envelopes import Command
+from corral_model.envelopes import Command, FieldValue, Target, Verb, new_command
 from corral_sandbox.emulator import Emulator
 
 POLICY_FILE = Path(__file__).resolve().parents[3] / "deploy" / "policy" / "actuator-policy.yaml"
@@ -21,6 +21,16 @@ NS = "longhorn-system"
 DEFAULT_IMAGE = "longhornio/longhorn-engine:v1.10.0"
 OLD_IMAGE = "longhornio/longhorn-engine:v1.9.1"
 FAST_RETRY = RetryPolicy(attempts=4, timeout=10.0, wait_initial=0.01, wait_max=0.05, wait_jitter=0.01)
+
+
+def upgrade(name: str, *, to: str = DEFAULT_IMAGE, expect: Any = OLD_IMAGE) -> Command:
+    return new_command(
+        service="engine-upgrade",
+        verb=Verb.PATCH,
+        target=Target(kind="Volume", namespace=NS, name=name),
+        changes=(FieldValue(path="/spec/image", value=to),),
+        preconditions=(FieldValue(path="/spec/image", value=expect),),
+    )
 
 
 def volume(name: str, image: str = OLD_IMAGE, data_engine: str = "v1") -> dict[str, Any]:

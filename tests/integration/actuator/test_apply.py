@@ -20,20 +20,11 @@ from tests.integration.actuator.conftest import (
     MakeActuator,
     SecurityEvents,
     seed_cluster,
+    upgrade,
     volume,
 )
 
 pytestmark = pytest.mark.integration
-
-
-def upgrade(name: str, *, to: str = DEFAULT_IMAGE, expect: Any = OLD_IMAGE) -> Command:
-    return new_command(
-        service="engine-upgrade",
-        verb=Verb.PATCH,
-        target=Target(kind="Volume", namespace=NS, name=name),
-        changes=(FieldValue(path="/spec/image", value=to),),
-        preconditions=(FieldValue(path="/spec/image", value=expect),),
-    )
 
 
 def changed_writes(emulator: Emulator, **filters: Any) -> int:

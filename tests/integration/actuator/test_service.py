@@ -19,7 +19,7 @@ from corral_model.envelopes import Command, Outcome
 from corral_model.subjects import COMMANDS_STREAM, DEAD_STREAM, RESULTS_STREAM, command_subject
 from corral_sandbox.emulator import Emulator
 from tests.fixtures.nats import NatsServer
-from tests.integration.actuator.conftest import NS, OLD_IMAGE, seed_cluster, volume
+from tests.integration.actuator.conftest import NS, OLD_IMAGE, seed_cluster, upgrade, volume
 from tests.integration.actuator.harness import (
     ActuatorProcess,
     InProcessActuator,
@@ -31,7 +31,6 @@ from tests.integration.actuator.harness import (
     results,
     stream_count,
 )
-from tests.integration.actuator.test_apply import upgrade
 
 pytestmark = pytest.mark.integration
 
