@@ -331,3 +331,61 @@ async def test_a_stalled_controller_resumes_and_a_restarted_one_carries_on(sandb
     await sandbox.simulator.faults.restart()
     await sandbox.patch("volumes", "vol-s", {"spec": {"nodeID": ""}})
     await sandbox.wait_volume("vol-s", lambda v: state(v)[0] == "detached")
+
+
+async def test_a_node_going_not_ready_fails_its_replicas_until_it_returns(sandbox: Sandbox) -> None:
+    await attach(sandbox, "vol-n", node="node-1")
+    lost = next(
+        r["metadata"]["name"] for r in await sandbox.replicas_of("vol-n") if r["spec"]["nodeID"] == "node-3"
+    )
+    await sandbox.simulator.faults.set_node_ready("node-3", False)
+    await sandbox.wait_volume("vol-n", lambda v: state(v) == ("attached", "degraded"), what="degraded")
+    managers = [im for im in await sandbox.list("instancemanagers") if im["spec"]["nodeID"] == "node-3"]
+    assert managers[0]["status"]["currentState"] == "unknown"
+    await sandbox.simulator.faults.set_node_ready("node-3", True)
+    await sandbox.wait_volume(
+        "vol-n", lambda v: state(v) == ("attached", "healthy"), what="rebuilt on node-3"
+    )
+    names = {
+        r["metadata"]["name"] for r in await sandbox.replicas_of("vol-n") if r["spec"]["nodeID"] == "node-3"
+    }
+    assert names and lost not in names
+
+
+async def test_v2_volumes_use_v2_instance_managers_and_follow_no_engine_image(sandbox: Sandbox) -> None:
+    from corral_sandbox.simulator import objects
+
+    await sandbox.set_setting("v2-data-engine", "true")
+    im_image = (await sandbox.get("settings", "default-instance-manager-image"))["value"]
+
+    async def v2_managers() -> bool:
+        managers = await sandbox.list("instancemanagers")
+        v2 = [im for im in managers if im["spec"]["dataEngine"] == "v2"]
+        return len(v2) == 3 and all(im.get("status", {}).get("currentState") == "running" for im in v2)
+
+    await sandbox.wait_for(v2_managers, what="a running v2 instance manager per node")
+    body = objects.volume(
+        "vol-v2", sandbox.namespace, image=im_image, replicas=2, data_engine="v2", node_id="node-2"
+    )
+    await sandbox.create("volumes", body)
+    await sandbox.wait_volume("vol-v2", lambda v: state(v) == ("attached", "healthy"))
+    assert all(r["spec"]["image"] == "" for r in await sandbox.replicas_of("vol-v2"))
+    ei = await sandbox.engine_image(DEFAULT_IMAGE)
+    assert ei["status"]["refCount"] == 0, "a v2 volume holds no engine image"
+
+
+async def test_a_new_instance_manager_image_replaces_idle_old_managers(sandbox: Sandbox) -> None:
+    old = {im["metadata"]["name"] for im in await sandbox.list("instancemanagers")}
+    await sandbox.patch(
+        "settings",
+        "default-instance-manager-image",
+        {"value": "longhornio/longhorn-instance-manager:v1.11.0"},
+    )
+
+    async def replaced() -> bool:
+        managers = await sandbox.list("instancemanagers")
+        names = {im["metadata"]["name"] for im in managers}
+        running = all(im.get("status", {}).get("currentState") == "running" for im in managers)
+        return len(names) == 3 and not (names & old) and running
+
+    await sandbox.wait_for(replaced, what="one new-image instance manager per node, old ones gone")

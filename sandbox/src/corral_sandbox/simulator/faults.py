@@ -58,6 +58,22 @@ class SimFaults:
         self._sim.memory.pod_restarts[uid] = self._sim.memory.pod_restarts.get(uid, 0) + 1
         self._sim.wake()
 
+    async def set_node_ready(self, node: str, ready: bool) -> None:
+        """Node NotReady (or Ready again): the Longhorn node's and the kube node's Ready condition,
+        written through the API like the node controller and kubelet would. Its instance manager goes
+        `unknown`, the instances in it fail, and volumes react (SIM-FAULT node NotReady)."""
+        flag = "True" if ready else "False"
+        for kind in ("node", "kubenode"):
+            obj = self._sim.view.get(kind, node)
+            if obj is None:
+                raise KeyError(f"no {kind} {node}")
+            conditions = [c for c in obj.get("status", {}).get("conditions", []) if c.get("type") != "Ready"]
+            reason = "" if ready else "KubernetesNodeNotReady"
+            conditions.insert(0, {"type": "Ready", "status": flag, "reason": reason})
+            answer = await self._sim.io.patch(kind, node, {"status": {"conditions": conditions}}, status=True)
+            self._sim.view.upsert(kind, answer)
+        self._sim.wake()
+
     def slow_writes(self, seconds: float) -> None:
         """Every simulator write waits this long first (a slow controller, not a slow API)."""
         self.write_delay_seconds = max(0.0, seconds)

@@ -28,9 +28,26 @@ IM_COMPONENT = "instance-manager"
 def reconcile_instance_managers(ctx: ReconcileContext) -> None:
     _ensure_default_managers(ctx)
     instances = _instances_by_manager(ctx)
+    nodes = set(ready_nodes(ctx.view))
     for im in ctx.view.all("instancemanager"):
-        _reconcile_manager(ctx, im, instances.get(im["metadata"]["name"], {}))
+        held = instances.get(im["metadata"]["name"], {})
+        if _obsolete(ctx, im, held):
+            ctx.delete("instancemanager", im, "instance manager no longer wanted and idle")
+            continue
+        _reconcile_manager(ctx, im, held, spec(im).get("nodeID", "") in nodes)
     _run_pods(ctx)
+
+
+def _obsolete(ctx: ReconcileContext, im: Obj, instances: dict[str, dict[str, Any]]) -> bool:
+    """Longhorn removes an IM whose data engine was disabled, and a v1 IM on an old image once no
+    instance runs in it (v2 IMs go through the data-engine upgrade instead)."""
+    if deleting(im):
+        return False
+    data_engine = spec(im).get("dataEngine", "v1")
+    if not as_bool(ctx.view.setting(f"{data_engine}-data-engine")):
+        return True
+    old_image = spec(im).get("image") != ctx.view.setting("default-instance-manager-image")
+    return data_engine == "v1" and old_image and not any(instances.values())
 
 
 def _ensure_default_managers(ctx: ReconcileContext) -> None:
@@ -67,7 +84,9 @@ def _instances_by_manager(ctx: ReconcileContext) -> dict[str, dict[str, dict[str
     return result
 
 
-def _reconcile_manager(ctx: ReconcileContext, im: Obj, instances: dict[str, dict[str, Any]]) -> None:
+def _reconcile_manager(
+    ctx: ReconcileContext, im: Obj, instances: dict[str, dict[str, Any]], node_ready: bool
+) -> None:
     name = im["metadata"]["name"]
     pod = ctx.view.get("pod", name)
     if deleting(im):
@@ -92,7 +111,9 @@ def _reconcile_manager(ctx: ReconcileContext, im: Obj, instances: dict[str, dict
             state, reason = "starting", "Starting"
         else:
             state, reason = "error", "Failed"
-    maps = instances if state in ("running", "unknown") else {}
+    if not node_ready and state not in ("error", "stopped"):
+        state, reason, ip = "unknown", "Down", ""  # syncStatusWithNode: the node is down
+    maps = instances if state == "running" else {}
     ctx.patch_status(
         "instancemanager",
         im,

@@ -72,6 +72,11 @@ class Simulator:
     # --- lifecycle -------------------------------------------------------------------------------
 
     @property
+    def io(self) -> KubeIO:
+        """The simulator's own API client (fault helpers write through it, never around it)."""
+        return self._io
+
+    @property
     def running(self) -> bool:
         return bool(self._tasks)
 
