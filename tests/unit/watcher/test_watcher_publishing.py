@@ -8,13 +8,20 @@ integration tests (NATS restarted mid-stream).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, cast
 
 from corral_bus import Bus
 from corral_watcher.publishing import OrderedPublisher
-from tests.integration.watcher.support import until
 
 OK = b'{"stream":"LH_OBJECTS","seq":1}'
+
+
+async def until(predicate: Callable[[], bool], *, within: float, what: str) -> None:
+    async with asyncio.timeout(within):
+        while not predicate():
+            await asyncio.sleep(0.01)
+    assert predicate(), what
 
 
 class _Sub:
