@@ -28,6 +28,7 @@ def sandbox_config() -> SimConfig:
     return fast_config(
         live_upgrade_seconds=0.5,
         engine_image_deploy_seconds=0.5,
+        expansion_seconds=4.0,
         images={
             ANCIENT: ImageProfile(version="v1.2.0", controller_api_version=3, controller_api_min_version=3)
         },
@@ -81,6 +82,14 @@ async def test_aeu_02_basic_wave_live_and_offline(sandbox: Sandbox, stack: list[
     for replica in await sandbox.replicas_of("vol-2"):
         assert replica["spec"]["image"] == DEFAULT_IMAGE
 
+    # AEU-24: reference counts afterwards (volume + engine + replicas on each image)
+    async def counted() -> bool:
+        old, new = await sandbox.engine_image(COMPAT), await sandbox.engine_image(DEFAULT_IMAGE)
+        return bool(old["status"].get("refCount") == 0 and new["status"].get("refCount") == 8)
+
+    await sandbox.wait_for(counted, within=20, what="compat refCount 0, default refCount 8")
+    assert (await sandbox.engine_image(COMPAT))["status"].get("noRefSince")
+
 
 async def test_aeu_09_dr_volume_is_skipped(sandbox: Sandbox, stack: list[Running]) -> None:
     await engine_image(sandbox, COMPAT)
@@ -91,6 +100,27 @@ async def test_aeu_09_dr_volume_is_skipped(sandbox: Sandbox, stack: list[Running
     await settled(sandbox, "vol-dr", "attached")
     await sandbox.set_setting(LIMIT_SETTING, "3")
     await sandbox.stays(lambda: _is(sandbox, "vol-dr", COMPAT), WINDOW, what="the DR volume stays on compat")
+
+
+async def test_aeu_10_detached_expanding_volume_follows_head(sandbox: Sandbox, stack: list[Running]) -> None:
+    """AEU-10 as written (not upgraded while expansionRequired) follows the LEP's test plan, but
+    longhorn-manager HEAD only checks `state == detached` for an offline upgrade (§1.3: "a detached
+    volume that needs expansion qualifies"), and this service follows HEAD. So a detached volume in
+    the middle of an expansion IS upgraded offline; this test pins that, and the conflict is
+    reported for a decision."""
+    await engine_image(sandbox, COMPAT)
+    await create(sandbox, "vol-exp")
+    await settled(sandbox, "vol-exp", "detached")
+    await sandbox.patch("volumes", "vol-exp", {"spec": {"size": str(5 * 1024**3)}})
+    await sandbox.wait_volume(
+        "vol-exp", lambda v: v.get("status", {}).get("expansionRequired") is True, within=20, what="expanding"
+    )
+    await sandbox.set_setting(LIMIT_SETTING, "3")
+    upgraded = await sandbox.wait_volume(
+        "vol-exp", lambda v: v["spec"].get("image") == DEFAULT_IMAGE, within=20, what="offline upgrade"
+    )
+    assert upgraded["status"]["state"] == "detached"
+    assert upgraded["status"]["expansionRequired"] is True  # still expanding: HEAD's rule, not the LEP's
 
 
 async def test_aeu_11_migrating_and_strict_local_wait_for_detach(
