@@ -8,6 +8,7 @@ integration tests (NATS restarted mid-stream).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -18,10 +19,12 @@ OK = b'{"stream":"LH_OBJECTS","seq":1}'
 
 
 async def until(predicate: Callable[[], bool], *, within: float, what: str) -> None:
-    async with asyncio.timeout(within):
-        while not predicate():
-            await asyncio.sleep(0.01)
-    assert predicate(), what
+    """Poll `predicate` until it holds; fail naming `what` after `within` seconds."""
+    deadline = time.monotonic() + within
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {within}s")
+        await asyncio.sleep(0.01)
 
 
 class _Sub:
