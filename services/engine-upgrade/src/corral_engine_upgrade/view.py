@@ -146,7 +146,9 @@ class ClusterView:
         if event.type is EventType.RESYNCED:
             self.synced.add(kind)
             return Impact(resynced=kind)
-        obj = _as_struct(event.object, struct, event)
+        obj: Any = event.object
+        if type(obj) is not struct:
+            obj = _as_struct(obj, struct, event)
         rv = resource_version(event.resource_version or obj.metadata.resource_version)
         deleted = event.type is EventType.DELETED
         if not deleted and self._tombstones and self._is_tombstoned((kind, event.namespace, event.name), rv):
@@ -164,7 +166,9 @@ class ClusterView:
     def _apply_volume(
         self, namespace: str, name: str, volume: lh.Volume, rv: int, deleted: bool, now: float
     ) -> Impact:
-        by_name = self._volumes.setdefault(_intern(namespace), {})
+        by_name = self._volumes.get(namespace)
+        if by_name is None:
+            by_name = self._volumes[_intern(namespace)] = {}
         record = by_name.get(name)
         if record is not None and _stale(rv, record.rv):
             return NO_IMPACT
@@ -205,7 +209,11 @@ class ClusterView:
         entries = (
             record.replicas if record is not None else self._orphan_replicas.get((namespace, volume_name), ())
         )
-        index = next((i for i, e in enumerate(entries) if e.name == name), -1)
+        index = -1
+        for i, entry in enumerate(entries):
+            if entry.name == name:
+                index = i
+                break
         old = entries[index] if index >= 0 else None
         if old is not None and _stale(rv, old.rv):
             return NO_IMPACT
