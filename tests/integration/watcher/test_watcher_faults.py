@@ -277,3 +277,20 @@ async def test_periodic_resync_relists_and_republishes_nothing_unchanged(
         assert duplicates(await stream_history(bus)) == []
     finally:
         await w.stop()
+
+
+async def test_watches_cut_on_a_timer_with_a_slow_api_server(
+    emulator: Emulator, kube_api: client.ApiClient, bus: Bus, watcher: Watcher
+) -> None:
+    emulator.faults.watch_cut_after_s = 0.2
+    emulator.faults.latency_s = 0.02
+    volumes = Volumes(kube_api)
+    for i in range(10):
+        await volumes.create(f"vol-{i}")
+    for round_ in range(5):
+        for i in range(10):
+            await volumes.set_image(f"vol-{i}", f"longhornio/longhorn-engine:v1.{round_}.0")
+    await volumes.delete("vol-9")
+    await converged(emulator, bus)
+    assert duplicates(await stream_history(bus, "lh.obj.volume.>")) == []
+    assert watcher.metrics.value("corral_watcher_watch_restarts_total", kind="volume", reason="closed") >= 2
