@@ -109,3 +109,19 @@ async def test_connection_is_reused_after_a_watch_ends(emulator: Emulator) -> No
     status, _, listed = await _response(reader)
     assert status == 200 and len(msgspec.json.decode(listed)["items"]) == 1
     writer.close()
+
+
+async def test_expect_100_continue(emulator: Emulator) -> None:
+    """A client that sends `Expect: 100-continue` (curl does for bodies over 1 KB) is told to go on
+    before it sends the body."""
+    reader, writer = await _open(emulator)
+    body = _volume("big")
+    head = (
+        f"POST {VOLUMES} HTTP/1.1\r\nHost: s\r\nExpect: 100-continue\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    writer.write(head.encode())
+    interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    assert interim.startswith(b"HTTP/1.1 100 Continue")
+    writer.write(body)
+    assert (await _response(reader))[0] == 201
+    writer.close()

@@ -130,6 +130,7 @@ class Connection(asyncio.Protocol):
         self._paused = False
         self._drain: asyncio.Future[None] | None = None
         self._keep_alive = True
+        self._continued = False  # "100 Continue" already sent for the request being received
 
     # --- asyncio.Protocol -----------------------------------------------------------------------------
 
@@ -175,6 +176,7 @@ class Connection(asyncio.Protocol):
                 if headers.get("transfer-encoding", "").lower() == "chunked":
                     parsed = _dechunk(buffer, body_start)
                     if parsed is None:
+                        self._continue(headers)
                         return
                     body, consumed = parsed
                 else:
@@ -182,6 +184,7 @@ class Connection(asyncio.Protocol):
                     if length < 0 or length > MAX_BODY:
                         raise HttpError(413, "request body too large")
                     if len(buffer) < body_start + length:
+                        self._continue(headers)
                         return
                     body = bytes(buffer[body_start : body_start + length])
                     consumed = body_start + length
@@ -192,6 +195,7 @@ class Connection(asyncio.Protocol):
                 self._fail(400, "malformed request")
                 return
             del buffer[:consumed]
+            self._continued = False
             self._keep_alive = keep_alive
             request = Request(method, path, query, headers, body, self)
             try:
@@ -205,6 +209,12 @@ class Connection(asyncio.Protocol):
                 self._busy = asyncio.get_running_loop().create_task(self._finish(handled))
         if self.transport is not None and not self.closed:
             self.transport.resume_reading()
+
+    def _continue(self, headers: dict[str, str]) -> None:
+        """Answer `Expect: 100-continue` (curl sends it for bodies over 1 KB and waits otherwise)."""
+        if not self._continued and headers.get("expect", "").lower() == "100-continue" and self.transport:
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            self._continued = True
 
     async def _finish(self, pending: Coroutine[Any, Any, Reply | None]) -> None:
         try:
