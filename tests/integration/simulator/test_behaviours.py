@@ -389,3 +389,19 @@ async def test_a_new_instance_manager_image_replaces_idle_old_managers(sandbox: 
         return len(names) == 3 and not (names & old) and running
 
     await sandbox.wait_for(replaced, what="one new-image instance manager per node, old ones gone")
+
+
+async def test_a_malformed_volume_is_skipped_and_reported_not_fatal(sandbox: Sandbox) -> None:
+    """Bad input loses nothing: one volume with nonsense in it does not stop the others."""
+    await sandbox.create_volume("vol-bad", replicas=1)
+    await sandbox.wait_volume("vol-bad", lambda v: state(v)[0] == "detached")
+    await sandbox.patch("volumes", "vol-bad", {"spec": {"numberOfReplicas": "lots"}})
+    await attach(sandbox, "vol-good", replicas=2)
+
+    async def reported() -> bool:
+        return any("vol-bad" in error for error in sandbox.simulator.object_errors)
+
+    await sandbox.wait_for(reported, what="the malformed volume reported")
+    await sandbox.patch("volumes", "vol-bad", {"spec": {"numberOfReplicas": 1, "nodeID": "node-2"}})
+    await sandbox.wait_volume("vol-bad", lambda v: state(v) == ("attached", "healthy"), what="repaired")
+    sandbox.simulator.object_errors.clear()

@@ -9,8 +9,10 @@ the way a controller restart or a changed object resets real Longhorn's progress
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +45,8 @@ class ReconcileContext:
     rng: random.Random
     writes: list[Write] = field(default_factory=list)
     deadlines: list[float] = field(default_factory=list)
+    # objects whose reconcile failed this round (malformed input): reported, skipped, never fatal
+    errors: list[str] = field(default_factory=list)
     touched: set[str] = field(default_factory=set)
 
     @property
@@ -68,6 +72,16 @@ class ReconcileContext:
 
     def next_deadline(self) -> float | None:
         return min(self.deadlines) if self.deadlines else None
+
+    @contextlib.contextmanager
+    def isolated(self, kind: str, obj: Obj) -> Iterator[None]:
+        """Reconcile one object so that a malformed one (a test or a user wrote nonsense into it) is
+        reported and skipped while every other object is still reconciled."""
+        try:
+            yield
+        except Exception as error:
+            name = obj.get("metadata", {}).get("name", "?") if isinstance(obj, dict) else "?"
+            self.errors.append(f"{kind} {name}: {type(error).__name__}: {error}")
 
     # --- writes ----------------------------------------------------------------------------------
 

@@ -45,7 +45,8 @@ def reconcile_engine_images(ctx: ReconcileContext) -> None:
     nodes = ready_nodes(ctx.view)
     default_image = ctx.view.setting("default-engine-image")
     for ei in ctx.view.all("engineimage"):
-        _reconcile_one(ctx, ei, references, nodes, default_image)
+        with ctx.isolated("engineimage", ei):
+            _reconcile_one(ctx, ei, references, nodes, default_image)
 
 
 def _reconcile_one(

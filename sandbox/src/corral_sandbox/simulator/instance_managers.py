@@ -31,10 +31,11 @@ def reconcile_instance_managers(ctx: ReconcileContext) -> None:
     nodes = set(ready_nodes(ctx.view))
     for im in ctx.view.all("instancemanager"):
         held = instances.get(im["metadata"]["name"], {})
-        if _obsolete(ctx, im, held):
-            ctx.delete("instancemanager", im, "instance manager no longer wanted and idle")
-            continue
-        _reconcile_manager(ctx, im, held, spec(im).get("nodeID", "") in nodes)
+        with ctx.isolated("instancemanager", im):
+            if _obsolete(ctx, im, held):
+                ctx.delete("instancemanager", im, "instance manager no longer wanted and idle")
+                continue
+            _reconcile_manager(ctx, im, held, spec(im).get("nodeID", "") in nodes)
     _run_pods(ctx)
 
 
@@ -161,57 +162,60 @@ def _run_pods(ctx: ReconcileContext) -> None:
     """The kubelet: IM pods start after the start-up delay; orphans (no IM) are collected."""
     nodes = sorted(ctx.view.objects["kubenode"]) or ready_nodes(ctx.view)
     for pod in ctx.view.all("pod"):
-        labels = pod["metadata"].get("labels", {}) or {}
-        if labels.get("longhorn.io/component") != IM_COMPONENT or deleting(pod):
-            continue
-        name = pod["metadata"]["name"]
-        if ctx.view.get("instancemanager", name) is None:
-            ctx.delete("pod", pod, "owner instance manager is gone")
-            continue
-        uid = pod["metadata"].get("uid", "")
-        restarts = ctx.memory.pod_restarts.get(uid, 0)
-        phase = status(pod).get("phase", "")
-        if phase == "Running":
-            statuses = status(pod).get("containerStatuses", []) or []
-            if statuses and statuses[0].get("restartCount", 0) != restarts:
-                ctx.patch_status(
-                    "pod",
-                    pod,
-                    {"containerStatuses": [{**statuses[0], "restartCount": restarts}]},
-                    "container restarted",
-                )
-            continue
-        if ctx.waited(f"im-start/{uid}", ctx.config.im_startup_seconds):
-            node = pod["spec"].get("nodeName", "")
-            index = nodes.index(node) + 1 if node in nodes else zlib.crc32(node.encode()) % 250 + 1
-            ip = f"10.42.{index}.{ctx.rng.randint(2, 254)}"
+        with ctx.isolated("pod", pod):
+            _run_pod(ctx, pod, nodes)
+
+
+def _run_pod(ctx: ReconcileContext, pod: Obj, nodes: list[str]) -> None:
+    labels = pod["metadata"].get("labels", {}) or {}
+    if labels.get("longhorn.io/component") != IM_COMPONENT or deleting(pod):
+        return
+    name = pod["metadata"]["name"]
+    if ctx.view.get("instancemanager", name) is None:
+        ctx.delete("pod", pod, "owner instance manager is gone")
+        return
+    uid = pod["metadata"].get("uid", "")
+    restarts = ctx.memory.pod_restarts.get(uid, 0)
+    phase = status(pod).get("phase", "")
+    if phase == "Running":
+        statuses = status(pod).get("containerStatuses", []) or []
+        if statuses and statuses[0].get("restartCount", 0) != restarts:
             ctx.patch_status(
                 "pod",
                 pod,
-                {
-                    "phase": "Running",
-                    "podIP": ip,
-                    "hostIP": ip,
-                    "startTime": ctx.stamp,
-                    "conditions": [{"type": "Ready", "status": "True"}],
-                    "containerStatuses": [
-                        _container_status(pod, ready=True, restarts=restarts, stamp=ctx.stamp)
-                    ],
-                },
-                "instance manager pod running",
+                {"containerStatuses": [{**statuses[0], "restartCount": restarts}]},
+                "container restarted",
             )
-        elif phase != "Pending":
-            ctx.patch_status(
-                "pod",
-                pod,
-                {
-                    "phase": "Pending",
-                    "containerStatuses": [
-                        _container_status(pod, ready=False, restarts=restarts, stamp=ctx.stamp)
-                    ],
-                },
-                "instance manager pod scheduled",
-            )
+        return
+    if ctx.waited(f"im-start/{uid}", ctx.config.im_startup_seconds):
+        node = pod["spec"].get("nodeName", "")
+        index = nodes.index(node) + 1 if node in nodes else zlib.crc32(node.encode()) % 250 + 1
+        ip = f"10.42.{index}.{ctx.rng.randint(2, 254)}"
+        ctx.patch_status(
+            "pod",
+            pod,
+            {
+                "phase": "Running",
+                "podIP": ip,
+                "hostIP": ip,
+                "startTime": ctx.stamp,
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "containerStatuses": [_container_status(pod, ready=True, restarts=restarts, stamp=ctx.stamp)],
+            },
+            "instance manager pod running",
+        )
+    elif phase != "Pending":
+        ctx.patch_status(
+            "pod",
+            pod,
+            {
+                "phase": "Pending",
+                "containerStatuses": [
+                    _container_status(pod, ready=False, restarts=restarts, stamp=ctx.stamp)
+                ],
+            },
+            "instance manager pod scheduled",
+        )
 
 
 def _container_status(pod: Obj, *, ready: bool, restarts: int, stamp: str) -> dict[str, Any]:

@@ -46,7 +46,8 @@ def reconcile_instances(ctx: ReconcileContext) -> None:
     }
     for kind in ("replica", "engine"):
         for obj in ctx.view.all(kind):
-            _reconcile_instance(ctx, kind, obj, managers, running_by_name)
+            with ctx.isolated(kind, obj):
+                _reconcile_instance(ctx, kind, obj, managers, running_by_name)
 
 
 def _reconcile_instance(

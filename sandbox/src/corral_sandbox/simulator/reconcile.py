@@ -33,6 +33,7 @@ CONTROLLERS: dict[str, Callable[[ReconcileContext], None]] = {
 class RoundResult:
     writes: list[Write]
     next_deadline: float | None
+    errors: tuple[str, ...] = ()
 
 
 def reconcile(
@@ -52,7 +53,7 @@ def reconcile(
             continue
         controller(ctx)
     ctx.forget_untouched_timers()
-    return RoundResult(coalesce(ctx.writes), ctx.next_deadline())
+    return RoundResult(coalesce(ctx.writes), ctx.next_deadline(), tuple(ctx.errors))
 
 
 _TIMER_OWNERS = {

@@ -59,6 +59,8 @@ class Simulator:
         self.write_log: list[dict[str, Any]] = []
         self.rounds = 0
         self.write_errors = 0
+        # objects the controllers could not make sense of (each reported once, then skipped)
+        self.object_errors: list[str] = []
         self._io = KubeIO(api, self.config.namespace)
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
@@ -132,6 +134,10 @@ class Simulator:
             )
             self.rounds += 1
             self._deadline = result.next_deadline
+            for error in result.errors:
+                if error not in self.object_errors:
+                    self.object_errors.append(error)
+                    log.warning("skipping a malformed object: %s", error)
             await self._apply_all(result.writes)
             return result.writes
 

@@ -42,7 +42,8 @@ def reconcile_volumes(ctx: ReconcileContext) -> None:
         name = volume["metadata"]["name"]
         engines = facts.engines_by_volume.get(name, [])
         scope = VolumeScope(volume, engines[0] if engines else None, facts.replicas_by_volume.get(name, []))
-        _reconcile_volume(ctx, facts, scope)
+        with ctx.isolated("volume", volume):
+            _reconcile_volume(ctx, facts, scope)
     # engines and replicas whose volume is gone are orphans: Longhorn removes them
     for kind in ("engine", "replica"):
         for obj in ctx.view.all(kind):
