@@ -81,12 +81,13 @@ class Faults:
     def writes_faulty(self) -> bool:
         return bool(self.conflict_rate or self.throttle_rate or self.error_rate)
 
-    def write_fault(self, rt: ResourceType, name: str) -> ApiError | None:
-        """The injected refusal for this write, if the dice say so."""
+    def write_fault(self, rt: ResourceType, name: str, *, creating: bool = False) -> ApiError | None:
+        """The injected refusal for this write, if the dice say so (a create is never a Conflict: the
+        apiserver only answers that to writes against an existing object's resourceVersion)."""
         if not self.writes_faulty or (self.plurals and rt.plural not in self.plurals):
             return None
         roll = self._random.random()
-        if roll < self.conflict_rate:
+        if roll < self.conflict_rate and not creating:
             return conflict(
                 rt,
                 name,

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from corral_sandbox.emulator.errors import ApiError, bad_request
+from corral_sandbox.emulator.errors import bad_request
 
 _SET_RE = re.compile(r"^\s*(\S+)\s+(in|notin)\s+\((.*)\)\s*$")
 _KEY_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?$")
@@ -139,4 +139,4 @@ def parse_field_selector(text: str | None) -> FieldSelector | None:
     return FieldSelector(name, namespace, tuple(others))
 
 
-__all__ = ["ApiError", "FieldSelector", "LabelSelector", "parse_field_selector", "parse_label_selector"]
+__all__ = ["FieldSelector", "LabelSelector", "parse_field_selector", "parse_label_selector"]

@@ -271,8 +271,8 @@ class ApiServer:
 
     # --- writes -----------------------------------------------------------------------------------
 
-    def _before_write(self, rt: ResourceType, name: str) -> None:
-        fault = self.faults.write_fault(rt, name)
+    def _before_write(self, rt: ResourceType, name: str, *, creating: bool = False) -> None:
+        fault = self.faults.write_fault(rt, name, creating=creating)
         if fault is not None:
             raise fault
 
@@ -282,7 +282,7 @@ class ApiServer:
         name = ""
         if isinstance(body, dict) and isinstance(body.get("metadata"), dict):
             name = str(body["metadata"].get("name") or "")
-        self._before_write(rt, name)
+        self._before_write(rt, name, creating=True)
         return _json_response(self.store.create(rt, namespace, body, dry_run=dry_run), 201)
 
     def _write(

@@ -10,6 +10,7 @@ matching as DELETED.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import msgspec
@@ -56,8 +57,10 @@ class WatchState:
         self.events_sent = 0
 
 
-def _matches(req: WatchRequest, namespace: str, name: str, labels: object, raw: bytes | None) -> bool:
-    if req.labels is not None and not req.labels.matches(labels):  # type: ignore[arg-type]
+def _matches(
+    req: WatchRequest, namespace: str, name: str, labels: Mapping[str, str] | None, raw: bytes | None
+) -> bool:
+    if req.labels is not None and not req.labels.matches(labels):
         return False
     if req.fields is not None:
         if not req.fields.matches_key(namespace, name):
