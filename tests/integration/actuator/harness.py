@@ -20,11 +20,13 @@ from typing import Any, TypeVar
 
 import msgspec
 from nats.js.api import ConsumerConfig, DeliverPolicy
+from nats.js.errors import BucketNotFoundError, KeyNotFoundError
 
 from corral_actuator.config import ActuatorConfig
 from corral_actuator.kinds import resolve_kind
 from corral_actuator.runner import main as actuator_main
 from corral_bus import MSG_ID_HEADER, Bus
+from corral_bus.lease import LEASE_BUCKET, LeaseRecord
 from corral_model import codec
 from corral_model.envelopes import Command, CommandResult, DeadLetter
 from corral_model.subjects import DEAD_STREAM, RESULTS_STREAM, command_subject
@@ -88,6 +90,18 @@ async def results(bus: Bus) -> list[CommandResult]:
 
 async def dead_letters(bus: Bus) -> list[DeadLetter]:
     return [codec.decode(data, DeadLetter) for _, data in await read_stream(bus, DEAD_STREAM)]
+
+
+async def lease_holder(bus: Bus, service: str = "actuator") -> str | None:
+    """The instance holding the service's leader lease (NATS KV `corral-leases`), None when free."""
+    try:
+        kv = await bus.js.key_value(LEASE_BUCKET)
+        entry = await kv.get(service)
+    except (BucketNotFoundError, KeyNotFoundError):
+        return None
+    if not entry.value:
+        return None
+    return msgspec.json.decode(entry.value, type=LeaseRecord).holder
 
 
 def actuator_env(nats_url: str, kubeconfig: str, **overrides: Any) -> dict[str, str]:

@@ -27,6 +27,7 @@ from tests.integration.actuator.harness import (
     actuator_env,
     dead_letters,
     eventually,
+    lease_holder,
     publish_command,
     results,
     stream_count,
@@ -169,11 +170,11 @@ async def test_burst_with_duplicates_and_stale_preconditions(
 async def test_crash_and_sigterm_mid_burst_lose_nothing_and_double_nothing(
     emulator: Emulator, bus: Bus, nats_server: NatsServer, tmp_path: Path
 ) -> None:
+    """Three actuator processes (one leader, two warm standbys): the leader is SIGKILLed mid-burst,
+    the next one to lead gets SIGTERM mid-burst, the third finishes. Exactly the expected writes."""
     volumes, duplicates, stale = 800, 200, 100
     messages, _ = burst(volumes, duplicates, stale, seed=11)
     seed_burst(emulator, volumes)
-    # Rate-limited so the burst takes a few seconds and the process can be stopped in the middle.
-    env = actuator_env(nats_server.url, kubeconfig(emulator), qps=250, burst=50, concurrency=16)
     for command, msg_id in messages:
         await publish_command(bus, command, msg_id=msg_id)
     assert await stream_count(bus, COMMANDS_STREAM) == volumes + duplicates // 2
@@ -181,30 +182,42 @@ async def test_crash_and_sigterm_mid_burst_lose_nothing_and_double_nothing(
     async def results_at_least(n: int) -> bool:
         return await stream_count(bus, RESULTS_STREAM) >= n
 
-    first = ActuatorProcess(env, tmp_path / "first.log")
-    second = ActuatorProcess(env, tmp_path / "second.log")
-    third = ActuatorProcess(env, tmp_path / "third.log")
+    # Rate-limited so the burst lasts long enough to be interrupted twice.
+    processes = {
+        name: ActuatorProcess(
+            actuator_env(
+                nats_server.url, kubeconfig(emulator), instance=name, qps=100, burst=10, concurrency=16
+            ),
+            tmp_path / f"{name}.log",
+        )
+        for name in ("first", "second", "third")
+    }
     try:
-        first.start()
-        await eventually(lambda: results_at_least(150), within=60, what="the first actuator to start")
-        first.kill()  # SIGKILL: in-flight writes, unpublished results and unacked commands are cut off
+        for process in processes.values():
+            process.start()
+        await eventually(lambda: results_at_least(100), within=90, what="a leader to apply commands")
+        crashed = await lease_holder(bus)
+        assert crashed in processes
+        processes[crashed].kill()  # SIGKILL: in-flight writes, unpublished results, unacked commands cut off
         done_at_kill = await stream_count(bus, RESULTS_STREAM)
         assert done_at_kill < volumes, "the burst was over before the kill"
 
-        second.start()
-        await eventually(lambda: results_at_least(done_at_kill + 150), within=60, what="the second actuator")
-        assert await second.terminate() == 0, second.log()  # SIGTERM: drains, releases the lease
+        target = min(done_at_kill + 100, volumes - 150)
+        await eventually(lambda: results_at_least(target), within=60, what="a standby to take over")
+        stopped = await lease_holder(bus)
+        assert stopped in processes and stopped != crashed
         assert await stream_count(bus, RESULTS_STREAM) < volumes, "the burst was over before SIGTERM"
-
-        third.start()
+        # SIGTERM: stop fetching, finish what is in hand, release the lease, exit 0.
+        assert await processes[stopped].terminate() == 0, processes[stopped].log()
 
         async def finished() -> bool:
             return await drained(bus) and await results_at_least(volumes)
 
-        await eventually(finished, within=120, what="the burst to be finished after the restarts")
+        await eventually(finished, within=120, what="the last actuator to finish the burst")
+        assert await lease_holder(bus) not in (crashed, stopped)
         await check_burst(bus, emulator, volumes, stale)
     finally:
-        for process in (first, second, third):
+        for process in processes.values():
             process.stop()
 
 
