@@ -405,3 +405,35 @@ async def test_a_malformed_volume_is_skipped_and_reported_not_fatal(sandbox: San
     await sandbox.patch("volumes", "vol-bad", {"spec": {"numberOfReplicas": 1, "nodeID": "node-2"}})
     await sandbox.wait_volume("vol-bad", lambda v: state(v) == ("attached", "healthy"), what="repaired")
     sandbox.simulator.object_errors.clear()
+
+
+async def test_the_simulator_rides_out_api_faults(sandbox: Sandbox) -> None:
+    """Injected 409/429/500 answers on its writes and watches cut every few events slow the simulated
+    controllers down but never wedge them (SIM-FAULT against the emulator's API faults)."""
+    from tests.fixtures.sandbox import UPGRADE_IMAGE
+
+    await sandbox.create_engine_image(UPGRADE_IMAGE)
+    await attach(sandbox, "vol-api", replicas=3)
+    sandbox.emulator.faults.update(
+        {
+            "conflict_rate": 0.2,
+            "throttle_rate": 0.1,
+            "error_rate": 0.1,
+            "watch_cut_after_events": 5,
+            "plurals": ["engines", "replicas", "engineimages", "instancemanagers", "pods"],
+            "seed": 11,
+        }
+    )
+    try:
+        await sandbox.patch("volumes", "vol-api", {"spec": {"image": UPGRADE_IMAGE}})
+        await sandbox.wait_volume(
+            "vol-api",
+            lambda v: v.get("status", {}).get("currentImage") == UPGRADE_IMAGE and state(v)[1] == "healthy",
+            within=30,
+            what="live upgrade through API faults",
+        )
+        await sandbox.patch("volumes", "vol-api", {"spec": {"nodeID": ""}})
+        await sandbox.wait_volume("vol-api", lambda v: state(v)[0] == "detached", within=30)
+    finally:
+        sandbox.emulator.faults.reset()
+    assert sandbox.simulator.write_errors > 0, "faults were injected"

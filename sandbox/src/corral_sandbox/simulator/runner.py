@@ -48,7 +48,11 @@ class Simulator:
         clock: Clock | None = None,
         *,
         rng: random.Random | None = None,
+        resync_seconds: float = 10.0,
     ) -> None:
+        """`resync_seconds` (real time): how often the background simulator re-lists everything, as
+        an informer resync does, so a watch that went silent without ending costs a delay, not a
+        stuck cluster."""
         self.config = config or SimConfig()
         self.clock: Clock = clock or WallClock()
         self.view = ClusterView.empty()
@@ -69,6 +73,7 @@ class Simulator:
         self._retry_at: float | None = None
         self._versions: dict[str, str] = {}
         self._stopping = False
+        self._resync_seconds = resync_seconds
         self.clock.on_advance(self.wake)
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -88,6 +93,7 @@ class Simulator:
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._watch(kind), name=f"sim-watch-{kind}") for kind in KINDS]
         self._tasks.append(loop.create_task(self._run(), name="sim-reconcile"))
+        self._tasks.append(loop.create_task(self._resync(), name="sim-resync"))
 
     async def stop(self) -> None:
         self._stopping = True
@@ -262,6 +268,16 @@ class Simulator:
             self.write_errors += 1
             log.warning("%s %s/%s failed (%s); retrying", write.verb, write.kind, write.name, error)
             self._retry_at = self.clock.now()
+
+    async def _resync(self) -> None:
+        while not self._stopping:
+            await asyncio.sleep(self._resync_seconds)
+            try:
+                async with self._lock:
+                    await self.sync()
+            except (client.ApiException, OSError, TimeoutError) as error:
+                log.warning("resync failed (%s); the watches carry on", error)
+            self.wake()
 
     # --- watches ---------------------------------------------------------------------------------
 
