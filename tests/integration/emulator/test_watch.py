@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 
 import pytest
 from kubernetes_asyncio import client
@@ -306,3 +307,54 @@ async def test_concurrent_writers_are_seen_once_each_in_order(
     assert seen == committed
     last = {e["raw_object"]["metadata"]["name"]: e["raw_object"]["spec"]["size"] for e in events}
     assert last == {n: "14" for n in names}
+
+
+async def test_a_selector_watch_rebuilds_exactly_the_selected_state(
+    kube_api: client.ApiClient, emulator: Emulator
+) -> None:
+    """The informer contract with selectors: applying a label-selector watch's events (ADDED/MODIFIED
+    set, DELETED removes) to the list it started from yields exactly what a fresh list with that selector
+    returns, whatever mix of creates, relabels, spec changes and deletes happened meanwhile."""
+    rng = random.Random(11)
+    selector = "tier in (gold,silver),!frozen"
+    listed = await crs(kube_api).list_namespaced_custom_object(*LH, NS, "volumes", label_selector=selector)
+    state = {o["metadata"]["name"]: o for o in listed["items"]}
+    live: set[str] = set()
+    for step in range(120):
+        name = f"v{rng.randrange(12)}"
+        labels = {"tier": rng.choice(["gold", "silver", "bronze"])}
+        if rng.random() < 0.2:
+            labels["frozen"] = "yes"
+        if name not in live:
+            await create_volume(kube_api, name, labels=labels)
+            live.add(name)
+        elif rng.random() < 0.2:
+            await crs(kube_api).delete_namespaced_custom_object(*LH, NS, "volumes", name)
+            live.discard(name)
+        elif rng.random() < 0.5:
+            await patch_volume(
+                kube_api, name, {"metadata": {"labels": {**labels, "frozen": labels.get("frozen")}}}
+            )
+        else:
+            await patch_volume(kube_api, name, {"spec": {"size": str(step)}})
+    expected = await crs(kube_api).list_namespaced_custom_object(*LH, NS, "volumes", label_selector=selector)
+    target = int(expected["metadata"]["resourceVersion"])
+    events = await collect(
+        crs(kube_api).list_namespaced_custom_object,
+        *LH,
+        NS,
+        "volumes",
+        resource_version=listed["metadata"]["resourceVersion"],
+        label_selector=selector,
+        allow_watch_bookmarks=True,
+        until=lambda ev: ev[-1]["type"] == "BOOKMARK" and rvs(ev[-1:])[0] >= target,
+    )
+    for event in events[:-1]:
+        obj = event["raw_object"]
+        if event["type"] == "DELETED":
+            del state[obj["metadata"]["name"]]
+        elif event["type"] != "BOOKMARK":
+            state[obj["metadata"]["name"]] = obj
+    assert state == {o["metadata"]["name"]: o for o in expected["items"]}
+    assert emulator.resource_version == target
+    assert expected["items"] and {"ADDED", "MODIFIED", "DELETED"} <= {e["type"] for e in events}
