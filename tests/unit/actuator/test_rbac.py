@@ -9,6 +9,7 @@ import yaml
 
 from corral_actuator.policy import Policy
 from corral_actuator.rbac import ROLE, SERVICE_ACCOUNT, grants, grants_of, render
+from corral_model.kinds import KINDS
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 POLICY = Policy.load(DEPLOY / "policy" / "actuator-policy.yaml")
@@ -68,3 +69,15 @@ def test_decision_services_have_no_kubernetes_credentials() -> None:
         for s in d.get("subjects", [])
     }
     assert not bound & {f"corral-{s}" for s in DECISION_SERVICES}
+
+
+def test_watcher_reads_exactly_the_watched_kinds_and_writes_nothing() -> None:
+    docs = _docs(DEPLOY / "rbac" / "watcher.yaml")
+    roles = [d for d in docs if d["kind"] in ("Role", "ClusterRole")]
+    granted = set().union(*(grants_of(r["rules"]) for r in roles))
+    expected = {(k.group, k.plural, verb) for k in KINDS.values() for verb in ("get", "list", "watch")}
+    assert granted == expected
+    cluster_wide = set().union(*(grants_of(r["rules"]) for r in roles if r["kind"] == "ClusterRole"))
+    assert {(g, p) for g, p, _ in cluster_wide} == {
+        (k.group, k.plural) for k in KINDS.values() if not k.namespaced
+    }
