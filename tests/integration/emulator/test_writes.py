@@ -339,3 +339,19 @@ async def test_delete_collection_by_label(kube_api: client.ApiClient, emulator: 
     remaining = {v["metadata"]["name"]: v["metadata"] for v in emulator.list("longhorn.io", "volumes", NS)}
     assert sorted(remaining) == ["b", "c"]
     assert remaining["c"].get("deletionTimestamp")
+
+
+async def test_malformed_metadata_is_refused(kube_api: client.ApiClient, emulator: Emulator) -> None:
+    """kube-apiserver's decoder: labels must be a string map and finalizers a string list (400), and a
+    refused write leaves the stored object as it was."""
+    await create_volume(kube_api, "v")
+    for bad in ({"labels": {"a": 1}}, {"labels": ["a"]}, {"finalizers": "x"}):
+        with pytest.raises(ApiException) as raised:
+            await patch_volume(kube_api, "v", {"metadata": bad})
+        assert raised.value.status == 400
+    with pytest.raises(ApiException):
+        await crs(kube_api).create_namespaced_custom_object(
+            *LH, NS, "volumes", {**volume("w"), "metadata": {"name": "w", "annotations": {"a": None}}}
+        )
+    listed = await crs(kube_api).list_namespaced_custom_object(*LH, NS, "volumes", label_selector="a")
+    assert listed["items"] == [] and emulator.get("longhorn.io", "volumes", NS, "w") is None

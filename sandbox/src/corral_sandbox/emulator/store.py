@@ -276,6 +276,7 @@ class Store:
                 )
             name = prefix + "".join(secrets.choice(_GENERATE_ALPHABET) for _ in range(5))
         self._check_name(rt, name)
+        self._check_meta(rt, name, meta)
         if rt.namespaced:
             body_ns = meta.get("namespace")
             if body_ns and body_ns != namespace:
@@ -471,6 +472,27 @@ class Store:
             )
 
     @staticmethod
+    def _check_meta(rt: ResourceType, name: str, meta: Obj) -> None:
+        """The shapes the apiserver's decoder insists on: string maps and a list of strings."""
+        for field in ("labels", "annotations"):
+            value = meta.get(field)
+            if value is not None and not (
+                isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+            ):
+                raise errors.bad_request(
+                    f"{rt.kind} in version {rt.version!r} cannot be handled as a {rt.kind}: "
+                    f"metadata.{field} must be a map of strings"
+                )
+        finalizers = meta.get("finalizers")
+        if finalizers is not None and not (
+            isinstance(finalizers, list) and all(isinstance(f, str) for f in finalizers)
+        ):
+            raise errors.bad_request(
+                f"{rt.kind} in version {rt.version!r} cannot be handled as a {rt.kind}: "
+                "metadata.finalizers must be a list of strings"
+            )
+
+    @staticmethod
     def _check_name(rt: ResourceType, name: Any) -> None:
         if not isinstance(name, str) or len(name) > 253 or not _NAME_RE.match(name):
             raise errors.invalid(
@@ -541,6 +563,7 @@ class Store:
         meta["resourceVersion"] = old_meta.get("resourceVersion", "")
         meta.pop("selfLink", None)
         meta.pop("managedFields", None)
+        self._check_meta(rt, key[1], meta)
         if old_meta.get("deletionTimestamp"):
             added = [f for f in meta.get("finalizers") or () if f not in (old_meta.get("finalizers") or ())]
             if added:
