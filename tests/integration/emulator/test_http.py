@@ -5,6 +5,7 @@ Connection: close, malformed requests. Raw sockets, because this is what kuberne
 from __future__ import annotations
 
 import asyncio
+import random
 
 import msgspec
 
@@ -124,4 +125,29 @@ async def test_expect_100_continue(emulator: Emulator) -> None:
     assert interim.startswith(b"HTTP/1.1 100 Continue")
     writer.write(body)
     assert (await _response(reader))[0] == 201
+    writer.close()
+
+
+async def test_garbage_never_takes_the_server_down(emulator: Emulator) -> None:
+    """Random bytes, truncated heads, bad lengths and bad chunk sizes: each connection gets an error or
+    is closed, and the server goes on answering real requests."""
+    rng = random.Random(5)
+    samples = [
+        b"GET / HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
+        b"GET / HTTP/1.1\r\nContent-Length: zz\r\n\r\n",
+        b"POST /api/v1/namespaces/x/pods HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        b"GET / HTTP/1.1\r\nno colon here\r\n\r\n",
+        b"PATCH /api/v1/namespaces/x/pods/p HTTP/1.1\r\nContent-Length: 3\r\n\r\n{{{",
+        *(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300))) + b"\r\n\r\n" for _ in range(20)),
+    ]
+    for sample in samples:
+        reader, writer = await _open(emulator)
+        writer.write(sample)
+        await writer.drain()
+        writer.write_eof()
+        await asyncio.wait_for(reader.read(), 5)  # an answer or a close, never a hang
+        writer.close()
+    reader, writer = await _open(emulator)
+    writer.write(_request("GET", "/healthz"))
+    assert (await _response(reader))[0] == 200
     writer.close()
