@@ -94,7 +94,8 @@ class PullFeed:
         headers = msg.headers
         status = headers.get(_STATUS) if headers else None
         if not status:
-            self._outstanding -= 1
+            if self._outstanding > 0:  # after a reset, stragglers of forgotten requests still come
+                self._outstanding -= 1
             self._buffer.append(msg)
             self._arrived.set()
             return

@@ -1,0 +1,69 @@
+"""PullFeed's bookkeeping of what it asked for, driven by the status messages JetStream sends."""
+
+from __future__ import annotations
+
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+
+from corral_bus.connection import Bus
+from corral_bus.pull import PullFeed
+
+
+def _feed(batch: int = 10) -> PullFeed:
+    nc = NATS()  # never connected: the bookkeeping under test does no I/O
+    return PullFeed(Bus(nc=nc, js=nc.jetstream(), name="unit"), "S", "c", batch=batch)
+
+
+def _status(code: str, description: str, pending: int | None = None) -> Msg:
+    headers = {"Status": code, "Description": description}
+    if pending is not None:
+        headers["Nats-Pending-Messages"] = str(pending)
+    return Msg(_client=NATS(), subject="_INBOX.x", headers=headers)
+
+
+def _message(n: int) -> Msg:
+    return Msg(_client=NATS(), subject="lh.cmd.a", reply=f"$JS.ACK.S.c.1.{n}.{n}.0.0", data=b"x")
+
+
+async def test_messages_and_expiry_account_for_the_request() -> None:
+    feed = _feed()
+    feed._outstanding = 10  # as after one request for 10
+    for n in range(1, 4):
+        await feed._on_msg(_message(n))
+    assert feed.outstanding == 7
+    assert [m.reply.split(".")[5] for m in feed.give_back()] == ["1", "2", "3"]
+    await feed._on_msg(_status("408", "Request Timeout", pending=7))
+    assert feed.outstanding == 0
+
+
+async def test_heartbeats_keep_the_pull_alive_without_changing_the_count() -> None:
+    feed = _feed()
+    feed._outstanding = 10
+    feed._last_activity = feed._requested_at = 0.0  # long quiet
+    assert feed.stale
+    await feed._on_msg(_status("100", "Idle Heartbeat"))
+    assert not feed.stale
+    assert feed.outstanding == 10
+
+
+async def test_consumer_deleted_is_noticed() -> None:
+    feed = _feed()
+    feed._outstanding = 5
+    await feed._on_msg(_status("409", "Consumer Deleted"))
+    assert feed.consumer_deleted
+    assert feed.outstanding == 0
+
+
+async def test_counts_never_go_negative() -> None:
+    feed = _feed()
+    await feed._on_msg(_status("408", "Request Timeout", pending=50))
+    assert feed.outstanding == 0
+
+
+async def test_stragglers_after_a_reset_do_not_drive_the_count_below_zero() -> None:
+    feed = _feed(batch=4)
+    feed._outstanding = 4
+    feed.reset()
+    await feed._on_msg(_message(1))
+    assert feed.outstanding == 0
+    assert len(feed.give_back()) == 1  # still handed out, not dropped
