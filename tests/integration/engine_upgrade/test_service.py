@@ -89,11 +89,11 @@ class Cluster:
 
 
 class Service:
-    def __init__(self, nats_url: str) -> None:
+    def __init__(self, nats_url: str, instance: str = "eu-1", handover_delay_s: float = 0.0) -> None:
         self.config = msgspec.convert(
             {
                 "service": "engine-upgrade",
-                "instance": "eu-1",
+                "instance": instance,
                 "nats_url": nats_url,
                 "health_port": 0,
                 "health_host": "127.0.0.1",
@@ -101,16 +101,24 @@ class Service:
                 "lease_ttl_s": 2.0,
                 "shutdown_grace_s": 5.0,
                 "debounce_s": 0.01,
-                "handover_delay_s": 0.0,
+                "handover_delay_s": handover_delay_s,
             },
             EngineUpgradeConfig,
         )
         self.ctx: ServiceContext[EngineUpgradeConfig] | None = None
         self.task: asyncio.Task[int] | None = None
+        self.runner: Any = None
 
     async def _main(self, ctx: ServiceContext[EngineUpgradeConfig]) -> None:
         self.ctx = ctx
-        await main(ctx)
+        await main(ctx, on_runner=self._runner)
+
+    def _runner(self, runner: Any) -> None:
+        self.runner = runner
+
+    @property
+    def is_leader(self) -> bool:
+        return self.ctx is not None and self.ctx.is_leader
 
     async def start(self) -> None:
         self.task = asyncio.create_task(
@@ -198,3 +206,49 @@ async def _ready(service: Service) -> bool:
 
 async def _one(seen: list[Any]) -> bool:
     return len(seen) >= 1
+
+
+async def test_only_the_leader_decides_and_a_standby_takes_over(bus: Bus, nats_server: NatsServer) -> None:
+    cluster = Cluster(bus)
+    await cluster.put(*(longhorn_node(n) for n in NODES))
+    await cluster.put(engine_image(OLD, api=5), engine_image(NEW))
+    await cluster.put(setting(DEFAULT_IMAGE_SETTING, NEW), setting(LIMIT_SETTING, "1"))
+    a, b = volume("vol-a"), volume("vol-b")
+    for vol in (a, b):
+        await cluster.put(vol, *(replica(vol.metadata.name, i, n) for i, n in enumerate(NODES)))
+    await cluster.resync()
+
+    first, second = Service(nats_server.url, "eu-1", 0.2), Service(nats_server.url, "eu-2", 0.2)
+    async with commands_seen(bus) as seen:
+        await first.start()
+        await second.start()
+        try:
+            await eventually(lambda: _ready(first), what="eu-1 ready")
+            await eventually(lambda: _ready(second), what="eu-2 ready")
+            await eventually(lambda: _one(seen), what="the first command")
+            leader, standby = (first, second) if first.is_leader else (second, first)
+            assert not standby.is_leader
+            assert standby.runner.decider.ready  # warm, but it decides nothing
+            assert [c.target.name for _, c in seen] == ["vol-a"]
+            assert standby.runner.metrics.commands.labels("live")._value.get() == 0
+
+            # The leader goes away (gracefully: it releases the lease); the standby takes over.
+            assert await leader.stop() == 0
+            await eventually(lambda: _leads(standby), what="the standby to take over")
+            # vol-a finishes its upgrade: the new leader fills the freed slot with vol-b.
+            await cluster.put(msgspec.structs.replace(a, spec=msgspec.structs.replace(a.spec, image=NEW)))
+            await cluster.put(volume("vol-a", image=NEW))
+
+            async def b_commanded() -> bool:
+                return any(c.target.name == "vol-b" for _, c in seen)
+
+            await eventually(b_commanded, what="the new leader to command vol-b")
+            assert standby.runner.metrics.commands.labels("live")._value.get() >= 1
+        finally:
+            for service in (first, second):
+                if service.task is not None and not service.task.done():
+                    await service.stop()
+
+
+async def _leads(service: Service) -> bool:
+    return service.is_leader

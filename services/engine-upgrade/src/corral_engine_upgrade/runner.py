@@ -332,8 +332,9 @@ class EngineUpgradeRunner:
                 await self._publisher.flush()
 
 
-async def main(ctx: ServiceContext[EngineUpgradeConfig]) -> None:
-    """The service body the runtime harness runs (`python -m corral_engine_upgrade`)."""
+async def main(ctx: ServiceContext[EngineUpgradeConfig], on_runner: Any = None) -> None:
+    """The service body the runtime harness runs (`python -m corral_engine_upgrade`).
+    `on_runner(runner)` lets an embedding (tests, `corral run` in one process) look at the runner."""
     leadership = ctx.leadership
     runner = EngineUpgradeRunner(
         ctx.bus,
@@ -342,6 +343,8 @@ async def main(ctx: ServiceContext[EngineUpgradeConfig]) -> None:
         ctx.metrics,
         is_leader=lambda: ctx.is_leader,
     )
+    if on_runner is not None:
+        on_runner(runner)
     if leadership is not None:
         leadership.on_change(runner.leadership_changed)
     await runner.run(ctx.stop, on_bootstrapped=lambda: ctx.readiness.mark(BOOTSTRAP))
