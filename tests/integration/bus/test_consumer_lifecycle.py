@@ -116,3 +116,19 @@ async def test_message_of_a_crashed_handler_is_dead_lettered(bus: Bus, nats_serv
     assert letter.payload == "m0" and letter.subject == _subject(0)
     # Gone from the work queue: it lives on in LH_DEAD only.
     assert (await bus.js.stream_info(subjects.COMMANDS_STREAM)).state.messages == 0
+
+
+async def test_messages_waiting_behind_a_slow_handler_are_not_redelivered(bus: Bus) -> None:
+    deliveries: list[tuple[bytes, int]] = []
+
+    async def slow(delivery: Delivery) -> None:
+        deliveries.append((delivery.data, delivery.num_delivered))
+        await asyncio.sleep(0.4)  # a slow API call; together the batch outlasts ack_wait
+
+    await _publish(bus, 0, 6)
+    spec = ConsumerSpec(stream=subjects.COMMANDS_STREAM, durable="slow", batch=6, ack_wait=0.9)
+    consumer = Consumer(bus, spec, slow)
+    consumer.start()
+    await eventually(lambda: consumer.stats.acked == 6, within=20, what="all six handled")
+    await consumer.stop()
+    assert sorted(deliveries) == sorted((f"m{i}".encode(), 1) for i in range(6))

@@ -395,12 +395,16 @@ class Consumer:
             log.error("consumer %s: could not dead-letter seq %d: %s", self.spec.durable, seq, e)
 
     async def _keep_alive(self) -> None:
-        """Send in-progress acks for deliveries running longer than a third of `ack_wait`."""
+        """Send in-progress acks for deliveries that are taking long: handlers running for more than
+        a third of `ack_wait`, and messages waiting that long behind a slow handler, so JetStream
+        does not hand them to another replica while they are still ours."""
         period = max(0.1, self.spec.ack_wait / 3)
         while True:
             await asyncio.sleep(period)
             now = time.monotonic()
-            for msg, started in list(self.stats.in_flight.values()):
-                if now - started >= period:
-                    with contextlib.suppress(Exception):
-                        await msg.in_progress()
+            slow = [msg for msg, started in self.stats.in_flight.values() if now - started >= period]
+            if self._feed is not None:
+                slow.extend(self._feed.waiting_since(now - period))
+            for msg in slow:
+                with contextlib.suppress(Exception):
+                    await msg.in_progress()

@@ -49,7 +49,8 @@ class PullFeed:
         self.expires = expires
         self.heartbeat = heartbeat
         self.consumer_deleted = False
-        self._buffer: deque[Msg] = deque()
+        # Received, not yet taken, with the time each arrived (its ack timer runs from then).
+        self._buffer: deque[tuple[Msg, float]] = deque()
         self._arrived = asyncio.Event()
         self._outstanding = 0
         self._last_activity = time.monotonic()
@@ -85,7 +86,7 @@ class PullFeed:
 
     def give_back(self) -> list[Msg]:
         """Everything received but not yet taken (to nak on shutdown)."""
-        taken = list(self._buffer)
+        taken = [msg for msg, _ in self._buffer]
         self._buffer.clear()
         return taken
 
@@ -96,7 +97,7 @@ class PullFeed:
         if not status:
             if self._outstanding > 0:  # after a reset, stragglers of forgotten requests still come
                 self._outstanding -= 1
-            self._buffer.append(msg)
+            self._buffer.append((msg, self._last_activity))
             self._arrived.set()
             return
         if status == "100":
@@ -137,15 +138,19 @@ class PullFeed:
         if self._outstanding <= self.batch // 2 and len(self._buffer) <= self.batch // 2:
             await self._request()
         if self._buffer:
-            return self._buffer.popleft()
+            return self._buffer.popleft()[0]
         await self.wait_arrival(wait)
         if self._buffer:
-            return self._buffer.popleft()
+            return self._buffer.popleft()[0]
         return None
 
     def take_ready(self) -> Msg | None:
         """A message already received, without waiting (None if there is none)."""
-        return self._buffer.popleft() if self._buffer else None
+        return self._buffer.popleft()[0] if self._buffer else None
+
+    def waiting_since(self, before: float) -> list[Msg]:
+        """Messages received before `before` (monotonic) and still waiting to be taken."""
+        return [msg for msg, arrived in self._buffer if arrived < before]
 
 
 def ack_metadata(reply: str) -> tuple[str, int, int, int]:
