@@ -388,3 +388,16 @@ def test_bad_events_raise_a_clear_error_and_change_nothing() -> None:
         )
     )
     assert decider.view.volume_count == 1
+
+
+def test_a_deleted_engine_image_is_not_resurrected_by_a_late_event() -> None:
+    clock = Clock()
+    decider, feed = ready_cluster(clock)
+    feed.volume_with_replicas(volume("v1"))
+    late = feed.event(engine_image(NEW))
+    feed.delete(engine_image(NEW))
+    decider.apply(late)
+    assert decider.decide() == []
+    assert reasons(feed) == {"v1": Reason.DEFAULT_IMAGE_MISSING}
+    feed.put(engine_image(NEW))  # re-created: a newer resourceVersion
+    assert names(decider.decide()) == ["v1"]

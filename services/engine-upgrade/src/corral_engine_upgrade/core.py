@@ -257,7 +257,6 @@ class EngineUpgradeDecider:
         if expectation is not None and volume.spec_image != expectation.from_image:
             volume.expectation = None  # the view now shows our change (or someone else's): observed
         reason = volume_reason(volume, self.view, now)
-        volume.eligible = reason is None
         volume.epoch = self._owners.epoch
         owner = volume.owner
         dirty = self._owners.place(
@@ -300,7 +299,6 @@ class EngineUpgradeDecider:
         )
         self._schedule(deadline, volume)
         # It was a candidate a moment ago; now it holds a slot (no rule needs re-checking).
-        volume.eligible = False
         self._owners.place(volume, volume.owner, None)
         return command
 

@@ -4,7 +4,8 @@ A decision service tracks every volume of the cluster (100 k of them), so the vi
 mutable record per volume instead of the slim Kubernetes object: about a dozen fields, strings
 interned (images, node names and states repeat across thousands of volumes, so they are shared),
 `gc=False` because records hold no reference cycles and the collector should never walk them, and
-`eq=False` so a record hashes by identity and can sit in index sets cheaply.
+`eq=False` so two records are the same only when they are the same object (identity, not a
+field-by-field comparison, is what the owner lists and queues need).
 
 Replicas are folded into their volume's record: the rules only need the node each replica is
 scheduled on (longhorn-behaviour.md §1.3, "ready on all volume replicas").
@@ -74,7 +75,6 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False):
     v2: bool = False
     replicas: tuple[ReplicaEntry, ...] = ()
     # --- decider bookkeeping (owned by core.py, kept here to avoid parallel dicts) ---------------
-    eligible: bool = False  # passes every per-volume rule; a candidate unless it holds a slot
     expectation: Expectation | None = None
     hold_rv: int = -2  # after a refusal: not re-decided until rv > hold_rv …
     hold_until: float = 0.0  # … or until this time (a retry backoff)
@@ -82,7 +82,7 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False):
     candidate_node: str | None = None  # the owner node whose candidate queue holds this volume
     queue_seq: int = 0  # which candidate-queue entry is the live one (older entries are stale)
     member_of: str | None = None  # the owner node whose member list holds this volume
-    epoch: int = -1  # the rules epoch `eligible` was computed under (see slots.py)
+    epoch: int = -1  # the rules epoch this volume was last judged under (see slots.py)
     alive: bool = True
 
     @property

@@ -158,7 +158,7 @@ class ClusterView:
         if kind == "replica":
             return self._apply_replica(event.namespace, event.name, obj, rv, deleted, now)
         if kind == "engineimage":
-            return self._apply_engine_image(event.name, obj, rv, deleted, now)
+            return self._apply_engine_image(event.namespace, event.name, obj, rv, deleted, now)
         if kind == "setting":
             return self._apply_setting(event.namespace, event.name, obj, rv, deleted, now)
         return self._apply_node(event.namespace, event.name, rv, deleted, now)
@@ -248,20 +248,20 @@ class ClusterView:
             self._orphan_replicas.pop((namespace, volume_name), None)
 
     def _apply_engine_image(
-        self, name: str, engine_image: lh.EngineImage, rv: int, deleted: bool, now: float
+        self, namespace: str, name: str, engine_image: lh.EngineImage, rv: int, deleted: bool, now: float
     ) -> Impact:
         old = self._images.get(name)
         if old is not None and _stale(rv, old.rv):
             return NO_IMPACT
         if deleted:
-            self._tombstone(("engineimage", "", name), max(rv, old.rv if old else -1), now)
+            self._tombstone(("engineimage", namespace, name), max(rv, old.rv if old else -1), now)
             if old is None:
                 return NO_IMPACT
             new: ImageRecord | None = None
             del self._images[name]
         else:
             new = ImageRecord.from_object(engine_image, rv)
-            self._images[new.name] = new
+            self._images[_intern(name)] = new
         self._refresh_default_ei()
         if old is not None and new is not None and not _facts_changed(old, new):
             return NO_IMPACT  # e.g. only refCount moved, as it does on every upgrade
