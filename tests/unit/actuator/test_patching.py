@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from corral_kube.patching import (
@@ -24,6 +25,8 @@ from corral_kube.patching import (
     tokens,
 )
 from corral_model.envelopes import FieldValue
+from corral_sandbox.emulator.patching import PatchError
+from corral_sandbox.emulator.patching import json_patch as apply_patch
 
 VOLUME: dict[str, Any] = {
     "metadata": {
@@ -163,3 +166,56 @@ def test_subset_holds_for_creates() -> None:
     assert subset_holds({"spec": {"nodes": ["a"]}}, existing)
     assert not subset_holds({"spec": {"nodes": ["b"]}}, existing)
     assert not subset_holds({"spec": {"other": 1}}, existing)
+
+
+# --- properties: what the patch does when an RFC 6902 implementation applies it ---------------------
+
+_keys = st.sampled_from(["spec", "template", "metadata", "a", "b/c", "d~e"])
+_scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.text(max_size=3))
+_documents = st.recursive(
+    _scalars,
+    lambda children: st.one_of(st.lists(children, max_size=3), st.dictionaries(_keys, children, max_size=3)),
+    max_leaves=12,
+)
+_paths = st.lists(_keys, min_size=1, max_size=4).map(pointer)
+
+
+def _settable(snapshot: Any, path: str) -> bool:
+    """Whether a patch can set `path`: its deepest existing ancestor is an object (missing parents
+    are created below it), or it is an existing element of an array (replaced)."""
+    parts = tokens(path)
+    for depth in range(len(parts) - 1, -1, -1):
+        ancestor = resolve(snapshot, pointer(parts[:depth]))
+        if ancestor is not MISSING:
+            break
+    if isinstance(ancestor, dict):
+        return True
+    return isinstance(ancestor, list) and depth == len(parts) - 1 and resolve(snapshot, path) is not MISSING
+
+
+@given(
+    st.dictionaries(_keys, _documents, max_size=4),
+    st.lists(
+        st.tuples(_paths, st.one_of(_scalars.filter(lambda v: v is not None), st.just({}))),
+        min_size=1,
+        max_size=3,
+        unique_by=lambda change: change[0],
+    ),
+)
+def test_a_patch_built_from_a_snapshot_makes_its_changes_hold(
+    document: dict[str, Any], changes: list[tuple[str, Any]]
+) -> None:
+    """The server accepts the patch exactly when every changed path can be set (see `_settable`),
+    and then every change holds; otherwise it refuses the whole patch (a 422 the actuator reports)."""
+    paths = [p for p, _ in changes]
+    assume(not any(a != b and b.startswith(a + "/") for a in paths for b in paths))  # no change nests another
+    snapshot = {**document, "metadata": {"resourceVersion": "9"}}
+    fields = [FieldValue(path=p, value=v) for p, v in changes]
+    ops = json_patch(fields, snapshot=snapshot)
+    try:
+        patched = apply_patch(copy.deepcopy(snapshot), ops)
+    except PatchError:
+        assert not all(_settable(snapshot, p) for p in paths)
+        return
+    assert all(_settable(snapshot, p) for p in paths)
+    assert all(holds(patched, f) for f in fields)
