@@ -219,3 +219,32 @@ def test_a_patch_built_from_a_snapshot_makes_its_changes_hold(
         return
     assert all(_settable(snapshot, p) for p in paths)
     assert all(holds(patched, f) for f in fields)
+
+
+@given(st.dictionaries(_keys, _documents, min_size=1, max_size=4), st.data())
+def test_precondition_tests_pass_exactly_when_the_preconditions_hold(
+    document: dict[str, Any], data: st.DataObject
+) -> None:
+    """`holds` (what the actuator checks on a read) and the server's `test` operation agree."""
+    existing = [pointer(p) for p in _leaf_paths(document)]
+    path = data.draw(st.sampled_from(existing) | _paths)
+    actual = resolve(document, path)
+    others = _scalars.filter(lambda v: v is not None)
+    value = data.draw(others if actual is MISSING else st.just(actual) | others)
+    assume(value is not None)  # "absent" is checked on a read, never as a `test`
+    pre = FieldValue(path=path, value=value)
+    ops = json_patch([FieldValue(path="/zz", value=1)], [pre])
+    try:
+        apply_patch(copy.deepcopy(document), ops)
+    except PatchError:
+        assert not holds(document, pre)
+        return
+    assert holds(document, pre)
+
+
+def _leaf_paths(node: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    if isinstance(node, dict) and node:
+        return [p for k, v in node.items() for p in _leaf_paths(v, (*prefix, k))]
+    if isinstance(node, list) and node:
+        return [p for i, v in enumerate(node) for p in _leaf_paths(v, (*prefix, str(i)))]
+    return [prefix] if prefix else []
