@@ -129,9 +129,9 @@ class BootstrapReader:
             await self._bind()
 
     async def _unbind(self) -> None:
-        if self._feed is not None:
-            await self._feed.close()
-            self._feed = None
+        feed, self._feed = self._feed, None
+        if feed is not None:
+            await feed.close()
         if self._consumer:
             with contextlib.suppress(Exception):
                 await self.bus.js.delete_consumer(self.stream, self._consumer)
@@ -150,7 +150,7 @@ class BootstrapReader:
         msg = await feed.next(self.fetch_wait)
         if msg is None and feed.stale:
             log.info("bootstrap reader %s: pull went quiet; re-creating", self.stream)
-            self._feed = None
+            await self._unbind()
         return msg
 
     async def _consumer_exists(self) -> bool:
@@ -171,13 +171,14 @@ class BootstrapReader:
                     idle += 1
                     if idle % 5 == 0 and self._feed is not None and not await self._consumer_exists():
                         log.warning("bootstrap reader %s: consumer vanished; re-creating", self.stream)
-                        self._feed = None
+                        await self._unbind()
                     continue
             except ConnectionClosedError:
                 return
             except Exception as e:
                 log.warning("bootstrap reader %s: %s: %s; re-creating", self.stream, type(e).__name__, e)
-                self._feed = None
+                with contextlib.suppress(Exception):
+                    await self._unbind()
                 await asyncio.sleep(retry)
                 retry = min(2 * retry, 5.0)
                 continue

@@ -191,9 +191,13 @@ class Consumer:
             with contextlib.suppress(Exception):
                 await self._advisories.unsubscribe()
             self._advisories = None
-        if self._feed is not None:
-            await self._feed.close()
-            self._feed = None
+        feed, self._feed = self._feed, None
+        if feed is not None:
+            await feed.close()
+            if self.bus.nc.is_connected:
+                for msg in feed.give_back():  # received, not handled: let them come again now
+                    with contextlib.suppress(Exception):
+                        await msg.nak()
 
     async def _consumer_exists(self) -> bool:
         try:
@@ -226,12 +230,12 @@ class Consumer:
                 if feed.stale:
                     # Requests outstanding and not even a heartbeat: they died with the server.
                     log.info("consumer %s: pull went quiet; re-binding", self.spec.durable)
-                    self._feed = None
+                    await self._unbind()
                 elif time.monotonic() - idle_since > 5 * self.spec.fetch_wait:
                     idle_since = time.monotonic()
                     if not await self._consumer_exists():
                         log.warning("consumer %s vanished; re-creating it", self.spec.durable)
-                        self._feed = None
+                        await self._unbind()
             except asyncio.CancelledError:
                 raise
             except ConnectionClosedError:
@@ -240,7 +244,8 @@ class Consumer:
             except Exception as e:
                 # Server restarting, consumer deleted, JetStream briefly unavailable: re-bind.
                 log.warning("consumer %s: %s: %s; re-binding", self.spec.durable, type(e).__name__, e)
-                self._feed = None
+                with contextlib.suppress(Exception):
+                    await self._unbind()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), timeout=retry)
                 retry = min(retry * 2, 5.0)
