@@ -12,6 +12,7 @@ Two ways to drive it:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import logging
@@ -111,6 +112,13 @@ class Simulator:
             self.memory = Memory()
             await self.sync()
         self.wake()
+
+    def reconfigure(self, **changes: Any) -> SimConfig:
+        """Change knobs while running (`live_upgrade_seconds=30`, `non_working_images=…`); the next
+        round uses them. Timers already running keep their start and are judged by the new duration."""
+        self.config = dataclasses.replace(self.config, **changes)
+        self.wake()
+        return self.config
 
     def wake(self) -> None:
         self._wake.set()

@@ -177,10 +177,12 @@ def _expansion(ctx: ReconcileContext, scope: VolumeScope, wanted: dict[str, Any]
 def _replenish(ctx: ReconcileContext, facts: ClusterFacts, scope: VolumeScope, current_image: str) -> None:
     """Keep `numberOfReplicas` usable replicas: place unscheduled ones, create missing ones.
 
-    Not during a live upgrade (the upgrade owns the replica set then). Extra healthy replicas are
-    kept (Longhorn does not trim them); extra unscheduled ones are dropped first.
+    Not while a live upgrade has its new replicas out (the upgrade owns the replica set then), but
+    still while one is only requested: a degraded volume does not start a live upgrade, so holding
+    the rebuild back until then would leave it stuck. New replicas take the image the engine runs.
+    Extra healthy replicas are kept (Longhorn does not trim them); extra unscheduled ones go first.
     """
-    if scope.inactive() or spec(scope.volume).get("image") != current_image:
+    if any(spec(r).get("active", True) is False for r in scope.replicas):
         return
     wanted = int(spec(scope.volume).get("numberOfReplicas", 3) or 0)
     usable = [r for r in scope.active() if not failed(r)]
