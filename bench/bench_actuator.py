@@ -36,6 +36,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import msgspec  # noqa: E402
+import uvloop  # noqa: E402
 
 from bench.report import write_report  # noqa: E402
 from corral_actuator.actuator import Actuator  # noqa: E402
@@ -312,7 +313,8 @@ async def run() -> dict[str, Any]:
 
 
 def main() -> None:
-    figures = asyncio.run(run())
+    # The actuator service runs on uvloop (corral_actuator.__main__); so does its benchmark.
+    figures = uvloop.run(run())
     write_report(
         "actuator",
         figures,
