@@ -39,6 +39,13 @@ class ServiceConfig(msgspec.Struct, kw_only=True, frozen=True):
     """A dead leader's lease expires after this long, so a standby takes over within it."""
     shutdown_grace_s: Annotated[float, msgspec.Meta(ge=0)] = 20.0
     """How long in-flight work may take to finish after SIGTERM before it is cancelled."""
+    upgrade_gate: bool = True
+    """Run the upgrade-path gate at start-up (services that declare one). Off only for tests and
+    replays that feed a service a hand-made bus; the gate's own bypass is `upgrade_version_check`."""
+    upgrade_version_check: bool = True
+    """Longhorn's `--upgrade-version-check`: false skips the version rules (only from >= v1.4.0)."""
+    upgrade_gate_wait_s: Annotated[float, msgspec.Meta(gt=0)] = 60.0
+    """How long the gate waits for a complete view of the version setting and engine images."""
 
 
 ConfigT = TypeVar("ConfigT", bound=msgspec.Struct)

@@ -37,6 +37,7 @@ from prometheus_client import CollectorRegistry
 from corral_bus.connection import Bus, connect
 from corral_bus.streams import ensure_streams
 from corral_runtime.config import ConfigError, ServiceConfig, load_config
+from corral_runtime.gate import UpgradeGate
 from corral_runtime.health import HealthServer, Readiness
 from corral_runtime.leadership import Leadership
 from corral_runtime.logs import Logger, configure_logging
@@ -99,12 +100,15 @@ def run_service(
     *,
     leader_election: bool = False,
     ready_when: Sequence[str] = (),
+    upgrade_gate: UpgradeGate | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> int:
     """Run `main` as the service `name` until it returns or a stop signal has been handled.
 
     `ready_when` names the readiness conditions `main` marks itself (`ctx.readiness.mark("bootstrap")`);
     they are declared before the health server starts, so /readyz never answers 200 too early.
+    `upgrade_gate` (e.g. `corral_runtime.gate.bus_gate`) runs before `main`; a blocked upgrade path
+    exits 1 without `main` ever running.
     """
     try:
         config = load_config(config_cls, environ=environ)
@@ -116,7 +120,14 @@ def run_service(
     )
     try:
         return asyncio.run(
-            serve(config, main, leader_election=leader_election, ready_when=ready_when, environ=environ)
+            serve(
+                config,
+                main,
+                leader_election=leader_election,
+                ready_when=ready_when,
+                upgrade_gate=upgrade_gate,
+                environ=environ,
+            )
         )
     except asyncio.CancelledError:  # a second stop signal landed while closing down
         return EXIT_FORCED
@@ -128,6 +139,7 @@ async def serve(
     *,
     leader_election: bool = False,
     ready_when: Sequence[str] = (),
+    upgrade_gate: UpgradeGate | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> int:
     """The body of `run_service` for a loaded configuration; usable from a running event loop."""
@@ -161,6 +173,12 @@ async def serve(
                 return EXIT_OK
             # Idempotent, and every service does it: whichever starts first creates the contract's streams.
             await ensure_streams(bus.js)
+            if upgrade_gate is not None and config.upgrade_gate:
+                decision = await upgrade_gate(bus, config)
+                if not decision.allowed:
+                    log.error("upgrade path blocked: not starting", summary=decision.summary())
+                    return EXIT_FAILED
+                log.info("upgrade path allowed", summary=decision.summary())
             connected_bus = bus
             readiness.probe("nats", lambda: connected_bus.is_connected)
             gauges.ready.set_function(lambda: float(readiness.ready))

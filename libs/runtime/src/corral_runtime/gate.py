@@ -1,0 +1,30 @@
+"""The upgrade-path gate as the harness runs it, before a service may act.
+
+Every corral service refuses to run against a cluster whose Longhorn version this build may not be
+upgraded from (`corral_upgradepath`). Decision services have no API credentials, so they decide from
+the view the watcher publishes on the bus; the watcher and the actuator, which the bus view depends
+on, read the same two inputs live. Either way a blocked path ends the service with exit code 1
+before its main runs, so it never issues a command.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from corral_bus.connection import Bus
+from corral_runtime.config import ServiceConfig
+from corral_upgradepath.busgate import enforce_startup_gate
+from corral_upgradepath.decision import GateDecision
+
+UpgradeGate = Callable[[Bus, ServiceConfig], Awaitable[GateDecision]]
+
+
+async def bus_gate(bus: Bus, config: ServiceConfig) -> GateDecision:
+    """Decide from LH_OBJECTS (the watcher's view) and ask the actuator to record the Event."""
+    return await enforce_startup_gate(
+        bus,
+        service=config.service,
+        namespace=config.namespace,
+        version_check=config.upgrade_version_check,
+        wait_s=config.upgrade_gate_wait_s,
+    )
