@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from nats.errors import MaxPayloadError
 
-from corral_bus import Bus, Publisher, PublishError
+from corral_bus import Bus, Publisher, PublishError, connect, ensure_streams
 from corral_model import subjects
+from tests.fixtures.nats import BinaryNats
+from tests.integration.bus.helpers import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -57,3 +61,30 @@ async def test_refused_publish_raises_and_is_not_left_in_flight(bus: Bus) -> Non
     assert publisher.in_flight == 0
     await publisher.flush()  # nothing pending, nothing failed
     await publisher.close()
+
+
+async def test_flush_reports_what_could_not_be_stored_while_nats_is_down() -> None:
+    # A server of its own: this test takes it away for good.
+    server = BinaryNats()
+    server.start()
+    try:
+        own = await connect(server.url, name="stranded")
+        await ensure_streams(own.js)
+        publisher = Publisher(own, ack_timeout=0.3, give_up_after=1.5)
+        await publisher.publish("lh.res.actuator.volume.ns.a", b"{}", msg_id="before")
+        await publisher.flush()
+        server.stop()
+        await eventually(lambda: not own.is_connected, what="disconnected")
+        for i in range(5):
+            await publisher.publish("lh.res.actuator.volume.ns.a", b"{}", msg_id=f"during-{i}")
+        started = time.monotonic()
+        with pytest.raises(PublishError) as err:
+            await publisher.flush()
+        assert time.monotonic() - started < 5
+        assert sorted(f.msg_id for f in err.value.failures) == [f"during-{i}" for i in range(5)]
+        assert all("not stored within 1.5s" in f.error for f in err.value.failures)
+        await publisher.close()
+        await own.close()
+        assert own.nc.is_closed
+    finally:
+        server.stop()

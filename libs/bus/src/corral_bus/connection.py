@@ -41,10 +41,15 @@ class Bus:
         if self.nc.is_closed:
             return
         try:
-            await self.nc.drain()
+            if self.nc.is_connected:
+                await self.nc.drain()
         except Exception as e:  # a connection that is already broken cannot drain
             log.debug("drain of %s failed: %s", self.name, e)
-            await self.nc.close()
+        if not self.nc.is_closed:
+            try:
+                await self.nc.close()
+            except Exception as e:  # closing while disconnected: nats-py still tries to flush
+                log.debug("close of %s: %s", self.name, e)
         self.connected.clear()
 
     async def __aenter__(self) -> Bus:

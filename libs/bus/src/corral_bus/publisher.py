@@ -163,7 +163,9 @@ class Publisher:
             self._done(token)  # not sent (closed connection, oversized payload): the caller hears it
             raise
 
-    async def _send(self, token: str, item: _InFlight) -> None:
+    async def _send(self, token: str, item: _InFlight, *, wait: bool = True) -> bool:
+        """Write `item`; True once written. Disconnected with the buffer full, wait for the
+        connection (`wait`) or return False."""
         nc = self._bus.nc
         while True:
             try:
@@ -171,9 +173,10 @@ class Publisher:
                     await framing.send(nc, item.frame, len(item.payload))
                 else:
                     await nc.publish(item.subject, item.payload, self._prefix + token, item.headers)
-                return
+                return True
             except OutboundBufferLimitError:
-                # Disconnected with the buffer full: wait for the connection instead of failing.
+                if not wait:
+                    return False
                 await self._bus.connected.wait()
 
     async def _on_ack(self, msg: Msg) -> None:
@@ -230,22 +233,35 @@ class Publisher:
         interval = min(0.1, self._ack_timeout / 4)
         while True:
             await asyncio.sleep(interval)
-            if not self._in_flight or not self._bus.nc.is_connected:
+            if not self._in_flight:
                 continue
-            now = time.monotonic()
-            overdue = [(t, i) for t, i in self._in_flight.items() if i.deadline <= now]
-            for token, item in overdue:
-                if token not in self._in_flight:
-                    continue
-                if now - item.first_sent >= self._give_up_after:
-                    why = f"not stored within {self._give_up_after:g}s"
-                    self._fail(token, item, f"{why}: {item.last_error}" if item.last_error else why)
-                    continue
+            try:
+                await self._reap_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # never let the reaper die: flush() relies on it
+                log.warning("publisher %s: re-sending failed: %s: %s", self._bus.name, type(e).__name__, e)
+
+    async def _reap_once(self) -> None:
+        now = time.monotonic()
+        oldest = next(iter(self._in_flight.values()))
+        if oldest.first_sent + self._ack_timeout > now:
+            return  # every deadline is at least that far away: nothing is overdue yet
+        nc = self._bus.nc
+        for token, item in list(self._in_flight.items()):
+            if token not in self._in_flight:
+                continue
+            if nc.is_closed:
+                self._fail(token, item, "connection closed before the ack came")
+            elif now - item.first_sent >= self._give_up_after:
+                why = f"not stored within {self._give_up_after:g}s"
+                self._fail(token, item, f"{why}: {item.last_error}" if item.last_error else why)
+            elif item.deadline <= now and nc.is_connected:
                 item.deadline = now + self._ack_timeout
-                log.debug(
-                    "re-sending %s [%s]: %s", item.subject, item.msg_id, item.last_error or "ack overdue"
-                )
-                await self._send(token, item)
+                why = item.last_error or "ack overdue"
+                log.debug("re-sending %s [%s]: %s", item.subject, item.msg_id, why)
+                if not await self._send(token, item, wait=False):
+                    return  # disconnected meanwhile: the next round tries again
 
     async def flush(self) -> None:
         """Wait until every message published so far is acknowledged or given up (`give_up_after`).
