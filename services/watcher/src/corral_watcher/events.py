@@ -63,7 +63,7 @@ class EventEncoder:
             observed_at=observed_at,
             object=obj,
         )
-        subject = self.subject(meta.namespace, meta.name)
+        subject = self._subjects.get((meta.namespace, meta.name)) or self.subject(meta.namespace, meta.name)
         if type_ is EventType.DELETED:
             self.forget(meta.namespace, meta.name)
             return subject, _encoder.encode(event), f"{self.kind}:{meta.uid}:{rv}:deleted", self._tombstone

@@ -17,6 +17,7 @@ cannot be needed.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -80,18 +81,24 @@ class FastWire:
         return all(hasattr(nc, name) for name in _PRIVATE)
 
     def install(self) -> None:
+        """Route this subscription's messages to `on_ack`; call from the running event loop."""
         nc = self._nc
         original = nc._process_msg
         self._original = original
         sid, on_ack = self._sid, self._on_ack
+        # nats-py awaits what _process_msg returns: an already finished future costs nothing to
+        # await, where a coroutine per ack would be created, run and thrown away.
+        finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        finished.set_result(None)
 
-        async def process_msg(
+        def process_msg(
             msg_sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None
-        ) -> None:
+        ) -> Awaitable[None]:
             if msg_sid == sid:
                 on_ack(subject, data, headers)
-                return
-            await original(msg_sid, subject, reply, data, headers)
+                return finished
+            passed_on: Awaitable[None] = original(msg_sid, subject, reply, data, headers)
+            return passed_on
 
         nc._process_msg = process_msg
 
