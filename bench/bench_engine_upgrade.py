@@ -5,14 +5,19 @@ Figures per size (names as issue 6 sets them):
   loaded and the limit set: applying that one event (a full recompute) plus `decide()` (the first
   wave's commands, limit x nodes of them).
 * per_event_us: mean cost of `apply(event)` + `decide()` over a stream of wave events (upgrade
-  completions that free a slot and start the next one, unrelated volume churn, replica moves).
+  completions that free a slot and start the next one, unrelated volume churn, replica moves);
+  about half of them build a command (whose id is a SHA-256 over its canonical JSON), so
+  per_event_without_command_us is also given: the view and the decider alone.
 * bytes_per_volume: memory the decider retains per tracked volume (with its 3 replicas), measured
   with tracemalloc after the bootstrap events were dropped.
 * full_scan_ratio: the same events through a Longhorn-style step that lists every volume and
   re-classifies all of them per event (longhorn-behaviour.md §1.3), in the same run; ratio of
   per-event costs (full scan / incremental).
-Also: bootstrap_ms (apply every object and the RESYNCED markers; includes the bootstrap recompute),
-per_event_us_p99, and per_event ratio 100 k / 10 k. Measures only; asserts nothing.
+Also: bootstrap_ms (apply every object and the RESYNCED markers), per_event_us_p99, the ratio of
+per-event cost 100 k / 10 k, and each time figure again as this thread's CPU time (`*_cpu_*`): the
+machine these run on is shared, and wall time includes waiting for a core. `calibration_*` is the
+cost of an empty Python call measured before and after, to compare runs across machines and loads.
+Measures only; asserts nothing.
 """
 
 from __future__ import annotations
@@ -268,12 +273,16 @@ def measure(size: int) -> dict[str, float]:
     walls, cpus = [], []
     issued = 0
     perf, cpu = time.perf_counter, time.thread_time
+    quiet: list[float] = []  # events that issued no command: the view and decider alone
     for event in stream:
         w, c = perf(), cpu()
         decider.apply(event)
-        issued += len(decider.decide())
+        made = len(decider.decide())
         cpus.append(cpu() - c)
         walls.append(perf() - w)
+        issued += made
+        if not made:
+            quiet.append(walls[-1])
     per_event_us = statistics.fmean(walls) * 1e6
     per_event_cpu_us = statistics.fmean(cpus) * 1e6
     p99_us = sorted(walls)[int(len(walls) * 0.99)] * 1e6
@@ -314,6 +323,7 @@ def measure(size: int) -> dict[str, float]:
         "per_event_us": round(per_event_us, 2),
         "per_event_cpu_us": round(per_event_cpu_us, 2),
         "per_event_us_p99": round(p99_us, 2),
+        "per_event_without_command_us": round(statistics.fmean(quiet) * 1e6, 2),
         "wave_events": len(walls),
         "commands_during_stream": issued,
         "full_scan_per_event_us": round(scan_us, 1),
