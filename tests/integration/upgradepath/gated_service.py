@@ -10,14 +10,20 @@ from __future__ import annotations
 import os
 
 from corral_runtime import ServiceConfig, ServiceContext, run_service
-from corral_runtime.gate import bus_gate
+from corral_runtime.gate import bus_gate, live_gate
 
 
-async def main(ctx: ServiceContext[ServiceConfig]) -> None:
+class GatedConfig(ServiceConfig, frozen=True, kw_only=True):
+    kubeconfig: str = ""
+
+
+async def main(ctx: ServiceContext[GatedConfig]) -> None:
     # Reached only when the gate allowed the upgrade path.
     print("gated service acting", flush=True)
 
 
 if __name__ == "__main__":
     name = os.environ.get("GATED_SERVICE_NAME", "engine-upgrade")
-    raise SystemExit(run_service(name, ServiceConfig, main, upgrade_gate=bus_gate))
+    # GATED_SERVICE_GATE=live plays the watcher's and actuator's gate (a live read-only read).
+    gate = live_gate if os.environ.get("GATED_SERVICE_GATE") == "live" else bus_gate
+    raise SystemExit(run_service(name, GatedConfig, main, upgrade_gate=gate))

@@ -156,6 +156,10 @@ BLOCKED_REASON = "failed to upgrade since upgrading from v1.9.3 to v1.11.0 for m
             id="blocked",
         ),
         pytest.param(
+            "v1.9.3", 1, f"blocked: {BLOCKED_REASON}", "Warning", "FailedUpgradePreCheck", BLOCKED_REASON,
+            id="blocked-live", marks=pytest.mark.live_gate,
+        ),
+        pytest.param(
             "v1.10.2", 0, "allowed: minor upgrade from v1.10.2 to v1.11.0 is supported", "Normal",
             "PassedUpgradeCheck", "pre-upgrade check passed", id="allowed",
         ),
@@ -173,7 +177,10 @@ async def test_gated_service_start(
     event_type: str,
     event_reason: str,
     event_message: str,
+    request: pytest.FixtureRequest,
 ) -> None:
+    # The live variant is the watcher's and actuator's gate: it reads the API server, not the bus.
+    gate = "live" if request.node.get_closest_marker("live_gate") else "bus"
     seed(emulator, version)
     before = cluster_objects(emulator)
     writes_before = emulator.write_log.total
@@ -204,7 +211,12 @@ async def test_gated_service_start(
     service = Child(
         "engine-upgrade",
         [sys.executable, str(GATED_SERVICE)],
-        {**common_env(nats_server.url, emulator, "engine-upgrade"), "GATED_SERVICE_NAME": "engine-upgrade"},
+        {
+            **common_env(nats_server.url, emulator, "engine-upgrade"),
+            "GATED_SERVICE_NAME": "engine-upgrade",
+            "GATED_SERVICE_GATE": gate,
+            "CORRAL_KUBECONFIG": str(emulator.kubeconfig_path),
+        },
         tmp_path,
     )
     for child in (watcher, actuator, service):

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from corral_bus.connection import Bus
+from corral_kube.client import connected
 from corral_runtime.config import ServiceConfig
-from corral_upgradepath.busgate import enforce_startup_gate
+from corral_upgradepath.busgate import enforce_live_startup_gate, enforce_startup_gate
 from corral_upgradepath.decision import GateDecision
 
 UpgradeGate = Callable[[Bus, ServiceConfig], Awaitable[GateDecision]]
@@ -28,3 +29,20 @@ async def bus_gate(bus: Bus, config: ServiceConfig) -> GateDecision:
         version_check=config.upgrade_version_check,
         wait_s=config.upgrade_gate_wait_s,
     )
+
+
+async def live_gate(bus: Bus, config: ServiceConfig) -> GateDecision:
+    """Decide from a live, read-only read of the API server (watcher and actuator only).
+
+    Reads the kubeconfig from the service's own `kubeconfig` setting (both services have one);
+    empty means $KUBECONFIG, then the in-cluster service account.
+    """
+    kubeconfig = str(getattr(config, "kubeconfig", "") or "") or None
+    async with connected(kubeconfig) as api:
+        return await enforce_live_startup_gate(
+            bus,
+            api,
+            service=config.service,
+            namespace=config.namespace,
+            version_check=config.upgrade_version_check,
+        )

@@ -18,15 +18,20 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corral_bus import BootstrapReader, Bus, Publisher
 from corral_model import subjects
 from corral_model.codec import SchemaError, encode
 from corral_model.envelopes import ObjectEvent
 from corral_upgradepath.build import BuildInfo
+from corral_upgradepath.cluster import ClusterView
 from corral_upgradepath.decision import GateDecision
+from corral_upgradepath.live import read_cluster_view
 from corral_upgradepath.startup import StartupView, gate_event_commands, startup_decision
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio import client
 
 DEFAULT_WAIT_S = 60.0
 
@@ -81,15 +86,44 @@ async def enforce_startup_gate(
     """
     view = (await read_startup_view(bus, namespace, wait_s=wait_s)).view()
     decision = startup_decision(view, version_check=version_check, distro=distro, build=build)
+    await publish_gate_events(bus, decision, view, service=service, namespace=namespace, now=clock())
+    return decision
+
+
+async def enforce_live_startup_gate(
+    bus: Bus,
+    api: client.ApiClient,
+    *,
+    service: str,
+    namespace: str,
+    version_check: bool = True,
+    distro: str | None = None,
+    build: BuildInfo | None = None,
+    clock: Callable[[], float] = time.time,
+) -> GateDecision:
+    """The gate for the watcher and the actuator, which the bus view itself depends on: read the
+    setting and engine images live (read-only), decide, and publish the Event commands the same way.
+
+    Raises corral_upgradepath.live.LiveReadError when the API server cannot be read.
+    """
+    view = await read_cluster_view(api, namespace)
+    decision = startup_decision(view, version_check=version_check, distro=distro, build=build)
+    await publish_gate_events(bus, decision, view, service=service, namespace=namespace, now=clock())
+    return decision
+
+
+async def publish_gate_events(
+    bus: Bus, decision: GateDecision, view: ClusterView, *, service: str, namespace: str, now: float
+) -> None:
+    """Ask the actuator to record the gate's Events (ids as Nats-Msg-Id, so restarts do not repeat)."""
     setting_uid = "" if view.version_setting is None else view.version_setting.metadata.uid
     publisher = Publisher(bus)
     try:
         for command in gate_event_commands(
-            decision, service=service, namespace=namespace, now=clock(), setting_uid=setting_uid
+            decision, service=service, namespace=namespace, now=now, setting_uid=setting_uid
         ):
             subject = subjects.command_subject(service, "event", namespace, command.target.name)
             await publisher.publish(subject, encode(command), msg_id=command.id)
         await publisher.flush()
     finally:
         await publisher.close()
-    return decision
