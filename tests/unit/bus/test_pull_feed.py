@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
@@ -67,3 +68,11 @@ async def test_stragglers_after_a_reset_do_not_drive_the_count_below_zero() -> N
     await feed._on_msg(_message(1))
     assert feed.outstanding == 0
     assert len(feed.give_back()) == 1  # still handed out, not dropped
+
+
+async def test_a_refused_request_is_forgotten_and_reported(caplog: pytest.LogCaptureFixture) -> None:
+    feed = _feed()
+    feed._outstanding = 10
+    await feed._on_msg(_status("409", "Exceeded MaxRequestBatch of 5"))
+    assert feed.outstanding == 0
+    assert "refused: 409 Exceeded MaxRequestBatch" in caplog.text

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 from collections import deque
 
@@ -23,6 +24,8 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from corral_bus.connection import Bus
+
+log = logging.getLogger("corral.bus.pull")
 
 _STATUS = "Status"
 _DESCRIPTION = "Description"
@@ -104,14 +107,18 @@ class PullFeed:
             return  # heartbeat: the pull is alive
         assert headers is not None
         description = headers.get(_DESCRIPTION, "")
-        if _PENDING_MSGS in headers:
-            self._outstanding -= int(headers[_PENDING_MSGS])
-        elif status in ("404", "408"):
-            self._outstanding = 0
         if status == "409" and "Consumer Deleted" in description:
             self.consumer_deleted = True
             self._outstanding = 0
-        elif status == "409" and _PENDING_MSGS not in headers and "Leadership Change" in description:
+        elif _PENDING_MSGS in headers:
+            # A request ended (expired, leadership change, ...) with this many messages undelivered.
+            self._outstanding -= int(headers[_PENDING_MSGS])
+        elif status in ("404", "408") or (status == "409" and "Leadership Change" in description):
+            self._outstanding = 0
+        else:
+            # A refused pull request (400 Bad Request, 409 Exceeded MaxRequestBatch, ...): say why,
+            # and forget it so the next request is made (and refused visibly) instead of waiting.
+            log.warning("pull from %s/%s refused: %s %s", self.stream, self.consumer, status, description)
             self._outstanding = 0
         self._outstanding = max(0, self._outstanding)
         self._arrived.set()
