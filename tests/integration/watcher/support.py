@@ -31,6 +31,7 @@ class Stored(msgspec.Struct, frozen=True):
     subject: str
     msg_id: str
     event: ObjectEvent[Any]
+    headers: dict[str, str] = {}
 
 
 def volume_body(name: str, image: str = "longhornio/longhorn-engine:v1.7.0") -> dict[str, Any]:
@@ -92,6 +93,7 @@ async def stream_history(bus: Bus, subjects: str = "lh.obj.>") -> list[Stored]:
                     subject=msg.subject,
                     msg_id=headers.get("Nats-Msg-Id", ""),
                     event=_event.decode(msg.data),
+                    headers=dict(headers),
                 )
             )
             if msg.metadata.num_pending == 0:

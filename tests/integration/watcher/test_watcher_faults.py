@@ -81,10 +81,10 @@ async def test_every_change_arrives_once_in_order(
     assert duplicates(history) == []
     per_object = [s.event.type for s in history if s.subject == object_subject("volume", NAMESPACE, "vol-5")]
     assert per_object == [EventType.ADDED, EventType.MODIFIED]
-    # The tombstone rolled the deleted volume's history up: only the DELETED remains.
-    assert [s.event.type for s in history if s.subject == object_subject("volume", NAMESPACE, "vol-3")] == [
-        EventType.DELETED
-    ]
+    # The tombstone rolled the deleted volume's history up: only the DELETED remains, and it expires.
+    tombstones = [s for s in history if s.subject == object_subject("volume", NAMESPACE, "vol-3")]
+    assert [s.event.type for s in tombstones] == [EventType.DELETED]
+    assert tombstones[0].headers.get("Nats-TTL", "").endswith("s")
     # The annotation kubectl apply leaves is dropped; a RESYNCED marker followed the initial list.
     for stored in history:
         if stored.event.object is not None:
