@@ -26,8 +26,6 @@ class WatcherConfig(ServiceConfig, kw_only=True, frozen=True):
     tombstone_ttl_s: Annotated[float, msgspec.Meta(gt=0)] = 24 * 3600.0
     publish_window: Annotated[int, msgspec.Meta(gt=0)] = 8192
     ack_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 2.0
-    memory_streams: bool = False
-    """Create the streams in memory (benchmarks and throwaway runs) when they do not exist yet."""
 
     def __post_init__(self) -> None:
         unknown = [k for k in self.kinds if k not in KINDS]

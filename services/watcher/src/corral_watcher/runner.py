@@ -2,7 +2,9 @@
 
 The watcher needs no leader lease: two replicas publish the same event ids and JetStream stores
 each once. It is ready once every kind has been listed and published, so a rolling update does not
-take the old replica away before the new one has caught up.
+take the old replica away before the new one has caught up. Like the actuator, it runs the
+upgrade-path gate on a live read of the API server (`corral_runtime.gate.live_gate`), because every
+other service's view of the cluster depends on what the watcher publishes.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from corral_bus import StreamSettings, ensure_streams
 from corral_kube.client import api_client
 from corral_runtime import ServiceContext
 from corral_watcher.config import WatcherConfig
@@ -32,11 +33,9 @@ def watch_settings(config: WatcherConfig) -> WatchSettings:
 
 async def main(ctx: ServiceContext[WatcherConfig]) -> None:
     config = ctx.config
-    resolve_kinds(config.kinds)  # fail before connecting anywhere
-    ctx.readiness.require("synced")
-    await ensure_streams(
-        ctx.bus.js, StreamSettings(tombstone_ttl=config.tombstone_ttl_s, memory=config.memory_streams)
-    )
+    resolve_kinds(config.kinds)
+    ctx.readiness.require("synced")  # declared by __main__ too (ready_when); here for other callers
+    # The harness has created the contract's streams (corral_bus.ensure_streams) before main runs.
     api = await api_client(config.kubeconfig or None)
     watcher = Watcher(
         api,
