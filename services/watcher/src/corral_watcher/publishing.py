@@ -218,7 +218,11 @@ class OrderedPublisher:
             self._room.set()
             self._drained.set()
         if item.on_ack is not None:
-            item.on_ack(item.sent_at)
+            try:
+                item.on_ack(item.sent_at)
+            except Exception:
+                # This runs inside nats-py's reading loop: an error here would cut the connection.
+                log.exception("ack callback for %s failed", item.subject)
 
     async def _watch_acks(self) -> None:
         """Recover when the oldest message waited too long for its ack, or an ack was a refusal."""
