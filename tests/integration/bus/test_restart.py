@@ -66,14 +66,16 @@ async def test_consumer_and_publisher_survive_server_restart(bus: Bus, nats_serv
 
 async def test_publishing_through_a_restart_stores_everything_once(bus: Bus, nats_server: NatsServer) -> None:
     producer_bus = await connect(nats_server.url, name="producer")
-    publisher = Publisher(producer_bus, window=32, ack_timeout=0.5)
+    # A long ack timeout: what the restart swallowed must be re-sent because of the reconnect.
+    publisher = Publisher(producer_bus, window=32, ack_timeout=20.0, give_up_after=60.0)
     restarted = asyncio.create_task(asyncio.to_thread(nats_server.restart))
     for i in range(400):
         await publisher.publish(subjects.object_subject("volume", "ns", f"v{i}"), b"{}", msg_id=f"e{i}")
         if i % 50 == 0:
             await asyncio.sleep(0)  # let the restart make progress while messages are in flight
     await restarted
-    await publisher.flush()
+    async with asyncio.timeout(10):
+        await publisher.flush()
     await eventually(lambda: bus.is_connected, what="test bus reconnected")
     info = await bus.js.stream_info(subjects.OBJECTS_STREAM)
     assert info.state.messages == 400

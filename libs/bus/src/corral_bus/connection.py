@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -31,6 +32,8 @@ class Bus:
     name: str
     reconnects: int = 0
     connected: asyncio.Event = field(default_factory=asyncio.Event)
+    disconnected_at: float = 0.0
+    """Monotonic time of the last disconnect: what was sent before it may never have arrived."""
 
     @property
     def is_connected(self) -> bool:
@@ -81,6 +84,7 @@ async def connect(
     async def on_disconnected() -> None:
         if holder:
             holder[0].connected.clear()
+            holder[0].disconnected_at = time.monotonic()
         log.warning("nats %s: disconnected", name)
 
     async def on_reconnected() -> None:

@@ -60,6 +60,7 @@ class _InFlight:
     """The whole protocol frame (fast path), kept for re-sending."""
     retries: int = 0
     last_error: str = ""
+    last_sent: float = 0.0
 
 
 class Publisher:
@@ -105,6 +106,7 @@ class Publisher:
         self._reaper: asyncio.Task[None] | None = None
         self._starting: asyncio.Lock = asyncio.Lock()
         self._fast = framing.fast_path(bus.nc)
+        self._seen_reconnects = bus.reconnects
         self.published = 0
         self.duplicates = 0
 
@@ -154,7 +156,9 @@ class Publisher:
         if self._fast:
             encoded = framing.encode_headers(hdrs) if hdrs else None
             data = framing.frame(subject, self._prefix + token, encoded, payload)
-        item = _InFlight(subject, payload, hdrs or None, msg_id or "", now, now + self._ack_timeout, data)
+        item = _InFlight(
+            subject, payload, hdrs or None, msg_id or "", now, now + self._ack_timeout, data, last_sent=now
+        )
         self._in_flight[token] = item
         self._drained.clear()
         try:
@@ -244,9 +248,17 @@ class Publisher:
 
     async def _reap_once(self) -> None:
         now = time.monotonic()
-        oldest = next(iter(self._in_flight.values()))
-        if oldest.first_sent + self._ack_timeout > now:
-            return  # every deadline is at least that far away: nothing is overdue yet
+        if self._bus.reconnects != self._seen_reconnects and self._bus.nc.is_connected:
+            # Reconnected: what was written before the disconnect may be lost; re-send it now
+            # rather than after its ack timeout (a duplicate is dropped by its Nats-Msg-Id).
+            self._seen_reconnects = self._bus.reconnects
+            for item in self._in_flight.values():
+                if item.last_sent <= self._bus.disconnected_at:
+                    item.deadline = now
+        else:
+            oldest = next(iter(self._in_flight.values()))
+            if oldest.first_sent + self._ack_timeout > now:
+                return  # every deadline is at least that far away: nothing is overdue yet
         nc = self._bus.nc
         for token, item in list(self._in_flight.items()):
             if token not in self._in_flight:
@@ -258,6 +270,7 @@ class Publisher:
                 self._fail(token, item, f"{why}: {item.last_error}" if item.last_error else why)
             elif item.deadline <= now and nc.is_connected:
                 item.deadline = now + self._ack_timeout
+                item.last_sent = now
                 why = item.last_error or "ack overdue"
                 log.debug("re-sending %s [%s]: %s", item.subject, item.msg_id, why)
                 if not await self._send(token, item, wait=False):
