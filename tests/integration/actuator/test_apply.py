@@ -236,7 +236,7 @@ async def test_create_is_idempotent_by_name(emulator: Emulator, make_actuator: M
 
 async def test_events_are_created_for_any_service(emulator: Emulator, make_actuator: MakeActuator) -> None:
     event = new_command(
-        service="upgrade-path",
+        service="watcher",
         verb=Verb.CREATE,
         target=Target(kind="Event", namespace=NS, name="longhorn-upgrade.check-1"),
         body={

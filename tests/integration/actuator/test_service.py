@@ -130,8 +130,16 @@ def seed_burst(emulator: Emulator, volumes: int) -> None:
     emulator.write_log.clear()
 
 
-async def check_burst(bus: Bus, emulator: Emulator, volumes: int, stale: int) -> None:
-    found = await results(bus)
+async def check_burst(bus: Bus, emulator: Emulator, volumes: int, stale: int, *, gated: bool = False) -> None:
+    everything = await results(bus)
+    found = [r for r in everything if r.service == "engine-upgrade"]
+    # The only other results: the Events of an actuator process's own start-up upgrade gate.
+    others = [r for r in everything if r.service != "engine-upgrade"]
+    assert all(r.service == "actuator" and r.target.kind == "Event" for r in others), others
+    assert all(r.outcome is Outcome.APPLIED for r in others), others
+    if gated:  # `python -m corral_actuator` runs the live gate, whose Event the actuator then records
+        events = emulator.list("", "events", NS)
+        assert others and {e["reason"] for e in events} == {"PassedUpgradeCheck"}, events
     assert len(found) == volumes, "exactly one result per distinct command"
     assert len({r.command_id for r in found}) == volumes
     assert Counter(r.outcome for r in found) == {
@@ -215,7 +223,7 @@ async def test_crash_and_sigterm_mid_burst_lose_nothing_and_double_nothing(
 
         await eventually(finished, within=120, what="the last actuator to finish the burst")
         assert await lease_holder(bus) not in (crashed, stopped)
-        await check_burst(bus, emulator, volumes, stale)
+        await check_burst(bus, emulator, volumes, stale, gated=True)
     finally:
         for process in processes.values():
             process.stop()

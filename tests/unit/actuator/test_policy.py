@@ -72,7 +72,7 @@ def test_engine_upgrade_may_not_set_any_other_image(policy: Policy) -> None:
         cmd("v2-upgrade", Verb.PATCH, "Volume", {"/spec/numberOfReplicas": 2}),
         cmd("v2-upgrade", Verb.DELETE, "Volume"),
         cmd("v2-upgrade", Verb.PATCH, "Engine", {"/spec/image": "x"}),
-        cmd("watcher", Verb.CREATE, "Event", body={"metadata": {"name": "obj"}}),  # unknown service
+        cmd("nobody", Verb.CREATE, "Event", body={"metadata": {"name": "obj"}}),  # unknown service
         cmd("v2-upgrade", Verb.PATCH, "Secret", {"/data/x": "y"}),  # unknown kind
         cmd("v2-upgrade", Verb.PATCH, "Replica", {"spec/desireState": "stopped"}),  # not a pointer
         cmd("v2-upgrade", Verb.PATCH, "Replica", {}),  # nothing to change
@@ -126,7 +126,7 @@ def test_everything_else_is_rejected(policy: Policy, command: Command) -> None:
         ),
         (
             cmd(
-                "upgrade-path",
+                "watcher",
                 Verb.CREATE,
                 "Event",
                 body={"metadata": {"name": "obj"}, "reason": "FailedUpgradePreCheck", "type": "Warning"},
@@ -201,6 +201,8 @@ HEAD = "schema: corral.actuator-policy/v1\nnamespaces: [ns]\n"
         HEAD + "services: {s: [{kind: volume, verbs: [eat]}]}\n",
         HEAD + "unknown: 1\n",
         HEAD + "services: {s: [{kind: Volume, verbs: [delete]}]}\n",
+        HEAD + "reads: [{kind: secret, verbs: [get]}]\n",
+        HEAD + "reads: [{kind: setting, verbs: [delete]}]\n",
     ],
 )
 def test_bad_policy_files_are_refused(text: str) -> None:

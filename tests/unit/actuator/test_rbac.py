@@ -40,9 +40,11 @@ def test_expected_grants_follow_from_the_policy() -> None:
     assert ("longhorn.io", "settings", "get") in expected  # default-engine-image is read live
     assert ("", "pods", "delete") in expected
     assert ("", "events", "create") in expected
+    assert ("longhorn.io", "engineimages", "list") in expected  # the start-up gate's read
     assert ("longhorn.io", "settings", "patch") not in expected  # only the status subresource
     assert ("longhorn.io", "volumes", "delete") not in expected
-    assert not any(verb in ("list", "watch", "update", "deletecollection", "*") for _, _, verb in expected)
+    assert not any(verb in ("watch", "update", "deletecollection", "*") for _, _, verb in expected)
+    assert {(g, r) for g, r, verb in expected if verb == "list"} == {("longhorn.io", "engineimages")}
 
 
 def test_actuator_yaml_is_what_the_generator_writes() -> None:

@@ -11,6 +11,7 @@ import uvloop
 
 from corral_actuator.config import ActuatorConfig
 from corral_actuator.runner import main as actuator_main
+from corral_runtime.gate import live_gate
 from corral_runtime.service import run_service
 
 
@@ -35,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
         actuator_main,
         leader_election=True,
         ready_when=["policy"],
+        # The bus view depends on the watcher and the actuator, so they read the gate's inputs live.
+        upgrade_gate=live_gate,
         environ=environ,
     )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -40,10 +40,18 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     require: tuple[FieldValue, ...] = ()
 
 
+class Read(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Something the actuator reads for itself (RBAC only; commands never ask for reads)."""
+
+    kind: str
+    verbs: tuple[Literal["get", "list", "watch"], ...]
+
+
 class PolicyDocument(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     schema: str
     namespaces: tuple[str, ...]
     common: tuple[Rule, ...] = ()
+    reads: tuple[Read, ...] = ()
     services: dict[str, tuple[Rule, ...]] = {}
 
 
@@ -84,6 +92,10 @@ class Policy:
             raise PolicyError("policy names no namespace the actuator may write in")
         self.document = document
         self.namespaces = frozenset(document.namespaces)
+        for read in document.reads:
+            info = resolve_kind(read.kind)
+            if info is None or info.token != read.kind:
+                raise PolicyError(f"reads: unknown kind token {read.kind!r}")
         self._rules: dict[str, dict[str, list[_CompiledRule]]] = {}
         for service, rules in document.services.items():
             index: dict[str, list[_CompiledRule]] = {}
@@ -141,6 +153,14 @@ class Policy:
             for compiled in (c for rules in index.values() for c in rules):
                 for verb in compiled.rule.verbs:
                     yield service, compiled.info, verb
+
+    def reads(self) -> Iterator[tuple[KindInfo, str]]:
+        """Every (kind, read verb) the actuator needs for itself (the `reads` section)."""
+        for read in self.document.reads:
+            info = resolve_kind(read.kind)
+            assert info is not None  # checked in __init__
+            for verb in read.verbs:
+                yield info, verb
 
     def setting_reads(self) -> frozenset[str]:
         """The Settings the actuator reads to check commands (valueFromSetting)."""

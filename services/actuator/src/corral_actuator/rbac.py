@@ -3,7 +3,8 @@
 deploy/rbac/actuator.yaml is written by `python -m corral_actuator.rbac > deploy/rbac/actuator.yaml`
 and a unit test checks that the file grants what `rules(policy)` says, no more and no less. Each
 kind the policy lets the actuator write also gets `get` (the actuator reads an object to find out
-why a write was refused, and before every delete); each Setting a rule reads live gets `get`.
+why a write was refused, and before every delete); each Setting a rule reads live gets `get`, and
+the policy's `reads` section (the start-up gate's reads) is granted as written.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def grants(policy: Policy) -> set[Grant]:
         suffix, http_verb = _VERB[verb]
         out.add((info.group, info.plural + suffix, http_verb))
         out.add((info.group, info.plural, "get"))
+    for info, read_verb in policy.reads():
+        out.add((info.group, info.plural, read_verb))
     if policy.setting_reads():
         setting = resolve_kind("setting")
         assert setting is not None
