@@ -135,3 +135,12 @@ async def test_a_full_window_waits_for_acks() -> None:
         await sending
     assert [m for _, m, _ in client.sent] == ["x0", "x1", "x2"]
     await publisher.close()
+
+
+async def test_a_gap_in_the_acks_is_recovered_without_waiting_for_the_ack_timeout() -> None:
+    publisher, client = await started(ack_timeout=60)
+    await publisher.publish_batch([("s.a", b"", "a1", None), ("s.b", b"", "b1", None)])
+    ack(publisher, client.sent[1][2])  # b1 stored: a1, sent before it, will never be acknowledged
+    await until(lambda: len(client.sent) == 3, within=30, what="a1 re-sent")
+    assert client.sent[2][1] == "a1"
+    await publisher.close()

@@ -7,8 +7,9 @@ stored after the reconnect; re-sending k then stores an older state after a newe
 message of the subject is no longer the object's current state.
 
 So this publisher recovers differently. Messages go out with a bounded window of unacknowledged
-ones. When the oldest has waited `ack_timeout` (or an ack reports an error), the whole unacknowledged
-window is collapsed to the newest message per subject, leaving out subjects whose newer message is
+ones. When one is known lost (a later one is acknowledged: JetStream answers in order), when no ack
+at all arrived for `ack_timeout`, or when an ack reports an error, the whole unacknowledged window
+is collapsed to the newest message per subject, leaving out subjects whose newer message is
 already acknowledged, and those are re-sent in order, with the same `Nats-Msg-Id`, until stored.
 An intermediate state of an object may be skipped in the history that way, but the newest one is
 never overtaken by an older one, and nothing is ever given up while the process lives (the watch
@@ -73,6 +74,10 @@ class OrderedPublisher:
         self._drained.set()
         self._trouble = asyncio.Event()
         self._recovering = False
+        # JetStream answers one connection's publishes to one stream in order: once a later token is
+        # acknowledged, an earlier one still pending will never be.
+        self._max_acked = 0
+        self._last_ack_at = 0.0
         self._sub: Subscription | None = None
         self._wire: FastWire | None = None
         self._prefix_bytes = b""
@@ -208,6 +213,9 @@ class OrderedPublisher:
         if b'"duplicate"' in data:
             self.duplicates += 1
         self.acked += 1
+        self._last_ack_at = time.monotonic()
+        if token > self._max_acked:
+            self._max_acked = token
         if self._pending:
             if self._acked_upto.get(item.subject, 0) < token:
                 self._acked_upto[item.subject] = token
@@ -226,7 +234,7 @@ class OrderedPublisher:
 
     async def _watch_acks(self) -> None:
         """Recover when the oldest message waited too long for its ack, or an ack was a refusal."""
-        interval = max(0.02, self._ack_timeout / 4)
+        interval = min(0.25, max(0.02, self._ack_timeout / 4))
         while True:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(interval):
@@ -238,8 +246,13 @@ class OrderedPublisher:
                 if not self._bus.nc.is_connected:
                     await self._bus.connected.wait()
                     continue
-                oldest = next(iter(self._pending.values()))
-                if self._trouble.is_set() or time.monotonic() - oldest.sent_at >= self._ack_timeout:
+                oldest_token, oldest = next(iter(self._pending.items()))
+                # Lost: a later message is already acknowledged. Stalled: no ack at all for a while
+                # (a restarted server forgot what was on the wire). A slow but moving stream is
+                # neither, however long the window's oldest message has waited.
+                lost = oldest_token < self._max_acked
+                quiet = time.monotonic() - max(oldest.sent_at, self._last_ack_at)
+                if self._trouble.is_set() or lost or quiet >= self._ack_timeout:
                     self._trouble.clear()
                     await self._recover()
                     # A stream that refuses at once (JetStream still starting) must not be hammered.
