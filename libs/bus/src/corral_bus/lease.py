@@ -111,7 +111,10 @@ class Lease:
     async def start(self) -> None:
         """Open the bucket, make a first attempt at the lease, and keep at it in the background."""
         self._kv = await open_bucket(self.bus, self.bucket)
-        await self._step()
+        try:
+            await self._step()
+        except Exception as e:  # the background loop keeps trying
+            log.warning("lease %s: first attempt failed: %s: %s", self.name, type(e).__name__, e)
         self._task = asyncio.create_task(self._run(), name=f"lease-{self.name}")
 
     async def stop(self, *, release: bool = True) -> None:
