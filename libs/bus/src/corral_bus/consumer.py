@@ -58,7 +58,9 @@ class ConsumerSpec:
     durable: str
     filter_subjects: tuple[str, ...] = ()
     backoff: tuple[float, ...] = (1.0, 5.0, 30.0)
-    """Delay before redelivery after the n-th transient failure (the last one repeats)."""
+    """Delay before redelivery after the n-th transient failure (the last one repeats). Applied as
+    the nak's delay, not as the server's BackOff, which would also replace `ack_wait` and hand a
+    slow handler's message to another replica after the first (short) step."""
     max_deliver: int = 5
     ack_wait: float = 30.0
     """How long an unacked delivery is given before JetStream redelivers it (a crashed handler)."""
