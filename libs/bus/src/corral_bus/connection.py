@@ -85,7 +85,10 @@ async def connect(
         if holder:
             holder[0].connected.clear()
             holder[0].disconnected_at = time.monotonic()
-        log.warning("nats %s: disconnected", name)
+        if nc.is_closed or nc.is_draining:
+            log.info("nats %s: disconnected (closing)", name)
+        else:
+            log.warning("nats %s: disconnected", name)
 
     async def on_reconnected() -> None:
         if holder:
