@@ -113,6 +113,12 @@ class EngineUpgradeDecider:
             self._new_epoch()
         for volume in impact.volumes:
             self._refresh(volume, now)
+        epoch = self._owners.epoch
+        for volume in impact.touched:
+            # Nothing the rules read changed. Only fresher state itself matters, to a volume
+            # waiting for it after a refusal; and a volume not yet judged stays for its turn.
+            if volume.hold_until > now and volume.epoch == epoch:
+                self._refresh(volume, now)
         if impact.limit_changed:
             self._dirty.update(self._owners.names())
 

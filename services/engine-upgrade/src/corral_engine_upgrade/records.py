@@ -94,7 +94,26 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False):
     def holds_slot(self) -> bool:
         return self.spec_image != self.current_image or self.expectation is not None
 
-    def update_from(self, volume: lh.Volume, rv: int) -> None:
+    def facts(self) -> tuple[object, ...]:
+        """Everything the rules read from the Volume itself (not its rv)."""
+        return (
+            self.spec_image,
+            self.current_image,
+            self.state,
+            self.robustness,
+            self.owner,
+            self.node,
+            self.standby,
+            self.expansion_required,
+            self.migrating,
+            self.strict_local,
+            self.v2,
+        )
+
+    def update_from(self, volume: lh.Volume, rv: int) -> bool:
+        """Take the new state; True when a fact the rules read changed (most Volume updates, like
+        size or condition changes, change none)."""
+        before = self.facts()
         spec, status = volume.spec, volume.status
         self.rv = rv
         self.spec_image = _intern(spec.image)
@@ -108,6 +127,7 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False):
         self.migrating = bool(spec.migration_node_id or status.current_migration_node_id)
         self.strict_local = spec.data_locality == "strict-local"
         self.v2 = spec.data_engine == DATA_ENGINE_V2
+        return self.facts() != before
 
 
 class ImageRecord(msgspec.Struct, frozen=True, gc=False):

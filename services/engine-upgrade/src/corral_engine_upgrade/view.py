@@ -56,6 +56,7 @@ class Impact(msgspec.Struct, frozen=True, gc=False):
     """What one event changed, in the terms the decider needs."""
 
     volumes: tuple[VolumeRecord, ...] = ()  # re-evaluate these
+    touched: tuple[VolumeRecord, ...] = ()  # a newer resourceVersion, but no fact the rules read
     removed: tuple[VolumeRecord, ...] = ()  # gone from the view
     everything: bool = False  # the rules changed for every volume: re-evaluate all (lazily)
     limit_changed: bool = False
@@ -193,7 +194,8 @@ class ClusterView:
             self._index(record)
             return Impact(volumes=(record,))
         old_image = record.current_image
-        record.update_from(volume, rv)
+        if not record.update_from(volume, rv):
+            return Impact(touched=(record,))
         if record.current_image != old_image:
             self._reindex_image(record)
         return Impact(volumes=(record,))
