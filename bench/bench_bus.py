@@ -44,7 +44,7 @@ from corral_model.longhorn import ObjectMeta, OwnerReference, Volume, VolumeSpec
 VOLUMES = 20_000
 VERSIONS = 5  # = max_msgs_per_subject, so every event stays in the stream
 EVENTS = VOLUMES * VERSIONS
-WINDOW = 1024
+WINDOW = int(os.environ.get("CORRAL_BENCH_WINDOW", "1024"))
 ROUNDS = 3
 
 
