@@ -263,14 +263,15 @@ class EngineUpgradeDecider:
         if expectation is not None and volume.spec_image != expectation.from_image:
             volume.expectation = None  # the view now shows our change (or someone else's): observed
         reason = volume_reason(volume, self.view, now)
-        volume.epoch = self._owners.epoch
+        owners = self._owners
+        volume.epoch = owners.epoch
         owner = volume.owner
-        dirty = self._owners.place(
-            volume, owner if volume.holds_slot else None, owner if reason is None else None
-        )
-        self._owners.track(volume)
-        if dirty:
-            self._dirty.update(dirty)
+        slot = owner if volume.holds_slot else None
+        candidate = owner if reason is None else None
+        if volume.slot_node != slot or volume.candidate_node != candidate:
+            self._dirty.update(owners.place(volume, slot, candidate))
+        if volume.member_of != owner:
+            owners.track(volume)
         if reason is Reason.RETRY_BACKOFF:
             self._schedule(volume.hold_until, volume)
 
