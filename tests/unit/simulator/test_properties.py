@@ -26,7 +26,7 @@ action = st.one_of(
 )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(action, max_size=12))
 def test_any_script_settles_into_what_the_specs_ask(script: list[tuple[str, str, object]]) -> None:
     world = World(config=SimConfig(seed=1))

@@ -113,7 +113,13 @@ def step_live_upgrade(
     for replica in inactive:
         if spec(replica).get("image") != new:
             ctx.delete("replica", replica, "live upgrade retargeted")
-    inactive = [r for r in inactive if spec(r).get("image") == new]
+        elif failed(replica) or status(replica).get("currentState") == "error":
+            ctx.delete("replica", replica, "live upgrade: new replica failed, make another")
+    inactive = [
+        r
+        for r in inactive
+        if spec(r).get("image") == new and not failed(r) and status(r).get("currentState") != "error"
+    ]
     by_node = {spec(r).get("nodeID"): r for r in inactive}
     sources = [r for r in scope.active() if running(r) and not failed(r) and spec(r).get("healthyAt")]
     for source in sources:

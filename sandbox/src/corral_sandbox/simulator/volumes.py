@@ -81,7 +81,9 @@ def _reconcile_volume(ctx: ReconcileContext, facts: ClusterFacts, scope: VolumeS
     crashed = status(engine).get("currentState") == "error" and state in ("attached", "attaching")
     if not crashed:
         mark_failed_replicas(ctx, scope, state)
-    _replenish(ctx, facts, scope, current_image)
+    # a detached volume's new replicas take the image it is about to run (an offline upgrade may be
+    # pending); an attached one's take the image its engine runs
+    _replenish(ctx, facts, scope, vspec.get("image", "") if state == "detached" else current_image)
 
     want_node = vspec.get("nodeID", "")
     upgrading = vspec.get("image", "") != current_image
@@ -106,6 +108,13 @@ def _reconcile_volume(ctx: ReconcileContext, facts: ClusterFacts, scope: VolumeS
         state = "detached"
         wanted["currentNodeID"] = ""
 
+    if state in ("attaching", "attached") and scope.data_engine == "v1" and not scope.inactive():
+        # a stopped replica starts on the image the volume runs, whatever it was made with
+        for replica in scope.active():
+            if not running(replica) and spec(replica).get("image") != wanted["currentImage"]:
+                ctx.patch_spec(
+                    "replica", replica, {"image": wanted["currentImage"]}, "replica follows volume"
+                )
     _drive_instances(ctx, scope, state, want_node)
     modes = engine_modes(ctx, facts, scope) if state == "attached" and running(engine) else {}
     robustness = _robustness(scope, state, modes)
@@ -174,7 +183,7 @@ def _expansion(ctx: ReconcileContext, scope: VolumeScope, wanted: dict[str, Any]
     wanted["currentSize"] = str(current or size)
 
 
-def _replenish(ctx: ReconcileContext, facts: ClusterFacts, scope: VolumeScope, current_image: str) -> None:
+def _replenish(ctx: ReconcileContext, facts: ClusterFacts, scope: VolumeScope, image: str) -> None:
     """Keep `numberOfReplicas` usable replicas: place unscheduled ones, create missing ones.
 
     Not while a live upgrade has its new replicas out (the upgrade owns the replica set then), but
@@ -203,7 +212,6 @@ def _replenish(ctx: ReconcileContext, facts: ClusterFacts, scope: VolumeScope, c
             taken.add(node)
             facts.replicas_per_node[node] += 1
         name = f"{scope.name}-r-{ctx.new_suffix()}"
-        image = current_image
         replica = objects.replica(scope.volume, ctx.namespace, name=name, node_id=node, image=image)
         ctx.create("replica", replica, "replenish replica" if node else "replica cannot be scheduled")
 
