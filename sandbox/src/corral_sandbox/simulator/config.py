@@ -12,11 +12,13 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class ManagerVersions:
-    """The engine API constants vendored into the (simulated) longhorn-manager (HEAD row of §1.1)."""
+    """The engine API constants vendored into the (simulated) longhorn-manager: the v1.10.0 row of
+    §1.1, matching the Longhorn version the sandbox's clusters run (`current-longhorn-version`), so
+    that this corral build (v1.11.0) finds a supported upgrade path in them."""
 
-    cli_api_version: int = 12
+    cli_api_version: int = 10
     cli_api_min_version: int = 8
-    controller_api_version: int = 6
+    controller_api_version: int = 5
     controller_api_min_version: int = 4
 
 
@@ -30,9 +32,9 @@ class ImageProfile:
 
     version: str = "v1.10.0"
     git_commit: str = ""
-    cli_api_version: int = 12
+    cli_api_version: int = 10
     cli_api_min_version: int = 8
-    controller_api_version: int = 6
+    controller_api_version: int = 5
     controller_api_min_version: int = 4
     data_format_version: int = 1
     data_format_min_version: int = 1
