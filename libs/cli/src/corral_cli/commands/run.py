@@ -230,7 +230,10 @@ class Supervisor:
         deadline = time.monotonic() + component.ready_timeout_s
         while not component.ready():
             if not child.running:
-                self.say(f"{component.name} exited with code {child.proc.returncode}; see {child.log_path}")
+                # Infrastructure that dies while starting ends the run, as it does once running.
+                tail = "; stopping everything" if infrastructure else ""
+                code = child.proc.returncode
+                self.say(f"{component.name} exited with code {code}; see {child.log_path}{tail}")
                 child.reported_exit = True
                 return False
             if stop.is_set() or time.monotonic() > deadline:
