@@ -158,6 +158,10 @@ async def test_commands_follow_the_limit_and_a_refusal_is_redecided_from_fresh_s
     for vol in (a, b):
         await cluster.put(vol, *(replica(vol.metadata.name, i, n) for i, n in enumerate(NODES)))
     await cluster.resync()
+    # Garbage on the bus is skipped and counted, never fatal.
+    await bus.js.publish(
+        object_subject("volume", NS, "junk"), b"not an event", headers={MSG_ID_HEADER: "junk-1"}
+    )
 
     service = Service(nats_server.url)
     async with commands_seen(bus) as seen:
@@ -194,6 +198,7 @@ async def test_commands_follow_the_limit_and_a_refusal_is_redecided_from_fresh_s
             # the limit held throughout: vol-b (same owner node) was never commanded
             assert [c.target.name for _, c in seen] == ["vol-a", "vol-a"]
             assert service.ctx is not None and service.ctx.is_leader
+            assert service.runner.metrics.bad_events._value.get() == 1
         finally:
             assert await service.stop() == 0
 

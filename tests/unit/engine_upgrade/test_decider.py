@@ -401,3 +401,20 @@ def test_a_deleted_engine_image_is_not_resurrected_by_a_late_event() -> None:
     assert reasons(feed) == {"v1": Reason.DEFAULT_IMAGE_MISSING}
     feed.put(engine_image(NEW))  # re-created: a newer resourceVersion
     assert names(decider.decide()) == ["v1"]
+
+
+def test_catch_up_makes_candidate_counts_exact_after_a_new_default_image() -> None:
+    clock = Clock()
+    decider, feed = ready_cluster(clock, limit="1")
+    for i in range(12):
+        feed.volume_with_replicas(volume(f"v{i:02d}", owner=NODES[i % 3], image=NEW))
+    assert decider.decide() == []  # all on the default already
+    feed.put(engine_image(NEWER, api=7, api_min=5))
+    feed.put(setting(DEFAULT_IMAGE_SETTING, NEWER))
+    assert names(decider.decide()) == ["v00", "v01", "v02"]  # the first of each owner node, by name
+    assert decider.unclassified() > 0  # the rest is judged lazily …
+    while decider.catch_up(budget=2):
+        pass
+    assert decider.unclassified() == 0  # … or on demand
+    assert decider.candidates_by_node() == {"n1": 3, "n2": 3, "n3": 3}
+    assert decider.in_flight_by_node() == {"n1": 1, "n2": 1, "n3": 1}
