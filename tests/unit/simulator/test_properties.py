@@ -23,6 +23,8 @@ action = st.one_of(
     st.tuples(st.just("fail"), st.sampled_from(VOLUMES), st.integers(0, 3)),
     st.tuples(st.just("crash"), st.sampled_from(VOLUMES), st.just(0)),
     st.tuples(st.just("tick"), st.sampled_from(VOLUMES), st.integers(1, 5)),
+    st.tuples(st.just("delete-replica"), st.sampled_from(VOLUMES), st.integers(0, 3)),
+    st.tuples(st.just("expand"), st.sampled_from(VOLUMES), st.integers(1, 3)),
 )
 
 
@@ -47,6 +49,13 @@ def test_any_script_settles_into_what_the_specs_ask(script: list[tuple[str, str,
                 world.memory.fail_replicas.add(replicas[int(str(arg)) % len(replicas)]["metadata"]["name"])
         elif verb == "crash":
             world.memory.crash_engines.add(f"{volume}-e-0")
+        elif verb == "delete-replica":
+            replicas = [r for r in world.view.all("replica") if r["spec"]["volumeName"] == volume]
+            if replicas:
+                world.delete("replica", replicas[int(str(arg)) % len(replicas)]["metadata"]["name"])
+        elif verb == "expand":
+            size = int(world.get("volume", volume)["spec"]["size"]) + int(str(arg)) * 2**30
+            world.patch("volume", volume, {"spec": {"size": str(size)}})
         for _ in range(int(str(arg)) if verb == "tick" else 1):
             world.round()
             world.now += 0.05
@@ -64,6 +73,8 @@ def test_any_script_settles_into_what_the_specs_ask(script: list[tuple[str, str,
         assert all(r["spec"].get("active", True) for r in replicas), "no live-upgrade replica is left over"
         assert all(r["spec"]["image"] == vstatus["currentImage"] for r in replicas)
         assert not any(r["spec"].get("failedAt") for r in replicas), "failed replicas were cleaned up"
+        assert vstatus["currentSize"] == vspec["size"] and not vstatus["expansionRequired"]
+        assert world.get("engine", f"{name}-e-0")["status"]["currentSize"] == vspec["size"]
         placed = [r for r in replicas if r["spec"]["nodeID"]]
         assert len(placed) >= min(vspec["numberOfReplicas"], len(NODES))
         assert len({r["spec"]["nodeID"] for r in placed}) == len(placed), "one replica per node"

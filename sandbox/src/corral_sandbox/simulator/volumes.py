@@ -178,8 +178,8 @@ def _expansion(ctx: ReconcileContext, scope: VolumeScope, wanted: dict[str, Any]
             wanted["currentSize"] = str(size)
         return
     wanted["expansionRequired"] = False
-    if size and not current:
-        ctx.patch_status("engine", scope.engine, {"currentSize": str(size)}, "engine size")
+    if size and not status(scope.engine).get("currentSize"):
+        ctx.patch_status("engine", scope.engine, {"currentSize": str(current or size)}, "engine size")
     wanted["currentSize"] = str(current or size)
 
 
