@@ -22,7 +22,7 @@ CLI_HIGH = "longhornio/longhorn-engine:cli-above-current"
 def sandbox_config() -> SimConfig:
     return fast_config(
         images={
-            # the manager's CLI API is 12 with minimum 8 (HEAD): one below the minimum, one above current
+            # the manager's CLI API is 10 with minimum 8 (v1.10.0): one below the minimum, one above current
             CLI_LOW: ImageProfile(cli_api_version=7, cli_api_min_version=7),
             CLI_HIGH: ImageProfile(cli_api_version=13, cli_api_min_version=13),
         },
