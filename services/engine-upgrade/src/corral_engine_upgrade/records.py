@@ -24,15 +24,6 @@ _intern = sys.intern
 DATA_ENGINE_V2 = "v2"
 
 
-def resource_version(text: str) -> int:
-    """Kubernetes resourceVersions are opaque strings, but every API server corral meets (etcd, the
-    sandbox) issues increasing integers; -1 means "unknown", which every ordering check accepts."""
-    try:
-        return int(text)
-    except ValueError:
-        return -1
-
-
 class ReplicaEntry(msgspec.Struct, frozen=True, gc=False):
     """One replica of a volume: its name (to find it again), the node it is scheduled on, its rv."""
 

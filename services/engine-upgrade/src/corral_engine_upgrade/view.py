@@ -28,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-from corral_engine_upgrade.records import ImageRecord, ReplicaEntry, VolumeRecord, resource_version
+from corral_engine_upgrade.records import ImageRecord, ReplicaEntry, VolumeRecord
 from corral_model import longhorn as lh
 from corral_model.envelopes import EventType, ObjectEvent
 
@@ -150,19 +150,25 @@ class ClusterView:
         obj: Any = event.object
         if type(obj) is not struct:
             obj = _as_struct(obj, struct, event)
-        rv = resource_version(event.resource_version or obj.metadata.resource_version)
+        # resourceVersions are opaque strings to Kubernetes, but every API server corral meets
+        # (etcd, the sandbox) issues increasing integers; -1 means unknown, which ordering accepts.
+        try:
+            rv = int(event.resource_version or obj.metadata.resource_version)
+        except ValueError:
+            rv = -1
         deleted = event.type is EventType.DELETED
-        if not deleted and self._tombstones and self._is_tombstoned((kind, event.namespace, event.name), rv):
+        namespace, name = event.namespace, event.name
+        if not deleted and self._tombstones and self._is_tombstoned((kind, namespace, name), rv):
             return NO_IMPACT
+        if kind == "replica":  # the most frequent kind first
+            return self._apply_replica(namespace, name, obj, rv, deleted, now)
         if kind == "volume":
-            return self._apply_volume(event.namespace, event.name, obj, rv, deleted, now)
-        if kind == "replica":
-            return self._apply_replica(event.namespace, event.name, obj, rv, deleted, now)
+            return self._apply_volume(namespace, name, obj, rv, deleted, now)
         if kind == "engineimage":
-            return self._apply_engine_image(event.namespace, event.name, obj, rv, deleted, now)
+            return self._apply_engine_image(namespace, name, obj, rv, deleted, now)
         if kind == "setting":
-            return self._apply_setting(event.namespace, event.name, obj, rv, deleted, now)
-        return self._apply_node(event.namespace, event.name, rv, deleted, now)
+            return self._apply_setting(namespace, name, obj, rv, deleted, now)
+        return self._apply_node(namespace, name, rv, deleted, now)
 
     def _apply_volume(
         self, namespace: str, name: str, volume: lh.Volume, rv: int, deleted: bool, now: float
@@ -207,7 +213,8 @@ class ClusterView:
         volume_name = replica.spec.volume_name
         if not volume_name:
             return NO_IMPACT
-        record = self.volume(namespace, volume_name)
+        by_name = self._volumes.get(namespace)
+        record = by_name.get(volume_name) if by_name is not None else None
         entries = (
             record.replicas if record is not None else self._orphan_replicas.get((namespace, volume_name), ())
         )
@@ -217,7 +224,7 @@ class ClusterView:
                 index = i
                 break
         old = entries[index] if index >= 0 else None
-        if old is not None and _stale(rv, old.rv):
+        if old is not None and 0 <= rv <= old.rv:  # not newer than what is held (see _stale)
             return NO_IMPACT
         if deleted:
             self._tombstone(("replica", namespace, name), max(rv, old.rv if old else -1), now)
