@@ -17,6 +17,7 @@ import datetime
 import importlib
 import importlib.metadata
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -108,14 +109,20 @@ def _run(args: argparse.Namespace) -> int:
         document = read_snapshot(args.snapshot)
         planner = _load(args.planner_target)
         commands, explanations = planner(document, args.now if args.now is not None else time.time())
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, ImportError) as e:
         print(f"corral plan {args.service}: {e}", file=sys.stderr)
         return 2
     out = sys.stdout
-    for command in commands:
-        out.write(json.dumps(command_line(command), sort_keys=True) + "\n")
-    if args.explain:
-        for explanation in explanations:
-            line = {"explain": True, **msgspec.to_builtins(explanation)}
-            out.write(json.dumps(line, sort_keys=True) + "\n")
+    try:
+        for command in commands:
+            out.write(json.dumps(command_line(command), sort_keys=True) + "\n")
+        if args.explain:
+            for explanation in explanations:
+                line = {"explain": True, **msgspec.to_builtins(explanation)}
+                out.write(json.dumps(line, sort_keys=True) + "\n")
+        out.flush()
+    except BrokenPipeError:
+        # The reader went away (`| head`): not an error. Point stdout at devnull so the
+        # interpreter's final flush does not complain again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
