@@ -22,6 +22,7 @@ from corral_model.kinds import KindInfo
 from corral_model.subjects import OBJECTS_PREFIX, escape_token
 
 log = logging.getLogger("corral.watcher.bootstrap")
+_CLEANUP_S = 2.0
 
 
 async def last_published(bus: Bus, kind: KindInfo, namespace: str) -> dict[str, Any]:
@@ -57,7 +58,10 @@ async def last_published(bus: Bus, kind: KindInfo, namespace: str) -> dict[str, 
     finally:
         for task in (reading, waiting):
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        await reader.close()
+        # Bounded: a reader stuck in a pull that ignores cancellation must not keep the watcher from
+        # listing; it is abandoned (and its ephemeral consumer expires on the server by itself).
+        await asyncio.wait({reading, waiting}, timeout=_CLEANUP_S)
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(_CLEANUP_S):
+                await reader.close()
     return objects

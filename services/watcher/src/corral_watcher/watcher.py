@@ -70,11 +70,12 @@ class Watcher:
             task.result()
 
     async def stop(self, flush_timeout: float = 10.0) -> None:
+        """Cancel the loops, then wait (bounded) until what they took from the watches is stored."""
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if self._tasks:
+            # Bounded: shutting down must never hang on a loop that is slow to unwind.
+            await asyncio.wait(self._tasks, timeout=flush_timeout)
         self._tasks = []
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(flush_timeout):
