@@ -217,8 +217,8 @@ class OrderedPublisher:
         if token > self._max_acked:
             self._max_acked = token
         if self._pending:
-            if self._acked_upto.get(item.subject, 0) < token:
-                self._acked_upto[item.subject] = token
+            # Acks come in publish order, so this is the newest acknowledged token of the subject.
+            self._acked_upto[item.subject] = token
             if len(self._pending) < self._window:
                 self._room.set()
         else:

@@ -116,7 +116,7 @@ class FastWire:
         """Queue frames for the client's flusher, exactly as its own publish does."""
         nc = self._nc
         nc._pending.extend(frames)
-        nc._pending_data_size += sum(len(f) for f in frames)
+        nc._pending_data_size += sum(map(len, frames))
 
     async def flush(self) -> None:
         """Wake the flusher; past the client's buffer limit, wait until it has written."""
