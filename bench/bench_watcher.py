@@ -313,13 +313,15 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--profile", help="write a cProfile of the measured window here")
     parser.add_argument("--no-report", action="store_true", help="print only; keep bench/results as is")
-    parser.add_argument("--uvloop", action="store_true", help="uvloop instead of asyncio's own loop")
+    parser.add_argument(
+        "--asyncio", action="store_true", help="asyncio's own loop instead of uvloop (the service's)"
+    )
     args = parser.parse_args()
-    if args.uvloop:
+    if not args.asyncio:
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     load_before = os.getloadavg()[0]
     figures = asyncio.run(run(args.volumes, args.rounds, args.profile))
-    figures["event_loop"] = "uvloop" if args.uvloop else "asyncio"
+    figures["event_loop"] = "asyncio" if args.asyncio else "uvloop"
     # Other work on the machine shows up in these figures: say how busy it was.
     figures["load_average_1m"] = round(max(load_before, os.getloadavg()[0]), 2)
     figures["cpus"] = os.cpu_count()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
+
+import uvloop
 
 from corral_runtime import run_service
 from corral_runtime.gate import live_gate
@@ -11,6 +14,8 @@ from corral_watcher.runner import main
 
 
 def run() -> int:
+    # Measured with bench/bench_watcher.py: about a tenth less CPU per event than asyncio's own loop.
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     return run_service(
         "watcher",
         WatcherConfig,
