@@ -102,25 +102,33 @@ async def test_aeu_09_dr_volume_is_skipped(sandbox: Sandbox, stack: list[Running
     await sandbox.stays(lambda: _is(sandbox, "vol-dr", COMPAT), WINDOW, what="the DR volume stays on compat")
 
 
-async def test_aeu_10_detached_expanding_volume_follows_head(sandbox: Sandbox, stack: list[Running]) -> None:
-    """AEU-10 as written (not upgraded while expansionRequired) follows the LEP's test plan, but
-    longhorn-manager HEAD only checks `state == detached` for an offline upgrade (§1.3: "a detached
-    volume that needs expansion qualifies"), and this service follows HEAD. So a detached volume in
-    the middle of an expansion IS upgraded offline; this test pins that, and the conflict is
-    reported for a decision."""
+async def test_aeu_10_detached_expanding_volume_waits_for_the_expansion(
+    sandbox: Sandbox, stack: list[Running]
+) -> None:
+    """AEU-10 (T1.3): a detached volume is not upgraded while its expansion is pending, and is
+    upgraded offline once it is done. longhorn-manager HEAD checks only `state == detached` for an
+    offline upgrade (§1.3); this service deliberately also waits for `expansionRequired` to clear."""
     await engine_image(sandbox, COMPAT)
     await create(sandbox, "vol-exp")
     await settled(sandbox, "vol-exp", "detached")
-    await sandbox.patch("volumes", "vol-exp", {"spec": {"size": str(5 * 1024**3)}})
-    await sandbox.wait_volume(
-        "vol-exp", lambda v: v.get("status", {}).get("expansionRequired") is True, within=20, what="expanding"
-    )
-    await sandbox.set_setting(LIMIT_SETTING, "3")
-    upgraded = await sandbox.wait_volume(
-        "vol-exp", lambda v: v["spec"].get("image") == DEFAULT_IMAGE, within=20, what="offline upgrade"
-    )
+    async with sandbox.recording("volumes", "vol-exp") as versions:
+        await sandbox.patch("volumes", "vol-exp", {"spec": {"size": str(5 * 1024**3)}})
+        await sandbox.wait_volume(
+            "vol-exp",
+            lambda v: v.get("status", {}).get("expansionRequired") is True,
+            within=20,
+            what="expanding",
+        )
+        await sandbox.set_setting(LIMIT_SETTING, "3")
+        upgraded = await sandbox.wait_volume(
+            "vol-exp", lambda v: v["spec"].get("image") == DEFAULT_IMAGE, within=60, what="offline upgrade"
+        )
     assert upgraded["status"]["state"] == "detached"
-    assert upgraded["status"]["expansionRequired"] is True  # still expanding: HEAD's rule, not the LEP's
+    assert not upgraded["status"].get("expansionRequired")
+    # Every version the watch delivered: never on the default image while the expansion was pending.
+    expanding = [v for v in versions if v.get("status", {}).get("expansionRequired")]
+    assert expanding, "the expansion was never observed"
+    assert all(v["spec"]["image"] == COMPAT for v in expanding)
 
 
 async def test_aeu_11_migrating_and_strict_local_wait_for_detach(

@@ -23,10 +23,10 @@ EXPECTED: dict[str, Reason | None] = {
     "cand-a": None,
     "cand-b": Reason.NODE_LIMIT_REACHED,
     # owner n2: an EI in state `deploying` counts as ready when its node map is true; a detached DR
-    # or expanding volume is offline-upgradable (nothing else is checked when detached)
+    # volume is offline-upgradable; a detached expanding one waits (deviation from HEAD, AEU-10)
     "deploying-current": None,
     "offline-dr": None,
-    "offline-expanding": Reason.NODE_LIMIT_REACHED,
+    "offline-expanding": Reason.EXPANDING,
     # owner n3: each live-upgradable condition, in Longhorn's order
     "degraded": Reason.DEGRADED,
     "faulted": Reason.NOT_HEALTHY,

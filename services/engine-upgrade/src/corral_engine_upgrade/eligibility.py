@@ -40,7 +40,13 @@ def volume_reason(volume: VolumeRecord, view: ClusterView, now: float) -> Reason
         return Reason.DEFAULT_IMAGE_UNUSABLE
     current_ei = view.current_engine_image(volume)
     state = volume.state
-    if state != "detached":  # offline-upgradable needs nothing else (§1.3)
+    if state == "detached":
+        # Deliberate deviation from HEAD (§1.3 checks nothing else when detached): AEU-10 / T1.3 want
+        # an expanding volume left alone until its expansion is done, and an operator would not
+        # want its engine swapped between the resize request and the resize.
+        if volume.expansion_required:
+            return Reason.EXPANDING
+    else:
         if state != "attached":
             return Reason.NOT_ATTACHED_OR_DETACHED
         reason = _live_reason(volume, current_ei, default_ei)
