@@ -145,6 +145,11 @@ def common_env(nats_url: str, emulator: Emulator, service: str) -> dict[str, str
     }
 
 
+# The watcher and actuator here play the *running* version that keeps serving while the new build's
+# pods start (as Longhorn's old manager does while the new one crash-loops): at v1.9.3 this build's
+# own watcher and actuator would refuse to start too, and then nothing could record the Event.
+OLD_VERSION_STILL_SERVING = {"CORRAL_UPGRADE_GATE": "false"}
+
 BLOCKED_REASON = "failed to upgrade since upgrading from v1.9.3 to v1.11.0 for minor version is not supported"
 
 
@@ -192,6 +197,7 @@ async def test_gated_service_start(
             **common_env(nats_server.url, emulator, "watcher"),
             "CORRAL_KUBECONFIG": str(emulator.kubeconfig_path),
             "CORRAL_KINDS": "setting,engineimage,volume",
+            **OLD_VERSION_STILL_SERVING,
         },
         tmp_path,
     )
@@ -205,6 +211,7 @@ async def test_gated_service_start(
             "CORRAL_QPS": "0",
             "CORRAL_ACK_WAIT_S": "2",
             "CORRAL_AUDIT_LOG": "false",
+            **OLD_VERSION_STILL_SERVING,
         },
         tmp_path,
     )
