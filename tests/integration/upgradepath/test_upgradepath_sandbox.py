@@ -259,3 +259,37 @@ async def test_gated_service_start(
     assert [(w.verb, w.plural, w.name) for w in writes if w.changed] == [
         ("create", "events", event["metadata"]["name"])
     ]
+
+
+async def test_blocked_actuator_records_its_own_event(
+    emulator: Emulator, nats_server: Any, bus: Any, children: list[Child], tmp_path: Path
+) -> None:
+    """The actuator is the one writer: when its own gate blocks, no other actuator may be running to
+    take its Event command, so it writes the FailedUpgradePreCheck Event itself, then exits 1."""
+    seed(emulator, "v1.9.3")
+    before = cluster_objects(emulator)
+    writes_before = emulator.write_log.total
+    actuator = Child(
+        "actuator",
+        [sys.executable, "-m", "corral_actuator"],
+        {
+            **common_env(nats_server.url, emulator, "actuator"),
+            "CORRAL_KUBECONFIG": str(emulator.kubeconfig_path),
+            "CORRAL_POLICY_PATH": str(POLICY),
+            "CORRAL_AUDIT_LOG": "false",
+        },
+        tmp_path,
+    )
+    children.append(actuator)
+    await actuator.start()
+    assert await actuator.wait(within=120) == 1, actuator.output()
+    assert f"blocked: {BLOCKED_REASON}" in actuator.output()
+
+    events = [e for e in emulator.list("", "events", NS) if e.get("reason") == "FailedUpgradePreCheck"]
+    assert len(events) == 1, events
+    assert events[0]["type"] == "Warning"
+    assert events[0]["message"] == BLOCKED_REASON
+    assert events[0]["source"] == {"component": "corral-actuator"}
+    assert cluster_objects(emulator) == before
+    writes = emulator.write_log.records()[writes_before:]
+    assert [(w.verb, w.plural) for w in writes if w.changed] == [("create", "events")]

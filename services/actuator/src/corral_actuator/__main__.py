@@ -10,8 +10,8 @@ import sys
 import uvloop
 
 from corral_actuator.config import ActuatorConfig
+from corral_actuator.gate import actuator_gate
 from corral_actuator.runner import main as actuator_main
-from corral_runtime.gate import live_gate
 from corral_runtime.service import run_service
 
 
@@ -36,8 +36,9 @@ def main(argv: list[str] | None = None) -> int:
         actuator_main,
         leader_election=True,
         ready_when=["policy"],
-        # The bus view depends on the watcher and the actuator, so they read the gate's inputs live.
-        upgrade_gate=live_gate,
+        # The bus view depends on the actuator, so it reads the gate's inputs live, and as the only
+        # writer it records its own gate Events (corral_actuator.gate).
+        upgrade_gate=actuator_gate,
         environ=environ,
     )
 

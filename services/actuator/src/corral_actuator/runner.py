@@ -81,6 +81,15 @@ def result_subject_for(result: CommandResult) -> str:
     return result_subject(escape_token(result.service), token, result.target.namespace, result.target.name)
 
 
+async def publish_result(bus: Bus, result: CommandResult) -> None:
+    """Store a result in LH_RESULTS (waiting for the stream's ack); once per command and outcome."""
+    await bus.js.publish(
+        result_subject_for(result),
+        codec.encode(result),
+        headers={MSG_ID_HEADER: f"{result.command_id}:{result.outcome.value}"},
+    )
+
+
 class CommandHandler:
     """The consumer's handler: one delivery of LH_COMMANDS to one stored CommandResult."""
 
@@ -152,12 +161,7 @@ class CommandHandler:
             return await self.actuator.execute(command, redelivered=delivery.num_delivered > 1)
 
     async def publish(self, result: CommandResult) -> None:
-        """Store the result in LH_RESULTS (waiting for the stream's ack); once per command and outcome."""
-        await self.bus.js.publish(
-            result_subject_for(result),
-            codec.encode(result),
-            headers={MSG_ID_HEADER: f"{result.command_id}:{result.outcome.value}"},
-        )
+        await publish_result(self.bus, result)
 
     def _log(self, command: Command, result: CommandResult) -> None:
         if self.log is None or (result.outcome is Outcome.APPLIED and not self.audit):
