@@ -253,6 +253,39 @@ async def test_events_are_created_for_any_service(emulator: Emulator, make_actua
     assert stored is not None and stored["reason"] == "FailedUpgradePreCheck"
 
 
+async def test_an_event_asked_for_again_later_is_the_recorded_event(
+    emulator: Emulator, make_actuator: MakeActuator
+) -> None:
+    """A crash-looping service's gate asks for its (deterministically named) Event at every start,
+    with new timestamps: that is the Event already recorded, not a conflicting object."""
+
+    def event(stamp: str, message: str = "blocked") -> Command:
+        return new_command(
+            service="engine-upgrade",
+            verb=Verb.CREATE,
+            target=Target(kind="Event", namespace=NS, name="current-longhorn-version.abc"),
+            body={
+                "metadata": {"name": "current-longhorn-version.abc"},
+                "involvedObject": {"kind": "Setting", "name": "current-longhorn-version", "namespace": NS},
+                "reason": "FailedUpgradePreCheck",
+                "message": message,
+                "type": "Warning",
+                "firstTimestamp": stamp,
+                "lastTimestamp": stamp,
+                "count": 1,
+            },
+        )
+
+    actuator = make_actuator()
+    assert (await actuator.execute(event("2026-11-21T10:00:00Z"))).outcome is Outcome.APPLIED
+    again = await actuator.execute(event("2026-11-21T10:05:00Z"))
+    assert again.outcome is Outcome.APPLIED and "already existed" in again.detail
+    # Another message under the same name is another Event: refused, not overwritten.
+    other = await actuator.execute(event("2026-11-21T10:06:00Z", message="something else"))
+    assert other.outcome is Outcome.PRECONDITION_FAILED
+    assert emulator.write_log.count(verb="create", plural="events") == 1
+
+
 async def test_status_goes_through_the_status_subresource(
     emulator: Emulator, make_actuator: MakeActuator
 ) -> None:

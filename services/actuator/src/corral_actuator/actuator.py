@@ -56,6 +56,13 @@ def _rv(document: dict[str, Any]) -> str:
     return value if isinstance(value, str) else ""
 
 
+# What a repeated create compares to decide it is the same object: not the envelope, not status.
+_IDENTITY_IGNORED = ("metadata", "status", "apiVersion", "kind")
+# An Event's timestamps and count say when it happened, not what it is: an Event asked for again
+# under the same deterministic name (a crash-looping service's gate) is the Event already recorded.
+_EVENT_OCCURRENCE = ("firstTimestamp", "lastTimestamp", "eventTime", "count")
+
+
 class Actuator:
     """Applies commands to the API server within the policy. Safe to call concurrently, but two
     commands for the same object should be serialised by the caller to keep their order."""
@@ -242,7 +249,8 @@ class Actuator:
             raise _Done(Outcome.ERROR, f"HTTP {answered.status}: {answered.message}")
         # Already exists: done if it is the object asked for (a repeated create), else refused.
         existing = await self._read(info, t.namespace, t.name)
-        wanted = {k: v for k, v in body.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+        ignored = _IDENTITY_IGNORED + (_EVENT_OCCURRENCE if (info.group, info.kind) == ("", "Event") else ())
+        wanted = {k: v for k, v in body.items() if k not in ignored}
         labels = body["metadata"].get("labels", {})
         if subset_holds(wanted, existing) and subset_holds(
             labels, existing.get("metadata", {}).get("labels", {})
