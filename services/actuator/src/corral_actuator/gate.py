@@ -11,11 +11,9 @@ from __future__ import annotations
 import time
 
 from corral_actuator.actuator import Actuator
-from corral_actuator.api import KubeApi, RetryPolicy
 from corral_actuator.config import ActuatorConfig, policy_file
-from corral_actuator.limiter import rate_limiter
 from corral_actuator.policy import Policy
-from corral_actuator.runner import publish_result
+from corral_actuator.runner import kube_api, publish_result
 from corral_bus.connection import Bus
 from corral_kube.client import connected
 from corral_model.envelopes import Outcome
@@ -42,13 +40,7 @@ async def actuator_gate(bus: Bus, config: ServiceConfig) -> GateDecision:
             now=time.time(),
             setting_uid=setting_uid,
         )
-        kube = KubeApi(
-            api,
-            rate_limiter(config.qps, config.burst),
-            request_timeout=config.request_timeout_s,
-            retry=RetryPolicy(attempts=config.retry_attempts, timeout=config.retry_timeout_s),
-            dry_run=config.dry_run,
-        )
+        kube = kube_api(api, config)
         try:
             actuator = Actuator(kube, Policy.load(policy_file(config)))
             for command in commands:

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 from typing import Any
 
+from kubernetes_asyncio.client import ApiClient
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from corral_actuator.actuator import Actuator
@@ -79,6 +80,17 @@ def result_subject_for(result: CommandResult) -> str:
     info = resolve_kind(result.target.kind)
     token = info.token if info is not None else escape_token(result.target.kind.lower())
     return result_subject(escape_token(result.service), token, result.target.namespace, result.target.name)
+
+
+def kube_api(api: ApiClient, config: ActuatorConfig) -> KubeApi:
+    """The actuator's write path as configured: rate limit, timeouts, retries, dry-run."""
+    return KubeApi(
+        api,
+        rate_limiter(config.qps, config.burst),
+        request_timeout=config.request_timeout_s,
+        retry=RetryPolicy(attempts=config.retry_attempts, timeout=config.retry_timeout_s),
+        dry_run=config.dry_run,
+    )
 
 
 async def publish_result(bus: Bus, result: CommandResult) -> None:
@@ -241,13 +253,7 @@ async def main(ctx: ServiceContext[ActuatorConfig]) -> None:
     api = await api_client(config.kubeconfig or None, max_connections=config.max_connections)
     kube: KubeApi | None = None
     try:
-        kube = KubeApi(
-            api,
-            rate_limiter(config.qps, config.burst),
-            request_timeout=config.request_timeout_s,
-            retry=RetryPolicy(attempts=config.retry_attempts, timeout=config.retry_timeout_s),
-            dry_run=config.dry_run,
-        )
+        kube = kube_api(api, config)
         actuator = Actuator(
             kube,
             policy,
