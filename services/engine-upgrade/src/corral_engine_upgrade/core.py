@@ -147,6 +147,48 @@ class EngineUpgradeDecider:
         volume.hold_until = now + self.config.retry_backoff
         self._refresh(volume, now)
 
+    def adopt_command(self, command: Command) -> None:
+        """Count a command this decider did not issue (another replica's, seen on LH_COMMANDS) as
+        in flight, with the bookkeeping of our own: until the view reflects it, a refusal comes
+        back (`record_result`), or `command_ttl` passes. So a new leader respects its predecessor's
+        commands that are on their way. Idempotent; ignored when it cannot take a slot: not an
+        engine upgrade of a volume in the view (deleted), already counted (our own coming back on
+        the bus, adopted before, or the volume holds another command), or stale against the view
+        (a tested field differs: the actuator will refuse it, or the view already shows the change
+        and counts it by itself). A runner adopts only from a view at least as fresh as the one the
+        command was decided on (see runner.py), so "differs" means "stale", never "not seen yet"."""
+        target = command.target
+        if command.service != SERVICE or command.verb is not Verb.PATCH or target.kind != "Volume":
+            return
+        volume = self.view.volume(target.namespace, target.name)
+        to_image = next((c.value for c in command.changes if c.path == "/spec/image"), None)
+        if volume is None or volume.expectation is not None or not isinstance(to_image, str):
+            return
+        fields = {
+            "/spec/image": volume.spec_image,
+            "/status/currentImage": volume.current_image,
+            "/status/state": volume.state,
+            "/status/ownerID": volume.owner,
+            "/status/robustness": volume.robustness,
+        }
+        # A field the record does not keep cannot be checked here: assume it holds (counting a
+        # command that will be refused only delays a slot until the refusal arrives).
+        if any(fields.get(p.path, p.value) != p.value for p in command.preconditions):
+            return
+        if "/spec/image" not in {p.path for p in command.preconditions} or to_image == volume.spec_image:
+            return  # not a change this decider makes (its commands always test spec.image)
+        now = self._clock()
+        volume.expectation = Expectation(
+            command_id=command.id,
+            from_image=volume.spec_image,
+            to_image=to_image,
+            decided_rv=volume.rv,
+            issued_at=now,
+            deadline=now + self.config.command_ttl,
+        )
+        self._schedule(volume.expectation.deadline, volume)
+        self._dirty.update(self._owners.place(volume, volume.owner, None))
+
     # --- output -----------------------------------------------------------------------------------
 
     def decide(self) -> list[Command]:
