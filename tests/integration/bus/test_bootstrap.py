@@ -10,7 +10,7 @@ import pytest
 from corral_bus import Bus, Publisher
 from corral_bus.bootstrap import BootstrapReader, StreamMessage, follow
 from corral_model import subjects
-from tests.integration.bus.helpers import eventually
+from tests.fixtures.processes import eventually
 
 pytestmark = pytest.mark.integration
 

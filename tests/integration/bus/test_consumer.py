@@ -11,7 +11,7 @@ import pytest
 from corral_bus import Bus, Consumer, ConsumerSpec, Delivery, Publisher, TransientError
 from corral_model import codec, subjects
 from corral_model.envelopes import Command, DeadLetter, Target, Verb, new_command
-from tests.integration.bus.helpers import eventually
+from tests.fixtures.processes import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ from corral_bus import Bus, Consumer, ConsumerSpec, Delivery, Publisher, connect
 from corral_model import codec, subjects
 from corral_model.envelopes import DeadLetter
 from tests.fixtures.nats import NatsServer
-from tests.integration.bus.helpers import eventually
+from tests.fixtures.processes import eventually
 
 pytestmark = pytest.mark.integration
 

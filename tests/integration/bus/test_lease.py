@@ -10,7 +10,7 @@ import pytest
 from corral_bus import Bus, connect
 from corral_bus.lease import Lease
 from tests.fixtures.nats import NatsServer
-from tests.integration.bus.helpers import eventually
+from tests.fixtures.processes import eventually
 
 pytestmark = pytest.mark.integration
 

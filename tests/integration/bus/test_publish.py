@@ -10,7 +10,7 @@ from nats.errors import MaxPayloadError
 from corral_bus import Bus, Publisher, PublishError, connect, ensure_streams
 from corral_model import subjects
 from tests.fixtures.nats import BinaryNats
-from tests.integration.bus.helpers import eventually
+from tests.fixtures.processes import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ import pytest
 from corral_bus import BootstrapReader, Bus, Consumer, ConsumerSpec, Delivery, Publisher, connect
 from corral_model import subjects
 from tests.fixtures.nats import NatsServer
-from tests.integration.bus.helpers import eventually
+from tests.fixtures.processes import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ import pytest
 from corral_bus import Bus, Publisher, tombstone_headers
 from corral_bus.bootstrap import BootstrapReader, StreamMessage
 from corral_model import subjects
-from tests.integration.bus.helpers import eventually
+from tests.fixtures.processes import eventually
 
 pytestmark = pytest.mark.integration
 

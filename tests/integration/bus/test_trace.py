@@ -8,7 +8,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from corral_bus import Bus, Consumer, ConsumerSpec, Delivery, Publisher
 from corral_model import subjects
-from tests.integration.bus.helpers import eventually
+from tests.fixtures.processes import eventually
 
 pytestmark = pytest.mark.integration
 

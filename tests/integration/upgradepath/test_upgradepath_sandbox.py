@@ -9,37 +9,22 @@ Event. The allowed counterpart (exit 0, Normal `PassedUpgradeCheck`) runs the sa
 
 from __future__ import annotations
 
-import asyncio
-import os
-import signal
 import sys
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 from corral_sandbox.emulator import Emulator
+from tests.fixtures.processes import ServiceProcess, eventually, python_module
 
-T = TypeVar("T")
 NS = "longhorn-system"
 GROUP = "longhorn.io"
 ROOT = Path(__file__).parents[3]
 POLICY = ROOT / "deploy" / "policy" / "actuator-policy.yaml"
 GATED_SERVICE = Path(__file__).with_name("gated_service.py")
 WATCHED = ("settings", "engineimages", "volumes")
-
-
-async def eventually(probe: Callable[[], Awaitable[T | None]], within: float, what: str) -> T:
-    deadline = time.monotonic() + within
-    while True:
-        value = await probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {within}s: {what}")
-        await asyncio.sleep(0.05)
 
 
 def lh(kind: str, name: str, **fields: Any) -> dict[str, Any]:
@@ -90,40 +75,9 @@ def cluster_objects(emulator: Emulator) -> dict[str, dict[str, str]]:
     }
 
 
-class Child:
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], logs: Path) -> None:
-        self.name, self.argv, self.env, self.log = name, argv, env, logs / f"{name}.log"
-        self.proc: asyncio.subprocess.Process | None = None
-
-    async def start(self) -> None:
-        with self.log.open("wb") as out:
-            self.proc = await asyncio.create_subprocess_exec(
-                *self.argv, env={**os.environ, **self.env}, stdout=out, stderr=asyncio.subprocess.STDOUT
-            )
-
-    async def wait(self, within: float) -> int:
-        assert self.proc is not None
-        try:
-            return await asyncio.wait_for(self.proc.wait(), within)
-        except TimeoutError:
-            raise AssertionError(f"{self.name} still running after {within}s:\n{self.output()}") from None
-
-    async def stop(self) -> None:
-        if self.proc is not None and self.proc.returncode is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(self.proc.wait(), 20)
-            except TimeoutError:
-                self.proc.kill()
-                await self.proc.wait()
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-
 @pytest.fixture
-async def children(tmp_path: Path) -> AsyncIterator[list[Child]]:
-    started: list[Child] = []
+async def children(tmp_path: Path) -> AsyncIterator[list[ServiceProcess]]:
+    started: list[ServiceProcess] = []
     yield started
     for child in reversed(started):
         await child.stop()
@@ -174,7 +128,7 @@ async def test_gated_service_start(
     emulator: Emulator,
     nats_server: Any,
     bus: Any,
-    children: list[Child],
+    children: list[ServiceProcess],
     tmp_path: Path,
     version: str,
     exit_code: int,
@@ -190,9 +144,9 @@ async def test_gated_service_start(
     before = cluster_objects(emulator)
     writes_before = emulator.write_log.total
 
-    watcher = Child(
+    watcher = ServiceProcess(
         "watcher",
-        [sys.executable, "-m", "corral_watcher"],
+        python_module("corral_watcher"),
         {
             **common_env(nats_server.url, emulator, "watcher"),
             "CORRAL_KUBECONFIG": str(emulator.kubeconfig_path),
@@ -201,9 +155,9 @@ async def test_gated_service_start(
         },
         tmp_path,
     )
-    actuator = Child(
+    actuator = ServiceProcess(
         "actuator",
-        [sys.executable, "-m", "corral_actuator"],
+        python_module("corral_actuator"),
         {
             **common_env(nats_server.url, emulator, "actuator"),
             "CORRAL_KUBECONFIG": str(emulator.kubeconfig_path),
@@ -215,7 +169,7 @@ async def test_gated_service_start(
         },
         tmp_path,
     )
-    service = Child(
+    service = ServiceProcess(
         "engine-upgrade",
         [sys.executable, str(GATED_SERVICE)],
         {
@@ -262,16 +216,16 @@ async def test_gated_service_start(
 
 
 async def test_blocked_actuator_records_its_own_event(
-    emulator: Emulator, nats_server: Any, bus: Any, children: list[Child], tmp_path: Path
+    emulator: Emulator, nats_server: Any, bus: Any, children: list[ServiceProcess], tmp_path: Path
 ) -> None:
     """The actuator is the one writer: when its own gate blocks, no other actuator may be running to
     take its Event command, so it writes the FailedUpgradePreCheck Event itself, then exits 1."""
     seed(emulator, "v1.9.3")
     before = cluster_objects(emulator)
     writes_before = emulator.write_log.total
-    actuator = Child(
+    actuator = ServiceProcess(
         "actuator",
-        [sys.executable, "-m", "corral_actuator"],
+        python_module("corral_actuator"),
         {
             **common_env(nats_server.url, emulator, "actuator"),
             "CORRAL_KUBECONFIG": str(emulator.kubeconfig_path),

@@ -160,7 +160,7 @@ def duplicates(history: list[Stored]) -> list[str]:
     return [f"{s} {t} at {rv}: stored {n} times" for (s, rv, t), n in counts.items() if n > 1]
 
 
-async def eventually(
+async def until_no_problems(
     check: Callable[[], Awaitable[list[str]]], *, within: float = 30.0, what: str = "condition"
 ) -> None:
     """Wait until `check` reports no problems, polling; fail with the last problems at the deadline."""
@@ -172,11 +172,3 @@ async def eventually(
             return
         await asyncio.sleep(0.1)
     raise AssertionError(f"{what} not reached within {within}s: {problems[:10]}")
-
-
-async def until(predicate: Callable[[], bool], *, within: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {within}s")
-        await asyncio.sleep(0.02)

@@ -22,6 +22,7 @@ from corral_sandbox.emulator import Emulator
 from corral_watcher.kindwatch import WatchSettings
 from corral_watcher.watcher import Watcher
 from tests.fixtures.nats import NatsServer
+from tests.fixtures.processes import eventually
 from tests.integration.watcher.support import (
     GROUP,
     NAMESPACE,
@@ -29,10 +30,9 @@ from tests.integration.watcher.support import (
     Volumes,
     backwards,
     duplicates,
-    eventually,
     mismatches,
     stream_history,
-    until,
+    until_no_problems,
     volume_body,
 )
 
@@ -63,7 +63,7 @@ async def converged(emulator: Emulator, bus: Bus) -> None:
     async def check() -> list[str]:
         return mismatches(emulator, await stream_history(bus))
 
-    await eventually(check, within=30, what="LH_OBJECTS equal to the emulator")
+    await until_no_problems(check, within=30, what="LH_OBJECTS equal to the emulator")
     assert backwards(await stream_history(bus)) == []
 
 
@@ -162,7 +162,7 @@ async def test_nats_restarted_mid_stream(
                 writes += 1
 
     writer = asyncio.create_task(keep_writing())
-    await until(lambda: writes >= 60, what="writes under way")
+    await eventually(lambda: writes >= 60, what="writes under way")
     await asyncio.to_thread(nats_server.restart)
     await writer
     await converged(emulator, bus)
@@ -187,7 +187,7 @@ async def test_two_replicas_store_each_event_once(
         async with asyncio.timeout(20):
             await second.wait_synced()
         await converged(emulator, bus)
-        await until(lambda: second.publisher.in_flight == 0 and watcher.publisher.in_flight == 0)
+        await eventually(lambda: second.publisher.in_flight == 0 and watcher.publisher.in_flight == 0)
         history = await stream_history(bus)
         assert duplicates(history) == []
         assert second.publisher.duplicates > 0  # both published; JetStream kept one of each
@@ -249,7 +249,7 @@ async def test_an_object_that_does_not_decode_is_reported_and_costs_nothing_else
             problems = mismatches(emulator, await stream_history(bus))
             return [p for p in problems if not p.startswith("vol-broken")]
 
-        await eventually(check, what="the readable volumes on the bus")
+        await until_no_problems(check, what="the readable volumes on the bus")
         assert w.metrics.value("corral_watcher_undecodable_lines_total", kind="volume") == 2
         assert not any("broken" in s.subject for s in await stream_history(bus))
     finally:
@@ -265,7 +265,7 @@ async def test_periodic_resync_relists_and_republishes_nothing_unchanged(
     w = Watcher(kube_api, bus, ["volume"], msgspec.structs.replace(SETTINGS, resync_period=0.3))
     await w.start()
     try:
-        await until(lambda: w.kinds["volume"].lists >= 4, what="three periodic resyncs")
+        await eventually(lambda: w.kinds["volume"].lists >= 4, what="three periodic resyncs")
         await volumes.set_image("vol-1", "longhornio/longhorn-engine:v1.8.0")
         await converged(emulator, bus)
         assert w.metrics.value("corral_watcher_relists_total", kind="volume", reason="resync") >= 3
@@ -306,7 +306,9 @@ async def test_nats_restarted_under_a_burst(
         for obj in objects:
             obj["spec"]["image"] = f"longhornio/longhorn-engine:v1.{round_}.0"
         emulator.load(GROUP, "volumes", objects)  # straight into the store: a burst of events
-        await until(lambda: int(kind.resource_version or 0) >= emulator.resource_version, what="caught up")
+        await eventually(
+            lambda: int(kind.resource_version or 0) >= emulator.resource_version, what="caught up"
+        )
         if round_ == 10:
             restart = asyncio.create_task(asyncio.to_thread(nats_server.restart))
     await restart

@@ -3,11 +3,6 @@ publishing, exposing its metrics, and leaving cleanly on SIGTERM."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-import signal
-import socket
-import sys
 from pathlib import Path
 
 import aiohttp
@@ -18,16 +13,16 @@ from corral_bus import Bus
 from corral_model.subjects import object_subject
 from corral_sandbox.emulator import Emulator
 from tests.fixtures.nats import NatsServer
-from tests.integration.watcher.support import NAMESPACE, Volumes, eventually, mismatches, stream_history
+from tests.fixtures.processes import ServiceProcess, free_port, python_module
+from tests.integration.watcher.support import (
+    NAMESPACE,
+    Volumes,
+    mismatches,
+    stream_history,
+    until_no_problems,
+)
 
 pytestmark = pytest.mark.integration
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 async def get(session: aiohttp.ClientSession, url: str) -> tuple[int, str]:
@@ -45,7 +40,6 @@ async def test_service_publishes_reports_ready_and_stops_on_sigterm(
     await volumes.create("vol-0")
     port = free_port()
     env = {
-        **os.environ,
         "CORRAL_NATS_URL": nats_server.url,
         "CORRAL_KUBECONFIG": str(emulator.kubeconfig_path),
         "CORRAL_NAMESPACE": NAMESPACE,
@@ -54,9 +48,8 @@ async def test_service_publishes_reports_ready_and_stops_on_sigterm(
         "CORRAL_HEALTH_PORT": str(port),
         "CORRAL_INACTIVITY_TIMEOUT_S": "5",
     }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "corral_watcher", env=env, stdout=asyncio.subprocess.DEVNULL
-    )
+    watcher = ServiceProcess("watcher", python_module("corral_watcher"), env, tmp_path)
+    await watcher.start()
     try:
         async with aiohttp.ClientSession() as session:
 
@@ -64,23 +57,19 @@ async def test_service_publishes_reports_ready_and_stops_on_sigterm(
                 status, body = await get(session, f"http://127.0.0.1:{port}/readyz")
                 return [] if status == 200 else [f"/readyz {status}: {body[:200]}"]
 
-            await eventually(not_ready, within=30, what="watcher ready")
+            await until_no_problems(not_ready, within=30, what="watcher ready")
             await volumes.create("vol-1")
 
             async def behind() -> list[str]:
                 return mismatches(emulator, await stream_history(bus))
 
-            await eventually(behind, within=30, what="both volumes on the bus")
+            await until_no_problems(behind, within=30, what="both volumes on the bus")
             status, metrics = await get(session, f"http://127.0.0.1:{port}/metrics")
             assert status == 200
             assert 'corral_watcher_events_published_total{kind="volume",type="ADDED"} 2.0' in metrics
             assert 'corral_watcher_relists_total{kind="engine",reason="initial"} 1.0' in metrics
-        process.send_signal(signal.SIGTERM)
-        async with asyncio.timeout(20):
-            assert await process.wait() == 0
+        assert await watcher.terminate(within=20) == 0, watcher.output()
     finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        await watcher.kill()
     history = await stream_history(bus)
     assert any(s.subject == object_subject("volume", NAMESPACE, "vol-1") for s in history)

@@ -101,6 +101,18 @@ def _meta(obj: Obj) -> Obj:
     return meta
 
 
+def _next_state(rt: ResourceType, old: Obj, proposed: Obj, subresource: str) -> Obj:
+    """What a PUT or PATCH may change: through /status only the status; through the main resource
+    everything but the status, when the kind has a status subresource."""
+    if subresource == "status":
+        new = dict(old)
+        _set_status(new, proposed.get("status"))
+        return new
+    if rt.status_subresource:
+        _set_status(proposed, old.get("status"))
+    return proposed
+
+
 def _spec_changed(rt: ResourceType, old: Obj, new: Obj) -> bool:
     skip = _NOT_SPEC if rt.status_subresource else _NOT_SPEC_NO_STATUS_SUBRESOURCE
     for k, v in new.items():
@@ -351,13 +363,7 @@ class Store:
             )
         old = decode(entry.raw)
         self._check_preconditions(rt, name, entry, old, meta.get("resourceVersion"), meta.get("uid"))
-        if subresource == "status":
-            new = dict(old)
-            _set_status(new, body.get("status"))
-        else:
-            new = dict(body)
-            if rt.status_subresource:
-                _set_status(new, old.get("status"))
+        new = _next_state(rt, old, dict(body), subresource)
         return self._apply_update(coll, rt, key, entry, old, new, "update", subresource, dry_run)
 
     def patch(
@@ -411,13 +417,7 @@ class Store:
             rv if rv != old["metadata"].get("resourceVersion") else None,
             pmeta.get("uid"),
         )
-        if subresource == "status":
-            new = dict(old)
-            _set_status(new, patched.get("status"))
-        else:
-            new = patched
-            if rt.status_subresource:
-                _set_status(new, old.get("status"))
+        new = _next_state(rt, old, patched, subresource)
         return self._apply_update(coll, rt, key, entry, old, new, "patch", subresource, dry_run, patch_type)
 
     def delete(
