@@ -1,4 +1,5 @@
-"""The engine-upgrade service on the bus: LH_OBJECTS and LH_RESULTS in, LH_COMMANDS out.
+"""The engine-upgrade service on the bus: LH_OBJECTS, LH_RESULTS and its own LH_COMMANDS in,
+LH_COMMANDS out.
 
 Around the pure decider (core.py) this adds only plumbing:
 
@@ -8,8 +9,18 @@ Around the pure decider (core.py) this adds only plumbing:
 * decisions are batched: after an event the loop waits `debounce_s` for the rest of a burst, then
   calls `decide()` once; it also wakes for the decider's own timers (expectation expiry, retry);
 * only the leader (NATS KV lease, through the runtime harness) decides and publishes; a standby
-  keeps its view warm. A new leader waits `handover_delay_s` first, so commands its predecessor
-  published just before losing the lease can show up in its view;
+  keeps its view warm;
+* every replica follows the service's own commands (command_feed.py) and adopts those it did not
+  issue as expectations (`EngineUpgradeDecider.adopt_command`), so the in-flight count includes the
+  commands of a predecessor (or a rival) that the view does not reflect yet;
+* takeover: a replica that becomes leader decides only once it has caught up with the bus, not
+  after a guessed delay: its readers have reached the ends LH_OBJECTS and LH_RESULTS had when it
+  took over, the commands still queued in LH_COMMANDS are read, and the writes the actuator
+  reported recently are visible in its view. Then its view is at least as fresh as the one every
+  pending command was decided on, so it adopts them all once more (a standby's lagging view may
+  have skipped one) and a precondition that does not hold means "stale", never "not seen yet".
+  `handover_timeout_s` bounds the wait for a bus that cannot be read to the end (it then decides
+  anyway and says so); `handover_delay_s` is an optional extra pause, 0 by default;
 * commands are published to `lh.cmd.engine-upgrade.volume.<ns>.<name>` with the command id as
   Nats-Msg-Id, so a republished identical decision is stored once; a command JetStream did not
   store is reported to the decider as an `error` result, which frees its slot;
@@ -32,6 +43,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from corral_bus import BootstrapReader, Bus, Publisher, PublishError, StreamMessage
+from corral_engine_upgrade.adoption import SeenCommands
+from corral_engine_upgrade.command_feed import CommandFeed, stream_end
 from corral_engine_upgrade.core import SERVICE, DeciderConfig, EngineUpgradeDecider
 from corral_engine_upgrade.view import KIND_STRUCTS, REQUIRED_KINDS, InvalidEvent
 from corral_model import codec
@@ -39,6 +52,7 @@ from corral_model.codec import SchemaError
 from corral_model.envelopes import Command, CommandResult, ObjectEvent, Outcome
 from corral_model.subjects import (
     OBJECTS_PREFIX,
+    OBJECTS_STREAM,
     RESULTS_PREFIX,
     RESULTS_STREAM,
     command_subject,
@@ -49,14 +63,22 @@ from corral_runtime.logs import Logger
 from corral_runtime.service import ServiceContext
 
 BOOTSTRAP = "bootstrap"
+RESULTS_FILTER = f"{RESULTS_PREFIX}.{SERVICE}.>"
 
 
 class EngineUpgradeConfig(ServiceConfig, kw_only=True, frozen=True):
     debounce_s: Annotated[float, msgspec.Meta(ge=0)] = 0.05
     """After an event, wait this long for the rest of a burst before deciding."""
-    handover_delay_s: Annotated[float, msgspec.Meta(ge=0)] = 5.0
-    """A replica that just became leader waits this long before its first decision."""
+    handover_delay_s: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    """An extra pause after a new leader has caught up with the bus (takeover), before it decides.
+    Not needed for the limit: the takeover adopts the predecessor's pending commands."""
+    handover_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    """The longest a new leader waits to catch up with the bus; then it decides anyway (logged)."""
     command_ttl_s: Annotated[float, msgspec.Meta(gt=0)] = 60.0
+    """A command with neither a result nor a visible effect after this long is presumed lost and
+    its slot freed. Keep it above the actuator's `max_command_age_s` (default 30 s) plus the worst
+    clock skew between pods: the actuator then refuses a command before its issuer forgets it, so a
+    late-applied command can never add to a slot already given to another."""
     applied_ttl_s: Annotated[float, msgspec.Meta(gt=0)] = 600.0
     retry_backoff_s: Annotated[float, msgspec.Meta(gt=0)] = 120.0
     tombstone_ttl_s: Annotated[float, msgspec.Meta(gt=0)] = 600.0
@@ -147,6 +169,17 @@ class RunnerMetrics:
             ["outcome"],
             registry=registry,
         )
+        self.adopted = Counter(
+            "corral_engine_upgrade_adopted_commands",
+            "Commands of other replicas (or an earlier run) counted as in flight here.",
+            registry=registry,
+        )
+        self.takeover_seconds = Histogram(
+            "corral_engine_upgrade_takeover_seconds",
+            "From becoming leader to the first decision (catching up with the bus).",
+            buckets=(0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0),
+            registry=registry,
+        )
         self.decision_seconds = Histogram(
             "corral_engine_upgrade_decision_seconds",
             "Time of one decide() call.",
@@ -175,17 +208,21 @@ class EngineUpgradeRunner:
         self._is_leader = is_leader
         self._wake = asyncio.Event()
         self._leading_since: float | None = None
+        self._taken_over = False  # caught up with the bus since this replica became leader
+        self._term = 0  # counts leadership changes: a takeover belongs to the term it started in
         self._publisher = Publisher(bus, window=1024)
         self.objects = BootstrapReader(bus, object_filters(config.namespace))
-        self.results = BootstrapReader(bus, [f"{RESULTS_PREFIX}.{SERVICE}.>"], stream=RESULTS_STREAM)
+        self.results = BootstrapReader(bus, [RESULTS_FILTER], stream=RESULTS_STREAM)
+        self.seen = SeenCommands(config.command_ttl_s)
+        self.commands = CommandFeed(bus, SERVICE, self._on_command, log)
         self.bootstrapped = asyncio.Event()
 
     # --- leadership -----------------------------------------------------------------------------
 
     def leadership_changed(self, is_leader: bool) -> None:
         self._leading_since = time.monotonic() if is_leader else None
-        if is_leader:
-            self.decider.reconsider_all()
+        self._taken_over = False
+        self._term += 1
         self._wake.set()
 
     # --- inputs -----------------------------------------------------------------------------------
@@ -214,17 +251,92 @@ class EngineUpgradeRunner:
                 self.log.warning("skipping an unreadable result", subject=message.subject, error=str(e))
                 continue
             self.decider.record_result(result)
+            self.seen.result(result, time.time())
             self.metrics.results.labels(str(result.outcome)).inc()
             self._wake.set()
+
+    def _on_command(self, command: Command) -> None:
+        """A command of this service on the bus: ours coming back, or another replica's to count."""
+        if self.seen.command(command, time.time()) and self.decider.ready:
+            self._adopt(command, self.seen.result_of(command.id))
+
+    def _adopt(self, command: Command, result: CommandResult | None) -> None:
+        target = command.target
+        volume = self.decider.view.volume(target.namespace, target.name)
+        if volume is None or volume.expectation is not None:
+            return  # gone, or already counted (our own command, or adopted before)
+        self.decider.adopt_command(command)
+        if volume.expectation is None:
+            return  # stale against the view
+        self.metrics.adopted.inc()
+        if result is not None:
+            self.decider.record_result(result)  # `applied`: in flight until the view shows it
+        self._wake.set()
+
+    def _adopt_all_seen(self) -> None:
+        self.seen.prune(time.time())
+        for command, result in self.seen.adoptable():
+            self._adopt(command, result)
 
     # --- decisions ----------------------------------------------------------------------------------
 
     def _may_decide(self) -> bool:
-        if not (self.bootstrapped.is_set() and self._is_leader()):
-            return False
-        if self._leading_since is None:  # leader without a callback (no election): no handover
-            return True
-        return time.monotonic() - self._leading_since >= self.config.handover_delay_s
+        return self.bootstrapped.is_set() and bool(self._is_leader())
+
+    def _lagging_writes(self) -> list[str]:
+        """Volumes the actuator reported writing that the view shows at an older resourceVersion."""
+        lagging = []
+        for result in self.seen.writes():
+            target = result.target
+            volume = self.decider.view.volume(target.namespace, target.name)
+            with contextlib.suppress(ValueError):
+                if volume is not None and volume.rv < int(result.resource_version):
+                    lagging.append(f"{target.namespace}/{target.name}")
+        return lagging
+
+    async def _take_over(self, stop: asyncio.Event) -> bool:
+        """Catch up with the bus before the first decision as leader (see the module docstring).
+        False when leadership was lost or the service stops meanwhile."""
+        started, term = time.monotonic(), self._term
+        objects_end = await stream_end(self.bus, OBJECTS_STREAM, object_filters(self.config.namespace))
+        results_end = await stream_end(self.bus, RESULTS_STREAM, [RESULTS_FILTER])
+        queued = await self.commands.scan()
+        deadline = started + self.config.handover_timeout_s
+        while True:
+            if stop.is_set() or not self._is_leader() or term != self._term:
+                return False
+            behind = []
+            if self.objects.last_seq < objects_end:
+                behind.append(f"LH_OBJECTS at {self.objects.last_seq} of {objects_end}")
+            if self.results.last_seq < results_end:
+                behind.append(f"LH_RESULTS at {self.results.last_seq} of {results_end}")
+            lagging = self._lagging_writes()
+            if lagging:
+                behind.append(f"writes not in view yet: {', '.join(sorted(lagging)[:5])}")
+            if not behind:
+                break
+            if time.monotonic() > deadline:
+                self.log.warning("taking over without having caught up with the bus", behind=behind)
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), 0.05)
+            self._wake.clear()
+        self._adopt_all_seen()
+        if self.config.handover_delay_s:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.config.handover_delay_s)
+            if stop.is_set() or not self._is_leader() or term != self._term:
+                return False
+        self.decider.reconsider_all()
+        took = time.monotonic() - started
+        self.metrics.takeover_seconds.observe(took)
+        self.log.info(
+            "took over",
+            seconds=round(took, 3),
+            queued_commands=queued,
+            in_flight=sum(self.decider.in_flight_by_node().values()),
+        )
+        return True
 
     async def _decide_once(self) -> list[Command]:
         started = time.perf_counter()
@@ -270,6 +382,18 @@ class EngineUpgradeRunner:
             if self.config.debounce_s:
                 await asyncio.sleep(self.config.debounce_s)  # let the rest of a burst arrive
             if self._may_decide():
+                if not self._taken_over:
+                    term = self._term
+                    try:
+                        self._taken_over = await self._take_over(stop) and term == self._term
+                    except Exception as e:  # NATS unreachable or slow: try again shortly
+                        self.log.warning("takeover interrupted; retrying", error=str(e))
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(stop.wait(), 0.5)
+                        self._wake.set()
+                        continue
+                    if not self._taken_over:
+                        continue
                 await self._decide_once()
             elif self.bootstrapped.is_set() and self.config.catch_up_batch:
                 self.decider.catch_up(self.config.catch_up_batch)
@@ -280,10 +404,6 @@ class EngineUpgradeRunner:
         due = self.decider.next_due()
         if due is not None:
             delays.append(max(0.0, due - time.time()))
-        if self._leading_since is not None and self._is_leader():
-            handover_left = self.config.handover_delay_s - (time.monotonic() - self._leading_since)
-            if handover_left > 0:
-                delays.append(handover_left)
         if self.decider.unclassified() and self.config.catch_up_batch:
             delays.append(0.5)
         return min(delays)
@@ -299,17 +419,20 @@ class EngineUpgradeRunner:
         return False
 
     async def run(self, stop: asyncio.Event, on_bootstrapped: Any = None) -> None:
+        await self.commands.start()
         await self.results.start()
         await self.objects.start()
         tasks = [
             asyncio.create_task(self._follow_results(), name="engine-upgrade-results"),
             asyncio.create_task(self._follow_objects(), name="engine-upgrade-objects"),
+            asyncio.create_task(self.commands.run(stop), name="engine-upgrade-commands"),
         ]
         try:
             if await self._wait_bootstrapped(stop):
                 # The view is long-lived: keep the cyclic collector from walking it again and again.
                 gc.collect()
                 gc.freeze()
+                self._adopt_all_seen()  # what was seen while the view was incomplete
                 self.bootstrapped.set()
                 self.log.info(
                     "view bootstrapped",
@@ -328,6 +451,7 @@ class EngineUpgradeRunner:
                     await task
             await self.objects.close()
             await self.results.close()
+            await self.commands.close()
             with contextlib.suppress(PublishError):
                 await self._publisher.flush()
 
