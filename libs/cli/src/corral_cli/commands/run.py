@@ -52,6 +52,8 @@ class Component:
     ready_timeout_s: float = READY_TIMEOUT_S
     where: list[str] = field(default_factory=list)
     """Lines printed once everything is up: URLs, ports, files worth looking at."""
+    ready_url: str = ""
+    """A service's /readyz, for whoever waits until the services are ready (the demo)."""
 
 
 @dataclass
@@ -167,14 +169,28 @@ def sandbox_available() -> bool:
     )
 
 
-def sandbox_component(plan: RunPlan) -> Component:
-    """The seeded sandbox cluster; its kubeconfig appears (atomically) once the cluster is ready."""
-    kubeconfig = plan.run_dir / "sandbox" / "kubeconfig"
+def sandbox_kubeconfig(plan: RunPlan) -> Path:
+    return plan.run_dir / "sandbox" / "kubeconfig"
+
+
+def sandbox_component(plan: RunPlan, options: list[str] | None = None) -> Component:
+    """The seeded sandbox cluster; its kubeconfig appears (atomically) once the cluster is ready.
+    `options` go to `corral sandbox up` (the demo's seed, sizes, simulated durations)."""
+    kubeconfig = sandbox_kubeconfig(plan)
     kubeconfig.unlink(missing_ok=True)
     plan.service_env["CORRAL_KUBECONFIG"] = str(kubeconfig)
     return Component(
         "sandbox",
-        [sys.executable, "-m", "corral_cli", "sandbox", "up", "--kubeconfig", str(kubeconfig)],
+        [
+            sys.executable,
+            "-m",
+            "corral_cli",
+            "sandbox",
+            "up",
+            "--kubeconfig",
+            str(kubeconfig),
+            *(options or []),
+        ],
         env={"PYTHONUNBUFFERED": "1"},
         ready=kubeconfig.is_file,
         ready_timeout_s=120.0,  # importing the emulator and seeding the cluster takes a while on 2 cores
@@ -200,8 +216,11 @@ def service_components(plan: RunPlan, packages: list[str], health_base_port: int
             "PYTHONUNBUFFERED": "1",
             **plan.service_env,
         }
-        where = [f"{name:<16} http://127.0.0.1:{health_port}/readyz  /metrics  log {plan.log_dir / name}.log"]
-        components.append(Component(name, [sys.executable, "-m", package], env=env, where=where))
+        ready_url = f"http://127.0.0.1:{health_port}/readyz"
+        where = [f"{name:<16} {ready_url}  /metrics  log {plan.log_dir / name}.log"]
+        components.append(
+            Component(name, [sys.executable, "-m", package], env=env, where=where, ready_url=ready_url)
+        )
     return components
 
 
@@ -327,8 +346,9 @@ def run(args: argparse.Namespace) -> int:
         # never existed in it, and the services would bootstrap from them.
         shutil.rmtree(run_dir / "nats", ignore_errors=True)
     plan.infrastructure.append(nats_component(run_dir, args.nats_port, args.nats_monitor_port))
+    with_demo = with_sandbox and not args.no_demo
     if with_sandbox:
-        plan.infrastructure.append(sandbox_component(plan))
+        plan.infrastructure.append(sandbox_component(plan, sandbox_options(args, with_demo)))
     if not args.no_plugins:
         load_plugins(plan, out)
     packages = discover_services(repo) if args.services is None else args.services
@@ -336,6 +356,7 @@ def run(args: argparse.Namespace) -> int:
 
     stop = threading.Event()
     supervisor = Supervisor(plan.log_dir, out)
+    demo: Any = None
     with stop_on_signals(stop):
         try:
             for component in plan.infrastructure:
@@ -344,6 +365,8 @@ def run(args: argparse.Namespace) -> int:
             for component in plan.services:
                 supervisor.start(component, stop)
             print_where(plan, out)
+            if with_demo and plan.services:
+                demo = start_demo(plan, args, out)
             while not stop.is_set():
                 if not supervisor.supervise():
                     return 1
@@ -351,9 +374,41 @@ def run(args: argparse.Namespace) -> int:
             supervisor.say("stopping")
             return 0
         finally:
+            if demo is not None:
+                demo.stop()  # before NATS goes: the demo is a NATS client
             supervisor.stop_all()
             codes = ", ".join(f"{c.component.name} {c.proc.returncode}" for c in supervisor.children)
             supervisor.say(f"stopped (exit codes: {codes})")
+
+
+def sandbox_options(args: argparse.Namespace, demo: bool) -> list[str]:
+    """`corral sandbox up` options: the demo cluster (seeds/demo.yaml) and the run's overrides."""
+    options = ["--demo"] if demo else []
+    for flag, value in (
+        ("--nodes", args.nodes),
+        ("--volumes", args.volumes),
+        ("--live-upgrade-seconds", args.live_upgrade_seconds),
+        ("--offline-upgrade-seconds", args.offline_upgrade_seconds),
+    ):
+        if value is not None:
+            options += [flag, str(value)]
+    return options
+
+
+def start_demo(plan: RunPlan, args: argparse.Namespace, out: IO[str]) -> Any:
+    """The engine-upgrade demo in a thread of its own (see corral_cli.demo.show)."""
+    from corral_cli.demo.show import DEMO_IMAGE, Demo, DemoSettings
+
+    settings = DemoSettings(
+        nats_url=plan.nats_url,
+        kubeconfig=str(sandbox_kubeconfig(plan)),
+        ready_urls=[c.ready_url for c in plan.services if c.ready_url],
+        image=args.demo_image or DEMO_IMAGE,
+        tty=out.isatty(),
+    )
+    demo = Demo(settings, out)
+    demo.start()
+    return demo
 
 
 def print_where(plan: RunPlan, out: IO[str]) -> None:
@@ -379,7 +434,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="PACKAGE",
         help="service packages to run (default: every services/*/src/corral_*/__main__.py)",
     )
-    parser.add_argument("--no-sandbox", action="store_true", help="run without the sandbox cluster")
+    parser.add_argument(
+        "--no-sandbox", action="store_true", help="run without the sandbox cluster (and demo)"
+    )
+    parser.add_argument(
+        "--no-demo",
+        action="store_true",
+        help="skip the engine-upgrade demo (the sandbox then runs its plain default cluster)",
+    )
+    parser.add_argument("--demo-image", help="the engine image the demo's Longhorn upgrade brings")
+    parser.add_argument("--nodes", type=int, help="sandbox nodes (default: the seed's)")
+    parser.add_argument("--volumes", type=int, help="sandbox volumes (default: the seed's)")
+    parser.add_argument("--live-upgrade-seconds", type=float, help="simulated live engine upgrade")
+    parser.add_argument("--offline-upgrade-seconds", type=float, help="simulated offline engine upgrade")
     parser.add_argument(
         "--keep-bus",
         action="store_true",

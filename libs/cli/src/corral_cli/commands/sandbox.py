@@ -21,7 +21,12 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("sandbox", help="run the sandbox cluster (emulator + Longhorn simulator)")
     actions = parser.add_subparsers(dest="sandbox_action", required=True, metavar="ACTION")
     up = actions.add_parser("up", help="start a seeded sandbox cluster and keep it running until Ctrl-C")
-    up.add_argument("--seed-file", type=Path, help="cluster seed YAML (default: the built-in demo cluster)")
+    up.add_argument("--seed-file", type=Path, help="cluster seed YAML (default: the built-in cluster)")
+    up.add_argument(
+        "--demo",
+        action="store_true",
+        help="the engine-upgrade demo cluster of `corral run` (seeds/demo.yaml) instead of the default",
+    )
     up.add_argument("--nodes", type=int, help="number of nodes (overrides the seed file)")
     up.add_argument("--volumes", type=int, help="number of volumes (overrides the seed file)")
     up.add_argument("--seed", type=int, help="RNG seed of the simulator (overrides the seed file)")
@@ -31,6 +36,9 @@ def register(subparsers: Any) -> None:
     up.add_argument("--host", default="127.0.0.1")
     up.add_argument("--port", type=int, default=0, help="API port (0: any free port)")
     up.add_argument("--live-upgrade-seconds", type=float, default=10.0, help="duration of one live upgrade")
+    up.add_argument(
+        "--offline-upgrade-seconds", type=float, default=3.0, help="duration of one offline upgrade"
+    )
     up.add_argument("--rebuild-seconds", type=float, default=5.0, help="duration of one replica rebuild")
     up.add_argument(
         "--non-working-image",
@@ -52,16 +60,18 @@ def run_up(args: argparse.Namespace) -> int:
 
 def _run_up(args: argparse.Namespace) -> int:
     # imported here: the sandbox is a heavy optional part and other sub-commands must not pay for it
-    from corral_sandbox.seeds import SeedError, default_seed, load_seed, resized
+    from corral_sandbox.seeds import SeedError, default_seed, demo_seed, load_seed, resized
 
     try:
-        seed = load_seed(args.seed_file) if args.seed_file else default_seed()
+        built_in = demo_seed if args.demo else default_seed
+        seed = load_seed(args.seed_file) if args.seed_file else built_in()
         seed = resized(seed, nodes=args.nodes, volumes=args.volumes, rng_seed=args.seed)
     except (SeedError, ValueError) as error:
         print(f"corral sandbox up: {error}", file=sys.stderr)
         return 2
     config = seed.sim_config(
         live_upgrade_seconds=args.live_upgrade_seconds,
+        offline_upgrade_seconds=args.offline_upgrade_seconds,
         rebuild_seconds=args.rebuild_seconds,
         non_working_images=frozenset(args.non_working_image),
     )

@@ -1,0 +1,121 @@
+"""Following an engine-upgrade wave on the bus: LH_OBJECTS in, a progress view out, until it is over.
+
+It reads what the decision service reads, the way it reads it (a `BootstrapReader` over the same
+subjects, decoded by the service's own `decode_event`), so it needs nothing but a NATS URL: no
+Kubernetes credentials, no service's metrics. Figures are drawn once the view is complete (a
+RESYNCED marker seen for every kind), at most every `interval` seconds, so a burst of events
+costs one redraw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from corral_bus import BootstrapReader, Bus
+from corral_cli.progress.model import NodeFigures, ProgressModel
+from corral_cli.progress.render import ProgressView, blocked_text
+from corral_engine_upgrade.runner import decode_event, object_filters
+from corral_engine_upgrade.view import InvalidEvent
+from corral_model.codec import SchemaError
+
+QUIET_HINT_S = 10.0  # say why nothing shows when no complete view arrived after this long
+
+
+@dataclass
+class WaveReport:
+    """How a followed wave ended."""
+
+    finished: bool
+    elapsed: float
+    total: NodeFigures
+    limit: int
+    default_image: str
+    max_in_flight: dict[str, int] = field(default_factory=dict)
+    """The highest in-flight figure drawn per owner node."""
+    unreadable: int = 0
+
+
+async def follow_wave(
+    bus: Bus,
+    view: ProgressView,
+    *,
+    namespace: str = "longhorn-system",
+    follow: bool = False,
+    target_image: str = "",
+    stop: asyncio.Event | None = None,
+    interval: float = 0.1,
+    on_note: Callable[[str], None] | None = None,
+) -> WaveReport:
+    """Draw the wave until it is finished (`ProgressModel.finished(target_image)`), forever with
+    `follow`, or until `stop` is set. `on_note` gets one-line remarks (why nothing shows yet)."""
+    model = ProgressModel()
+    reader = BootstrapReader(bus, object_filters(namespace))
+    changed = asyncio.Event()
+    unreadable = 0
+    started = time.monotonic()
+
+    async def read() -> None:
+        nonlocal unreadable
+        async for message in reader:
+            try:
+                model.apply(decode_event(message))
+            except (SchemaError, InvalidEvent):
+                unreadable += 1  # the service skips it too; the next event for that object heals it
+            changed.set()
+
+    stop = stop or asyncio.Event()
+    max_in_flight: dict[str, int] = {}
+    finished = False
+    hinted = False
+    await reader.start()
+    reading = asyncio.create_task(read(), name="progress-reader")
+    try:
+        while not stop.is_set() and not reading.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), 1.0)
+            await asyncio.sleep(interval)  # the rest of a burst
+            changed.clear()
+            elapsed = time.monotonic() - started
+            if not (reader.ready.is_set() and model.complete):
+                if not hinted and elapsed > QUIET_HINT_S and on_note is not None:
+                    hinted = True
+                    on_note(f"no complete view of {namespace} on LH_OBJECTS yet (is the watcher running?)")
+                continue
+            view.update(model, elapsed)
+            for row in model.nodes():
+                max_in_flight[row.node] = max(max_in_flight.get(row.node, 0), row.in_flight)
+            if not follow and model.finished(target_image):
+                finished = True
+                break
+    finally:
+        reading.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await reading
+        await reader.close()
+        view.close()
+    return WaveReport(
+        finished=finished,
+        elapsed=time.monotonic() - started,
+        total=model.total(),
+        limit=model.limit,
+        default_image=model.default_image,
+        max_in_flight=max_in_flight,
+        unreadable=unreadable,
+    )
+
+
+def summary(report: WaveReport) -> str:
+    """The one line printed when a wave is over."""
+    total = report.total
+    peak = max(report.max_in_flight.values(), default=0)
+    blocked = f", blocked {blocked_text(total)}" if total.blocked else ""
+    state = "done" if report.finished else "stopped"
+    return (
+        f"engine-upgrade wave {state} in {report.elapsed:.1f}s: {total.done} volumes on"
+        f" {report.default_image or '(no default image)'}{blocked}; at most {peak} in flight on one"
+        f" node (limit {report.limit})"
+    )

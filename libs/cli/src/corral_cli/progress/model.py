@@ -1,0 +1,217 @@
+"""Events in, per-owner-node figures out: the state of an engine-upgrade wave as an operator sees it.
+
+The figures must never disagree with what the engine-upgrade service decides, so this model holds
+the service's own `ClusterView` (same event ordering, tombstones, records) and judges every volume
+with the service's own rules (`eligibility.volume_reason`, the `Reason` codes `corral plan
+--explain` prints). Per volume, in this order:
+
+* **in flight**: spec.image ≠ status.currentImage, counted on status.ownerID (the spec's
+  In-flight(n), whatever image it is moving to);
+* **done**: on the default image;
+* **blocked**: a global gate (no default image, the image missing or unusable, the limit ≤ 0) or
+  a per-volume rule holds it back, with that reason;
+* **waiting**: eligible, not yet on the default image (its owner node may be at the limit).
+
+It is incremental like the service: an event re-judges only the volumes it touched; a new default
+image, an EngineImage change or a new limit re-judges every volume (rare events).
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from corral_engine_upgrade.eligibility import volume_reason
+from corral_engine_upgrade.reasons import Reason
+from corral_engine_upgrade.records import VolumeRecord
+from corral_engine_upgrade.view import ClusterView
+from corral_model.envelopes import ObjectEvent
+
+
+class Phase(enum.StrEnum):
+    IN_FLIGHT = "in-flight"
+    DONE = "done"
+    WAITING = "waiting"
+    BLOCKED = "blocked"
+
+
+# Reasons that clear up on their own in moments (an image still deploying, a volume between
+# attached and detached): while any volume shows one, a wave is not over yet.
+SETTLING = frozenset(
+    {Reason.DEFAULT_IMAGE_MISSING, Reason.DEFAULT_IMAGE_NOT_READY, Reason.NOT_ATTACHED_OR_DETACHED}
+)
+
+
+@dataclass
+class NodeFigures:
+    """One owner node's row (or the total): counts per phase, blocked counts per reason."""
+
+    node: str
+    in_flight: int = 0
+    done: int = 0
+    waiting: int = 0
+    blocked: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def blocked_total(self) -> int:
+        return sum(self.blocked.values())
+
+    @property
+    def volumes(self) -> int:
+        return self.in_flight + self.done + self.waiting + self.blocked_total
+
+    def add(self, phase: Phase, reason: str, delta: int) -> None:
+        if phase is Phase.IN_FLIGHT:
+            self.in_flight += delta
+        elif phase is Phase.DONE:
+            self.done += delta
+        elif phase is Phase.WAITING:
+            self.waiting += delta
+        else:
+            self.blocked[reason] += delta
+            if not self.blocked[reason]:
+                del self.blocked[reason]
+
+    def key(self) -> tuple[int, int, int, tuple[tuple[str, int], ...]]:
+        """What a change is measured by (a line is printed when it moves)."""
+        return (self.in_flight, self.done, self.waiting, tuple(sorted(self.blocked.items())))
+
+    def copy(self) -> NodeFigures:
+        return NodeFigures(self.node, self.in_flight, self.done, self.waiting, Counter(self.blocked))
+
+
+NO_OWNER = "-"  # the row of volumes without status.ownerID (Longhorn sets one on every volume)
+
+
+def gate_reason(view: ClusterView) -> Reason | None:
+    """The global reasons that stop the whole step, in Longhorn's order (§1.3 steps 1-3), as the
+    decider's `explain()` applies them before any per-volume rule."""
+    if not view.default_image:
+        return Reason.NO_DEFAULT_IMAGE
+    default_ei = view.default_ei
+    if default_ei is None:
+        return Reason.DEFAULT_IMAGE_MISSING
+    if not default_ei.usable:
+        return Reason.DEFAULT_IMAGE_UNUSABLE
+    if view.limit <= 0:
+        return Reason.DISABLED
+    return None
+
+
+def judge(volume: VolumeRecord, view: ClusterView, gate: Reason | None, now: float) -> tuple[Phase, str]:
+    """One volume's phase and, when blocked, the reason `corral plan --explain` would give."""
+    if volume.spec_image != volume.current_image:
+        return Phase.IN_FLIGHT, ""
+    if view.default_image and volume.spec_image == view.default_image:
+        return Phase.DONE, ""
+    if gate is not None:
+        return Phase.BLOCKED, str(gate)
+    reason = volume_reason(volume, view, now)
+    if reason is None or reason in (Reason.RETRY_BACKOFF, Reason.COMMAND_PENDING):
+        return Phase.WAITING, ""
+    return Phase.BLOCKED, str(reason)
+
+
+class ProgressModel:
+    """Apply ObjectEvents (volume, replica, engineimage, node, setting); read per-node figures."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.view = ClusterView()
+        self._clock = clock
+        self._judged: dict[tuple[str, str], tuple[str, Phase, str]] = {}  # volume → owner, phase, reason
+        self._rows: dict[str, NodeFigures] = {}
+        self._gate: Reason | None = gate_reason(self.view)
+
+    # --- input ------------------------------------------------------------------------------------
+
+    def apply(self, event: ObjectEvent[Any]) -> None:
+        """Fold one event in. Raises `corral_engine_upgrade.view.InvalidEvent` (nothing changed)
+        for an event the view cannot read."""
+        now = self._clock()
+        impact = self.view.apply(event, now)
+        for volume in impact.removed:
+            self._unjudge((volume.namespace, volume.name))
+        gate = gate_reason(self.view)
+        if impact.everything or impact.limit_changed or gate != self._gate:
+            self._gate = gate
+            for volume in self.view.volumes():
+                self._judge(volume, now)
+            return
+        for volume in (*impact.volumes, *impact.touched):
+            self._judge(volume, now)
+
+    def apply_all(self, events: Iterable[ObjectEvent[Any]]) -> None:
+        for event in events:
+            self.apply(event)
+
+    def _judge(self, volume: VolumeRecord, now: float) -> None:
+        key = (volume.namespace, volume.name)
+        owner = volume.owner or NO_OWNER
+        phase, reason = judge(volume, self.view, self._gate, now)
+        held = self._judged.get(key)
+        if held == (owner, phase, reason):
+            return
+        if held is not None:
+            self._count(*held, -1)
+        self._judged[key] = (owner, phase, reason)
+        self._count(owner, phase, reason, 1)
+
+    def _unjudge(self, key: tuple[str, str]) -> None:
+        held = self._judged.pop(key, None)
+        if held is not None:
+            self._count(*held, -1)
+
+    def _count(self, owner: str, phase: Phase, reason: str, delta: int) -> None:
+        row = self._rows.get(owner)
+        if row is None:
+            row = self._rows[owner] = NodeFigures(owner)
+        row.add(phase, reason, delta)
+        if not row.volumes:
+            del self._rows[owner]  # a node row lives on only while it owns volumes or is a Longhorn node
+
+    # --- output -----------------------------------------------------------------------------------
+
+    @property
+    def complete(self) -> bool:
+        """Every kind has been listed once (a RESYNCED marker each): the figures are the cluster's."""
+        return self.view.complete
+
+    @property
+    def limit(self) -> int:
+        return self.view.limit
+
+    @property
+    def default_image(self) -> str:
+        return self.view.default_image
+
+    def phase_of(self, namespace: str, name: str) -> tuple[Phase, str] | None:
+        held = self._judged.get((namespace, name))
+        return (held[1], held[2]) if held is not None else None
+
+    def nodes(self) -> list[NodeFigures]:
+        """One row per Longhorn node and per owner node with volumes, sorted by name."""
+        names = set(self.view.node_names()) | set(self._rows)
+        return [self._rows[n].copy() if n in self._rows else NodeFigures(n) for n in sorted(names)]
+
+    def total(self) -> NodeFigures:
+        total = NodeFigures("total")
+        for row in self._rows.values():
+            total.in_flight += row.in_flight
+            total.done += row.done
+            total.waiting += row.waiting
+            total.blocked.update(row.blocked)
+        return total
+
+    def finished(self, target_image: str = "") -> bool:
+        """The wave is over: the view is complete, nothing is in flight or waiting, no volume is
+        held by a reason that clears up on its own, and (if given) `target_image` is the default."""
+        if not self.complete or (target_image and self.view.default_image != target_image):
+            return False
+        total = self.total()
+        if total.in_flight or total.waiting:
+            return False
+        return not any(reason in SETTLING for reason in total.blocked)

@@ -1,0 +1,118 @@
+"""Drawing the progress figures: a table redrawn in place on a terminal, lines everywhere else.
+
+* `TerminalView` (stdout is a TTY): the whole table, redrawn in place with plain ANSI escapes
+  (cursor up, erase line), so the wave reads like a live dashboard without any dependency;
+* `LineView` (a pipe, a log file, a test): one line per owner node whenever that node's figures
+  (or the limit) change, and one `total` line when the totals change, so `grep`, a log collector
+  or a test can follow the wave line by line.
+
+Both print the same words: `in flight N`, `done N`, `waiting N`, `blocked N (reason n, …)`.
+"""
+
+from __future__ import annotations
+
+from typing import IO, Protocol
+
+from corral_cli.progress.model import NodeFigures, ProgressModel
+
+ERASE_LINE = "\x1b[2K"
+ERASE_BELOW = "\x1b[J"
+BOLD, DIM, RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"
+YELLOW, GREEN = "\x1b[33m", "\x1b[32m"
+SLOTS_SHOWN = 8  # wider limits are drawn as a number only
+
+
+class ProgressView(Protocol):
+    def update(self, model: ProgressModel, elapsed: float) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def blocked_text(row: NodeFigures) -> str:
+    if not row.blocked:
+        return "0"
+    reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(row.blocked.items()))
+    return f"{row.blocked_total} ({reasons})"
+
+
+def figures_line(row: NodeFigures, limit: int) -> str:
+    """`node-1  limit 2  in flight 1  done 5  waiting 2  blocked 1 (degraded 1)`"""
+    return (
+        f"{row.node:<12} limit {limit}  in flight {row.in_flight}  done {row.done}"
+        f"  waiting {row.waiting}  blocked {blocked_text(row)}"
+    )
+
+
+def heading(model: ProgressModel) -> str:
+    image = model.default_image or "(no default image)"
+    return f"engine-upgrade: default image {image}, limit {model.limit} per owner node"
+
+
+class LineView:
+    """One line per changed node, for anything that is not a terminal."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+        self._heading = ""
+        self._shown: dict[str, tuple[object, ...]] = {}
+
+    def update(self, model: ProgressModel, elapsed: float) -> None:
+        lines = []
+        title = heading(model)
+        if title != self._heading:
+            self._heading = title
+            lines.append(f"{elapsed:7.1f}s {title}")
+        limit = model.limit
+        for row in [*model.nodes(), model.total()]:
+            key = (limit, *row.key())
+            if self._shown.get(row.node) != key:
+                self._shown[row.node] = key
+                lines.append(f"{elapsed:7.1f}s {figures_line(row, limit)}")
+        if lines:
+            self.out.write("\n".join(lines) + "\n")
+            self.out.flush()
+
+    def close(self) -> None:
+        self.out.flush()
+
+
+class TerminalView:
+    """The whole table, redrawn in place; `close` leaves the last frame on the screen."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+        self._drawn = 0
+
+    def update(self, model: ProgressModel, elapsed: float) -> None:
+        frame = self.frame(model, elapsed)
+        up = f"\x1b[{self._drawn}F" if self._drawn else ""
+        body = "".join(f"{ERASE_LINE}{line}\n" for line in frame)
+        self.out.write(f"{up}{body}{ERASE_BELOW}")
+        self.out.flush()
+        self._drawn = len(frame)
+
+    def frame(self, model: ProgressModel, elapsed: float) -> list[str]:
+        limit = model.limit
+        lines = [f"{BOLD}{heading(model)}{RESET}  {DIM}{elapsed:.0f}s{RESET}"]
+        lines.append(f"{DIM}{'NODE':<14}{'IN FLIGHT':<18}{'DONE':>6}{'WAITING':>9}  BLOCKED{RESET}")
+        for row in model.nodes():
+            lines.append(self._row(row, limit))
+        lines.append(self._row(model.total(), limit, slots=False))
+        return lines
+
+    @staticmethod
+    def _row(row: NodeFigures, limit: int, slots: bool = True) -> str:
+        if slots and 0 < limit <= SLOTS_SHOWN:
+            used = min(row.in_flight, limit)
+            bar = f"{YELLOW}{'■' * used}{RESET}{DIM}{'□' * (limit - used)}{RESET}"
+            flight = f"{bar} {row.in_flight}/{limit}" + " " * (
+                18 - limit - 2 - len(f"{row.in_flight}/{limit}")
+            )
+        else:
+            flight = f"{row.in_flight:<18}"
+        done = f"{GREEN}{row.done:>6}{RESET}" if row.done else f"{row.done:>6}"
+        blocked = blocked_text(row) if row.blocked else f"{DIM}0{RESET}"
+        return f"{row.node:<14}{flight}{done}{row.waiting:>9}  {blocked}"
+
+    def close(self) -> None:
+        self.out.flush()
