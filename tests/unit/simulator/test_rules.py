@@ -82,8 +82,15 @@ class FakeCluster:
     def __init__(self, **plurals: list[dict[str, Any]]) -> None:
         self.plurals = plurals
 
-    def list(self, group: str, plural: str, namespace: str | None = None) -> list[dict[str, Any]]:
-        return self.plurals.get(plural, [])
+    def list(
+        self, group: str, plural: str, namespace: str | None = None, *, label_selector: str = ""
+    ) -> list[dict[str, Any]]:
+        wanted = dict(term.split("=", 1) for term in label_selector.split(",") if term)
+        return [
+            o
+            for o in self.plurals.get(plural, [])
+            if all(o["metadata"].get("labels", {}).get(k) == v for k, v in wanted.items())
+        ]
 
     def get(self, group: str, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         return next((o for o in self.plurals.get(plural, []) if o["metadata"]["name"] == name), None)

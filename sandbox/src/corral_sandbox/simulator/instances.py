@@ -18,13 +18,22 @@ from corral_sandbox.simulator.view import Obj, deleting, spec, status
 
 
 def running_instance_managers(ctx: ReconcileContext) -> dict[tuple[str, str], Obj]:
-    """(node, data engine) → the IM new instances start in: the default-image one if running."""
+    """(node, data engine) → the IM new instances start in, if it runs.
+
+    v1: only the IM of the default instance-manager image (longhorn-manager's
+    GetInstanceManagerByInstance lists v1 IMs by that image; creating an instance in one that is not
+    running fails and is retried). So once a Longhorn upgrade changes the image, attaching volumes and
+    a live upgrade's new replicas wait for the new IM pods to start (SIM-IM start delay, T1.5), while
+    instances already running stay in the old IMs. v2: the default-image IM, else any running one.
+    """
     default_image = ctx.view.setting("default-instance-manager-image")
     chosen: dict[tuple[str, str], Obj] = {}
     for im in ctx.view.all("instancemanager"):
         if status(im).get("currentState") != "running" or deleting(im):
             continue
         key = (spec(im).get("nodeID", ""), spec(im).get("dataEngine", "v1"))
+        if key[1] == "v1" and default_image and spec(im).get("image") != default_image:
+            continue
         held = chosen.get(key)
         if held is None or (
             spec(im).get("image") == default_image and spec(held).get("image") != default_image
@@ -85,14 +94,16 @@ def _reconcile_instance(
         ctx.patch_status(kind, obj, {**_stopped(), "ownerID": ispec.get("nodeID", "")}, f"new {kind}")
         return
     if desire == "running":
-        if current == "error":
-            return  # the volume controller decides what a failed instance means
+        if current in ("error", "running"):
+            # error: the volume controller decides what it means; running: the process stays in its
+            # IM (checked running above), whatever the default IM image has become since
+            return
         manager = managers.get((ispec.get("nodeID", ""), ispec.get("dataEngine", "v1")))
+        if current == "starting" and im_name in running_managers:
+            manager = ctx.view.get("instancemanager", im_name)  # the process was created there
         if manager is None:
             if current != "stopped":
                 ctx.patch_status(kind, obj, _stopped(), f"{kind} has no running instance manager")
-            return
-        if current == "running":
             return
         start = ctx.config.instance_start_seconds
         if kind == "replica" and ispec.get("active") is False:
