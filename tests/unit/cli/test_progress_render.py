@@ -1,0 +1,55 @@
+"""The progress views: lines only for what changed (pipes, logs, tests), a table redrawn in place
+on a terminal."""
+
+from __future__ import annotations
+
+import io
+
+from corral_cli.progress.model import ProgressModel
+from corral_cli.progress.render import LineView, TerminalView
+from tests.unit.cli.test_progress_model import Events, cluster, put, with_replicas
+from tests.unit.engine_upgrade.cluster import NEW, OLD, upgraded, volume
+
+
+def wave() -> tuple[ProgressModel, Events]:
+    model, events = ProgressModel(), Events()
+    cluster(model, events)
+    put(model, events, *with_replicas(volume("a", image=NEW, current=OLD)), *with_replicas(volume("b")))
+    put(model, events, *with_replicas(volume("c", robustness="degraded")))
+    return model, events
+
+
+def test_lines_name_every_figure_and_repeat_only_what_changed() -> None:
+    model, events = wave()
+    out = io.StringIO()
+    view = LineView(out)
+    view.update(model, 1.0)
+    first = out.getvalue().splitlines()
+    assert first[0].endswith(f"engine-upgrade: default image {NEW}, limit 2 per owner node")
+    assert "n1           limit 2  in flight 1  done 0  waiting 1  blocked 1 (degraded 1)" in first[1]
+    assert [line.split()[1] for line in first[1:]] == ["n1", "n2", "n3", "total"]
+
+    view.update(model, 2.0)  # nothing changed: nothing printed
+    assert out.getvalue().splitlines() == first
+
+    put(model, events, upgraded(volume("a"), done=True))
+    view.update(model, 3.0)
+    news = out.getvalue().splitlines()[len(first) :]
+    assert [line.split()[1] for line in news] == ["n1", "total"]
+    assert "in flight 0  done 1  waiting 1" in news[0]
+
+
+def test_the_terminal_table_is_redrawn_in_place() -> None:
+    model, events = wave()
+    out = io.StringIO()
+    view = TerminalView(out)
+    view.update(model, 1.0)
+    frame = out.getvalue()
+    assert frame.startswith("\x1b[2K")  # the first frame does not move the cursor up
+    assert frame.count("\n") == 2 + 3 + 1  # heading, column names, three nodes, total
+    assert "1/2" in frame and "degraded 1" in frame
+    put(model, events, upgraded(volume("a"), done=True))
+    view.update(model, 2.0)
+    second = out.getvalue()[len(frame) :]
+    assert second.startswith("\x1b[6F")  # back to the top of the six lines drawn before
+    assert "0/2" in second
