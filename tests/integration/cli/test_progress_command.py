@@ -1,0 +1,110 @@
+"""`corral progress engine-upgrade` as an operator runs it, against a real NATS server: it follows
+LH_OBJECTS (here fed with the events a watcher would publish), prints a line per node whenever its
+figures change (stdout is a pipe), and exits 0 with a summary once the wave is over."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from corral_bus import Bus
+from corral_engine_upgrade.view import DEFAULT_IMAGE_SETTING, LIMIT_SETTING
+from corral_model import codec
+from corral_model.envelopes import EventType, ObjectEvent
+from corral_model.subjects import object_subject, resync_subject
+from tests.fixtures.nats import NatsServer
+from tests.unit.cli.test_progress_model import Events, with_replicas
+from tests.unit.engine_upgrade.cluster import (
+    NEW,
+    NODES,
+    OLD,
+    engine_image,
+    longhorn_node,
+    setting,
+    upgraded,
+    volume,
+)
+
+pytestmark = pytest.mark.integration
+DEADLINE_S = 60.0
+IN_FLIGHT = re.compile(r"^\s*[\d.]+s (\S+)\s+limit (\d+)  in flight (\d+)  done (\d+)  waiting (\d+)")
+
+
+async def publish(bus: Bus, events: list[ObjectEvent[Any]]) -> None:
+    for event in events:
+        if event.type is EventType.RESYNCED:
+            subject = resync_subject(event.kind, event.namespace)
+        else:
+            subject = object_subject(event.kind, event.namespace, event.name)
+        await bus.js.publish(subject, codec.encode(event))
+
+
+class Lines:
+    """The command's stdout, line by line, with a deadline on every wait."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.seen: list[str] = []
+
+    async def until(self, pattern: str) -> str:
+        deadline = time.monotonic() + DEADLINE_S
+        assert self.proc.stdout is not None
+        while True:
+            left = deadline - time.monotonic()
+            assert left > 0, f"never printed {pattern!r}; printed:\n" + "".join(self.seen)
+            line = (await asyncio.wait_for(self.proc.stdout.readline(), left)).decode()
+            assert line, f"exited before printing {pattern!r}:\n" + "".join(self.seen)
+            self.seen.append(line)
+            if re.search(pattern, line):
+                return line
+
+
+async def test_the_wave_line_by_line_until_it_is_over(bus: Bus, nats_server: NatsServer) -> None:
+    events = Events()
+    make = events.event
+    cluster = [make(longhorn_node(n)) for n in NODES]
+    cluster += [make(engine_image(OLD, api=5)), make(engine_image(NEW))]
+    cluster += [make(setting(DEFAULT_IMAGE_SETTING, NEW)), make(setting(LIMIT_SETTING, "1"))]
+    a, b = volume("a", image=NEW, current=OLD), volume("b")
+    cluster += [make(obj) for obj in (*with_replicas(a), *with_replicas(b))]
+    cluster += [make(obj) for obj in with_replicas(volume("c", owner="n2", robustness="degraded"))]
+    await publish(bus, [*cluster, *events.resync()])
+
+    corral = Path(sys.executable).with_name("corral")
+    proc = await asyncio.create_subprocess_exec(
+        str(corral),
+        "progress",
+        "engine-upgrade",
+        "--nats",
+        nats_server.url,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        lines = Lines(proc)
+        await lines.until(rf"default image {re.escape(NEW)}, limit 1 per owner node")
+        await lines.until(r" n1 +limit 1  in flight 1  done 0  waiting 1  blocked 0$")
+        await lines.until(r" n2 +limit 1  in flight 0  done 0  waiting 0  blocked 1 \(degraded 1\)$")
+        await lines.until(r" total +limit 1  in flight 1  done 0  waiting 1  blocked 1 \(degraded 1\)$")
+        # the service's work, as the watcher would report it: a finishes, b starts, b finishes
+        await publish(bus, [make(upgraded(a, done=True)), make(upgraded(b))])
+        await lines.until(r" n1 +limit 1  in flight 1  done 1  waiting 0")
+        await publish(bus, [make(upgraded(b, done=True))])
+        summary = await lines.until(r"^engine-upgrade wave done")
+        assert f"2 volumes on {NEW}, blocked 1 (degraded 1)" in summary
+        assert await asyncio.wait_for(proc.wait(), DEADLINE_S) == 0
+        for line in lines.seen:
+            found = IN_FLIGHT.match(line)
+            if found and found.group(1) != "total":
+                assert int(found.group(3)) <= int(found.group(2)), line
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
