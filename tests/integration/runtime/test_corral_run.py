@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -14,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from corral_cli.commands.run import nats_answers, repo_root, sandbox_available
+from corral_cli.demo.show import DEMO_IMAGE
+from corral_kube.client import connected
 
 DEADLINE_S = 60.0
 READY_DEADLINE_S = 180.0  # service imports alone take seconds on a loaded 2-core machine
@@ -109,7 +113,7 @@ def test_corral_run_starts_everything_and_stops_cleanly(
             "--health-base-port",
             str(free_port()),
             "--no-plugins",
-            *([] if sandbox else ["--no-sandbox"]),
+            *(["--no-demo"] if sandbox else ["--no-sandbox"]),  # the demo has a test of its own
         ],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -256,5 +260,108 @@ def test_children_die_with_a_killed_corral_run(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, "NATS outlived a killed corral run"
             time.sleep(0.05)
         assert not nats_answers("127.0.0.1", nats_port)
+    finally:
+        stop_leftovers(proc)
+
+
+FIGURES = re.compile(
+    r"^\s*[\d.]+s (?P<node>\S+)\s+limit (?P<limit>\d+)  in flight (?P<in_flight>\d+)"
+    r"  done (?P<done>\d+)  waiting (?P<waiting>\d+)  blocked (?P<blocked>\d+)"
+)
+DEMO_DEADLINE_S = 240.0  # start-up (up to READY_DEADLINE_S on a loaded machine) plus a short wave
+
+
+async def emulator_volumes(kubeconfig: Path) -> list[dict[str, object]]:
+    from kubernetes_asyncio import client
+
+    async with connected(str(kubeconfig)) as api:
+        answer = await client.CustomObjectsApi(api).list_namespaced_custom_object(
+            "longhorn.io", "v1beta2", "longhorn-system", "volumes"
+        )
+    items: list[dict[str, object]] = answer["items"]
+    return items
+
+
+@pytest.mark.integration
+def test_the_demo_shows_the_engine_upgrade_wave_until_it_is_over(tmp_path: Path) -> None:
+    """`corral run` (stdout a pipe): the demo brings a new default engine image and prints the
+    wave per owner node until every eligible volume is on it; the figures never show more in
+    flight than the limit, and the last ones are what the cluster holds."""
+    assert sandbox_available()
+    corral = Path(sys.executable).with_name("corral")
+    proc = subprocess.Popen(
+        [
+            str(corral),
+            "run",
+            "--run-dir",
+            str(tmp_path),
+            "--nats-port",
+            str(free_port()),
+            "--nats-monitor-port",
+            "0",
+            "--health-base-port",
+            str(free_port()),
+            "--no-plugins",
+            # a small demo: 2 nodes, 10 volumes (a degraded and a DR volume among them), quick upgrades
+            *("--nodes", "2", "--volumes", "10"),
+            *("--live-upgrade-seconds", "1", "--offline-upgrade-seconds", "0.3"),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=repo_root(),
+    )
+    try:
+        assert proc.stdout is not None
+        seen: list[str] = []
+        deadline = time.monotonic() + DEMO_DEADLINE_S
+        while not seen or not seen[-1].startswith("engine-upgrade wave "):
+            line = proc.stdout.readline()
+            assert line, f"exited early: {''.join(seen)}"
+            assert time.monotonic() < deadline, (
+                f"no end of the wave in {DEMO_DEADLINE_S:.0f}s: {''.join(seen)}"
+            )
+            seen.append(line)
+        summary = seen[-1]
+        assert summary.startswith("engine-upgrade wave done"), summary
+        assert f"on {DEMO_IMAGE}, blocked 2 (degraded 1, dr-volume 1)" in summary, summary
+
+        rows = [m.groupdict() for m in map(FIGURES.match, seen) if m]
+        wave_started = seen.index(next(line for line in seen if "default image " + DEMO_IMAGE in line))
+        wave = [m.groupdict() for m in map(FIGURES.match, seen[wave_started:]) if m]
+        assert any(int(r["in_flight"]) > 0 for r in wave if r["node"] != "total"), "no upgrade ever shown"
+        for row in rows:
+            if row["node"] != "total":
+                assert int(row["in_flight"]) <= int(row["limit"]) == 2, row
+
+        last = {row["node"]: row for row in rows}
+        volumes = asyncio.run(emulator_volumes(tmp_path / "sandbox" / "kubeconfig"))
+        expected: dict[str, dict[str, int]] = {}
+        for volume in volumes:
+            spec, status = volume["spec"], volume["status"]
+            assert isinstance(spec, dict) and isinstance(status, dict)
+            counts = expected.setdefault(str(status["ownerID"]), {"done": 0, "blocked": 0, "in_flight": 0})
+            if spec["image"] != status["currentImage"]:
+                counts["in_flight"] += 1
+            elif spec["image"] == DEMO_IMAGE:
+                counts["done"] += 1
+            else:
+                counts["blocked"] += 1  # not on the new image and nothing moving: held back
+        for node, counts in expected.items():
+            shown = last[node]
+            assert (int(shown["in_flight"]), int(shown["waiting"])) == (0, 0), shown
+            assert counts == {
+                "done": int(shown["done"]),
+                "blocked": int(shown["blocked"]),
+                "in_flight": 0,
+            }, (node, shown)
+        assert int(last["total"]["done"]) == sum(c["done"] for c in expected.values()) == 8
+
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=DEADLINE_S)
+        assert proc.returncode == 0, output
+        codes = output.split("exit codes: ", 1)[1].split(")", 1)[0]
+        assert all(item.endswith(" 0") for item in codes.split(", ")), output
     finally:
         stop_leftovers(proc)
