@@ -148,6 +148,9 @@ class Outcome(enum.StrEnum):
     REJECTED_BY_POLICY = "rejected-by-policy"
     NOT_FOUND = "not-found"
     ERROR = "error"
+    # Refused unapplied: older (by created_at) than the actuator's max command age. Its issuer may
+    # already have given up on it and given the slot it held to another command.
+    EXPIRED = "expired"
 
 
 class CommandResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
