@@ -84,11 +84,16 @@ async def make_actuator(
     made: list[KubeApi] = []
 
     def make(
-        *, dry_run: bool = False, request_timeout: float = 5.0, retry: RetryPolicy = FAST_RETRY
+        *,
+        dry_run: bool = False,
+        request_timeout: float = 5.0,
+        retry: RetryPolicy = FAST_RETRY,
+        **options: Any,
     ) -> Actuator:
+        """`options` go to Actuator (clock, max_command_age, …)."""
         api = KubeApi(kube_api, Unlimited(), request_timeout=request_timeout, retry=retry, dry_run=dry_run)
         made.append(api)
-        return Actuator(api, policy, security_log=security_events)
+        return Actuator(api, policy, security_log=security_events, **options)
 
     yield make
     for api in made:

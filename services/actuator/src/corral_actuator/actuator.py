@@ -8,6 +8,10 @@ state), or the patch needed parents that did not exist yet (it is rebuilt from t
 testing its resourceVersion so nothing can slip in between). Deletes always read first: the rule's
 required labels and the command's preconditions are checked on that read, and the delete carries
 the uid and resourceVersion read as its preconditions.
+
+A command older than `max_command_age` (expiry.py) is not applied: `expired`. A patch is checked
+against the object first, so a write that already happened (a redelivery after a crash that lost
+the ack) is still reported `applied`.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from kubernetes_asyncio.client import V1DeleteOptions, V1Preconditions
 
 from corral_actuator.api import JSON_PATCH, Answered, KubeApi
 from corral_actuator.classify import Answer, TransientApiError
+from corral_actuator.expiry import DEFAULT_MAX_COMMAND_AGE, overage
 from corral_actuator.kinds import KindInfo
 from corral_actuator.policy import Policy, Verdict
 from corral_actuator.settings import SettingValues
@@ -76,6 +81,7 @@ class Actuator:
         security_log: SecurityLog = _no_security_log,
         snapshot_attempts: int = 3,
         clock: Callable[[], float] = time.time,
+        max_command_age: float = DEFAULT_MAX_COMMAND_AGE,
     ) -> None:
         self.api = api
         self.policy = policy
@@ -83,6 +89,7 @@ class Actuator:
         self.security_log = security_log
         self.snapshot_attempts = snapshot_attempts
         self.clock = clock
+        self.max_command_age = max_command_age
 
     def _result(self, command: Command, outcome: Outcome, detail: str = "", rv: str = "") -> CommandResult:
         return CommandResult(
@@ -106,6 +113,9 @@ class Actuator:
             verdict = await self._check(command)
             if not verdict.allowed or verdict.kind is None:
                 return self.reject(command, verdict.reason)
+            age = overage(command, verdict.kind, self.max_command_age, self.clock())
+            if age is not None:
+                await self._expire(command, verdict.guards, verdict.kind, age)
             await self._apply(command, verdict, verdict.kind, redelivered)
         except _Done as done:
             return self._result(command, done.outcome, done.detail, done.resource_version)
@@ -125,6 +135,22 @@ class Actuator:
             await self._delete(command, verdict.guards, info)
         else:
             await self._create(command, verdict.guards, info)
+
+    async def _expire(
+        self, command: Command, guards: tuple[FieldValue, ...], info: KindInfo, age: float
+    ) -> NoReturn:
+        detail = (
+            f"created {age:.1f} s ago, older than the maximum command age of {self.max_command_age:g} s;"
+            " not applied (its issuer may have given up on it)"
+        )
+        if command.verb in (Verb.PATCH, Verb.PATCH_STATUS):
+            t = command.target
+            snapshot = await self._read(info, t.namespace, t.name)
+            self._guard(command, guards, snapshot)
+            if first_not_holding(snapshot, command.changes) is None:
+                raise _Done(Outcome.APPLIED, "already held; nothing written", _rv(snapshot))
+            raise _Done(Outcome.EXPIRED, detail, _rv(snapshot))
+        raise _Done(Outcome.EXPIRED, detail)
 
     # --- patch --------------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import msgspec
 
+from corral_actuator.expiry import DEFAULT_MAX_COMMAND_AGE
 from corral_runtime.config import ServiceConfig
 
 POLICY_FILE = Path("deploy/policy/actuator-policy.yaml")
@@ -28,6 +29,12 @@ class ActuatorConfig(ServiceConfig, frozen=True, kw_only=True):
     fetch_batch: Annotated[int, msgspec.Meta(ge=1)] = 4
     ack_wait_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
     max_deliver: Annotated[int, msgspec.Meta(ge=2)] = 5
+    max_command_age_s: Annotated[float, msgspec.Meta(ge=0)] = DEFAULT_MAX_COMMAND_AGE
+    """Refuse (`expired`, unapplied) a command created longer ago than this; 0 turns it off. Keep it
+    below every decision service's command TTL (engine-upgrade `command_ttl_s`, 60 s) minus the
+    worst clock skew between pods: a service stops counting a command after its TTL, so one
+    applied later could take a slot twice. Events (reports) and commands without `createdAt`
+    are never expired."""
     recent_commands: Annotated[int, msgspec.Meta(ge=1)] = 100_000
     """How many command ids (and their results) are remembered to apply a repeat at most once."""
     request_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 10.0

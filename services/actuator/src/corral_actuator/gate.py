@@ -42,7 +42,9 @@ async def actuator_gate(bus: Bus, config: ServiceConfig) -> GateDecision:
         )
         kube = kube_api(api, config)
         try:
-            actuator = Actuator(kube, Policy.load(policy_file(config)))
+            actuator = Actuator(
+                kube, Policy.load(policy_file(config)), max_command_age=config.max_command_age_s
+            )
             for command in commands:
                 result = await actuator.execute(command)
                 await publish_result(bus, result)  # audited in LH_RESULTS like every other write

@@ -259,6 +259,7 @@ async def main(ctx: ServiceContext[ActuatorConfig]) -> None:
             policy,
             settings=SettingValues(kube, ttl=config.settings_ttl_s),
             security_log=security_logger(ctx.log),
+            max_command_age=config.max_command_age_s,
         )
         handler = CommandHandler(
             ctx.bus,
