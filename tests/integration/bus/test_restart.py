@@ -6,9 +6,19 @@ import asyncio
 
 import pytest
 
-from corral_bus import BootstrapReader, Bus, Consumer, ConsumerSpec, Delivery, Publisher, connect
+from corral_bus import (
+    BootstrapReader,
+    Bus,
+    Consumer,
+    ConsumerSpec,
+    Delivery,
+    Publisher,
+    connect,
+    ensure_streams,
+    follow,
+)
 from corral_model import subjects
-from tests.fixtures.nats import NatsServer
+from tests.fixtures.nats import BinaryNats, NatsServer
 from tests.fixtures.processes import eventually
 
 pytestmark = pytest.mark.integration
@@ -114,3 +124,26 @@ async def test_bootstrap_reader_follows_through_a_restart(bus: Bus, nats_server:
     await reader.close()
     await publisher.close()
     await reader_bus.close()
+
+
+async def test_closing_a_reader_while_nats_is_away_does_not_wait_for_it() -> None:
+    """A service shutting down during an outage must not hang on the consumer clean-up: the server
+    reaps the ephemeral consumer itself. (Without the bound, close waited out a 5 s request timeout.)
+    A private server, so stopping it disturbs no other test."""
+    server = BinaryNats()
+    server.start()
+    reader_bus = await connect(server.url, name="reader")
+    try:
+        await ensure_streams(reader_bus.js)
+        reader = BootstrapReader(reader_bus, [f"{subjects.OBJECTS_PREFIX}.node.>"])
+        task = asyncio.create_task(follow(reader, on_message=lambda _: asyncio.sleep(0)))
+        await eventually(lambda: reader.ready.is_set(), what="bootstrapped")
+        await asyncio.to_thread(server.stop)
+        await eventually(lambda: not reader_bus.is_connected, what="reader disconnected")
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        async with asyncio.timeout(2.5):
+            await reader.close()
+    finally:
+        await reader_bus.close()
+        server.stop()

@@ -34,6 +34,7 @@ from corral_model import codec, subjects
 
 log = logging.getLogger("corral.bus.bootstrap")
 T = TypeVar("T")
+_DELETE_WAIT_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,10 +133,12 @@ class BootstrapReader:
         feed, self._feed = self._feed, None
         if feed is not None:
             await feed.close()
-        if self._consumer:
+        consumer, self._consumer = self._consumer, ""
+        if consumer and self.bus.is_connected:
+            # Best effort and bounded: the server reaps an ephemeral consumer after its inactive
+            # threshold anyway, and a close while NATS is away must not wait out a request timeout.
             with contextlib.suppress(Exception):
-                await self.bus.js.delete_consumer(self.stream, self._consumer)
-            self._consumer = ""
+                await asyncio.wait_for(self.bus.js.delete_consumer(self.stream, consumer), _DELETE_WAIT_S)
 
     async def close(self) -> None:
         self._closed = True
