@@ -53,3 +53,20 @@ def test_the_terminal_table_is_redrawn_in_place() -> None:
     second = out.getvalue()[len(frame) :]
     assert second.startswith("\x1b[6F")  # back to the top of the six lines drawn before
     assert "0/2" in second
+
+
+def test_a_note_on_the_terminal_stays_above_the_table() -> None:
+    model, _ = wave()
+    out = io.StringIO()
+    view = TerminalView(out)
+    view.update(model, 1.0)
+    drawn = len(out.getvalue())
+    view.note("corral run: demo: something happened")
+    after = out.getvalue()[drawn:]
+    note, table = after.split("\n", 1)
+    # over the old table: the note, then the same six lines again below it
+    assert note == "\x1b[6F\x1b[2Kcorral run: demo: something happened"
+    assert table.startswith("\x1b[J\x1b[2K") and table.count("\n") == 6
+    noted = len(out.getvalue())
+    view.update(model, 2.0)
+    assert out.getvalue()[noted:].startswith("\x1b[6F")  # the next frame moves over the table only

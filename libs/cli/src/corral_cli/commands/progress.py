@@ -6,7 +6,7 @@ never something else. Per owner node: the limit, in flight, done, waiting and bl
 reasons `corral plan engine-upgrade --explain` gives), plus a total. On a terminal the table is
 redrawn in place; otherwise one line per node whenever its figures change. Exit 0 once every
 eligible volume is on the default image (at once if there is no wave), or never with `--follow`;
-exit 1 if NATS cannot be reached.
+exit 1 if NATS cannot be reached or holds no LH_OBJECTS stream.
 """
 
 from __future__ import annotations
@@ -51,9 +51,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    from nats.errors import Error as NatsError
+
     from corral_bus import connect
     from corral_cli.progress.follow import follow_wave, summary
     from corral_cli.progress.render import LineView, ProgressView, TerminalView
+    from corral_model.subjects import OBJECTS_STREAM
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -64,6 +67,15 @@ async def _run(args: argparse.Namespace) -> int:
             bus = await connect(args.nats, "corral-progress", max_reconnect_attempts=-1)
     except (TimeoutError, OSError) as error:
         print(f"corral progress: cannot reach NATS at {args.nats}: {error or 'timed out'}", file=sys.stderr)
+        return 1
+    try:
+        await bus.js.stream_info(OBJECTS_STREAM)
+    except NatsError as error:
+        await bus.close()
+        print(
+            f"corral progress: no {OBJECTS_STREAM} stream at {args.nats} ({error}); is it a corral bus?",
+            file=sys.stderr,
+        )
         return 1
     out = sys.stdout
     view: ProgressView = TerminalView(out) if out.isatty() and not args.lines else LineView(out)

@@ -16,7 +16,10 @@ import time
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from corral_cli.progress.render import ProgressView
 
 DEMO_IMAGE = "longhornio/longhorn-engine:v1.10.1"
 READY_TIMEOUT_S = 180.0  # service imports and the sandbox take a while on a loaded 2-core machine
@@ -43,6 +46,7 @@ class Demo:
         self._stop = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None  # the demo loop's own view of `_stop`
+        self._view: ProgressView | None = None
         self._thread = threading.Thread(target=self._main, name="corral-demo", daemon=True)
 
     def start(self) -> None:
@@ -58,7 +62,11 @@ class Demo:
             self._thread.join(timeout)
 
     def say(self, text: str) -> None:
-        print(f"corral run: demo: {text}", file=self.out, flush=True)
+        line = f"corral run: demo: {text}"
+        if self._view is not None:
+            self._view.note(line)  # a live table must not be torn by a remark
+        else:
+            print(line, file=self.out, flush=True)
 
     def _main(self) -> None:
         try:
@@ -72,7 +80,7 @@ class Demo:
         from corral_bus import connect
         from corral_cli.demo.engine_wave import bring_engine_image
         from corral_cli.progress.follow import follow_wave, summary
-        from corral_cli.progress.render import LineView, ProgressView, TerminalView
+        from corral_cli.progress.render import LineView, TerminalView
 
         logging.getLogger("corral.bus").setLevel(logging.ERROR)  # the run's own output says it
         settings = self.settings
@@ -85,6 +93,7 @@ class Demo:
         async with asyncio.timeout(10.0):
             bus = await connect(settings.nats_url, "corral-run-demo")
         view: ProgressView = TerminalView(self.out) if settings.tty else LineView(self.out)
+        self._view = view
         self.say(f"a Longhorn upgrade brings engine image {settings.image}; the wave follows")
         showing = asyncio.create_task(
             follow_wave(
@@ -102,6 +111,7 @@ class Demo:
             )
             await _unless_stopped(bringing, stop)
             report = await showing
+            self._view = None
             print(summary(report), file=self.out, flush=True)
             if report.finished:
                 self.say("corral keeps running; Ctrl-C stops everything")

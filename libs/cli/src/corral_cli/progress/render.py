@@ -20,10 +20,14 @@ ERASE_BELOW = "\x1b[J"
 BOLD, DIM, RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"
 YELLOW, GREEN = "\x1b[33m", "\x1b[32m"
 SLOTS_SHOWN = 8  # wider limits are drawn as a number only
+FLIGHT_WIDTH = 18
 
 
 class ProgressView(Protocol):
     def update(self, model: ProgressModel, elapsed: float) -> None: ...
+
+    def note(self, text: str) -> None:
+        """A remark beside the figures (it must not tear a table drawn in place)."""
 
     def close(self) -> None: ...
 
@@ -72,6 +76,10 @@ class LineView:
             self.out.write("\n".join(lines) + "\n")
             self.out.flush()
 
+    def note(self, text: str) -> None:
+        self.out.write(text + "\n")
+        self.out.flush()
+
     def close(self) -> None:
         self.out.flush()
 
@@ -82,19 +90,33 @@ class TerminalView:
     def __init__(self, out: IO[str]) -> None:
         self.out = out
         self._drawn = 0
+        self._frame: list[str] = []
 
     def update(self, model: ProgressModel, elapsed: float) -> None:
-        frame = self.frame(model, elapsed)
+        self._draw(self.frame(model, elapsed))
+
+    def note(self, text: str) -> None:
+        """Printed where the table was; the table is drawn again below it."""
+        self._draw([text], keep=True)
+        if self._frame:
+            self._draw(self._frame)
+
+    def _draw(self, lines: list[str], keep: bool = False) -> None:
         up = f"\x1b[{self._drawn}F" if self._drawn else ""
-        body = "".join(f"{ERASE_LINE}{line}\n" for line in frame)
+        body = "".join(f"{ERASE_LINE}{line}\n" for line in lines)
         self.out.write(f"{up}{body}{ERASE_BELOW}")
         self.out.flush()
-        self._drawn = len(frame)
+        if keep:
+            self._drawn = 0  # a note stays on the screen: the next frame goes below it
+        else:
+            self._frame, self._drawn = lines, len(lines)
 
     def frame(self, model: ProgressModel, elapsed: float) -> list[str]:
         limit = model.limit
         lines = [f"{BOLD}{heading(model)}{RESET}  {DIM}{elapsed:.0f}s{RESET}"]
-        lines.append(f"{DIM}{'NODE':<14}{'IN FLIGHT':<18}{'DONE':>6}{'WAITING':>9}  BLOCKED{RESET}")
+        lines.append(
+            f"{DIM}{'NODE':<14}{'IN FLIGHT':<{FLIGHT_WIDTH}}{'DONE':>6}{'WAITING':>9}  BLOCKED{RESET}"
+        )
         for row in model.nodes():
             lines.append(self._row(row, limit))
         lines.append(self._row(model.total(), limit, slots=False))
@@ -105,11 +127,10 @@ class TerminalView:
         if slots and 0 < limit <= SLOTS_SHOWN:
             used = min(row.in_flight, limit)
             bar = f"{YELLOW}{'■' * used}{RESET}{DIM}{'□' * (limit - used)}{RESET}"
-            flight = f"{bar} {row.in_flight}/{limit}" + " " * (
-                18 - limit - 2 - len(f"{row.in_flight}/{limit}")
-            )
+            count = f"{row.in_flight}/{limit}"
+            flight = f"{bar} {count}" + " " * max(0, FLIGHT_WIDTH - limit - 1 - len(count))
         else:
-            flight = f"{row.in_flight:<18}"
+            flight = f"{row.in_flight:<{FLIGHT_WIDTH}}"
         done = f"{GREEN}{row.done:>6}{RESET}" if row.done else f"{row.done:>6}"
         blocked = blocked_text(row) if row.blocked else f"{DIM}0{RESET}"
         return f"{row.node:<14}{flight}{done}{row.waiting:>9}  {blocked}"
