@@ -5,6 +5,11 @@ with its store under `run/` (git-ignored), the sandbox cluster (`corral sandbox 
 API emulator and the Longhorn simulator) stands in for Kubernetes, and each service whose package has
 a `__main__` runs as its own process, exactly as it would in a pod (restarted with a backoff when it
 exits), logging JSON to `run/logs/`.
+The demo (on by default with the sandbox; `--no-demo` skips it): the sandbox starts the demo cluster
+(`corral sandbox up --demo`: volumes on an old engine image, automatic engine upgrade on), and once
+every service is ready a Longhorn upgrade's new engine image arrives through the Kubernetes API;
+the engine-upgrade wave it starts is shown live per owner node (corral_cli.demo) until it is over,
+then corral keeps running.
 Plug-ins add components without touching this file: an entry point in the group `corral.run` names a
 callable taking the `RunPlan`, which may add infrastructure (the sandbox cluster) before the services
 start and environment variables every service gets (its kubeconfig). On Ctrl-C or SIGTERM the services
