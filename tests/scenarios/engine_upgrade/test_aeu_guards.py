@@ -147,17 +147,21 @@ async def test_aeu_16_manual_upgrade_guards(sandbox: Sandbox, bus: Bus, stack: l
     await volume_on(sandbox, "vol-dr", image=COMPAT, node="node-2", replicas=2, standby=True)
     await sandbox.patch("nodes", "node-3", {"spec": {"allowScheduling": False}})
     await volume_on(sandbox, "vol-p2", image=DEFAULT_IMAGE, node="node-2", replicas=2)  # node-1 and node-2
+    await volume_on(sandbox, "vol-a3", image=DEFAULT_IMAGE, node="node-3", replicas=2)  # attached on node-3
     await sandbox.patch("nodes", "node-3", {"spec": {"allowScheduling": True}})
+    for name in ("vol-p2", "vol-a3"):
+        assert {r["spec"]["nodeID"] for r in await sandbox.replicas_of(name)} == {"node-1", "node-2"}
 
     # --- limit 0: the operator upgrades by hand ---
     # T1.10 case 3: the target must be deployed on every replica node and the attached node
-    assert await ask(sandbox, "vol-p3", PARTIAL) == refusal(
-        "vol-p3",
-        PARTIAL,
-        f"cannot upgrade engine image for volume vol-p3 from image {DEFAULT_IMAGE} to image {PARTIAL} "
-        f"because the engine image {PARTIAL} is not deployed on the replicas' nodes or the node that the "
-        "volume is attached to",
-    )
+    for name in ("vol-p3", "vol-a3"):
+        assert await ask(sandbox, name, PARTIAL) == refusal(
+            name,
+            PARTIAL,
+            f"cannot upgrade engine image for volume {name} from image {DEFAULT_IMAGE} to image {PARTIAL} "
+            f"because the engine image {PARTIAL} is not deployed on the replicas' nodes or the node that "
+            "the volume is attached to",
+        )
     assert await ask(sandbox, "vol-p2", PARTIAL) is None
     await sandbox.wait_volume(
         "vol-p2", lambda v: images(v) == (PARTIAL, PARTIAL), within=20, what="vol-p2 live"
