@@ -32,7 +32,7 @@ async def settings(sandbox: Sandbox) -> dict[str, str]:
 
 
 async def test_a_rollout_brings_new_images_and_instance_managers(sandbox: Sandbox) -> None:
-    await sandbox.create_volume("vol-up", replicas=2, node="node-1")
+    await sandbox.create_volume("vol-up", replicas=3, node="node-1")  # busy old IMs on every node
     await sandbox.create_volume("vol-later", replicas=2)
     await sandbox.wait_volume("vol-up", lambda v: state(v) == ("attached", "healthy"))
     await sandbox.wait_volume("vol-later", lambda v: state(v)[0] == "detached")
@@ -78,13 +78,15 @@ async def test_a_rollout_brings_new_images_and_instance_managers(sandbox: Sandbo
     for name in ("vol-up", "vol-later"):
         assert (await sandbox.get("volumes", name))["spec"]["image"] == DEFAULT_IMAGE
 
-    async def only_busy_old_managers() -> bool:
-        old = [im for im in await sandbox.list("instancemanagers") if im["spec"]["image"] != NEW_IM_IMAGE]
-        return {im["spec"]["nodeID"] for im in old} <= {
-            r["spec"]["nodeID"] for r in await sandbox.replicas_of("vol-up")
-        } | {"node-1"}
+    # the old instance managers stay while vol-up's processes run in them, and go once it detaches
+    old = [im for im in await sandbox.list("instancemanagers") if im["spec"]["image"] != NEW_IM_IMAGE]
+    assert len(old) == 3
+    await sandbox.patch("volumes", "vol-up", {"spec": {"nodeID": ""}})
 
-    await sandbox.wait_for(only_busy_old_managers, within=20, what="idle old instance managers removed")
+    async def old_managers_gone() -> bool:
+        return all(im["spec"]["image"] == NEW_IM_IMAGE for im in await sandbox.list("instancemanagers"))
+
+    await sandbox.wait_for(old_managers_gone, within=20, what="idle old instance managers removed")
 
 
 async def test_a_second_rollout_to_the_same_release_changes_nothing(sandbox: Sandbox) -> None:

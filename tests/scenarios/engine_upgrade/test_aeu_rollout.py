@@ -74,39 +74,50 @@ class Watch:
         self.race_seen = False
         self.attaching_seen: set[str] = set()
 
-    async def new_managers_running(self) -> bool:
-        managers = [
-            im for im in await self.sandbox.list("instancemanagers") if im["spec"]["image"] == NEW_IM_IMAGE
-        ]
-        return len(managers) == len(NODES) and all(
-            im.get("status", {}).get("currentState") == "running" for im in managers
-        )
+    async def new_managers_up(self) -> dict[str, bool]:
+        """Node → whether the new default instance manager there is running."""
+        up = dict.fromkeys(NODES, False)
+        for im in await self.sandbox.list("instancemanagers"):
+            if im["spec"]["image"] == NEW_IM_IMAGE:
+                up[im["spec"]["nodeID"]] = im.get("status", {}).get("currentState") == "running"
+        return up
 
     async def check(self) -> None:
         await self.in_flight.limit_holds(LIMIT)()
         volumes = await self.sandbox.list("volumes")
         ei = await self.sandbox.find("engineimages", engine_image_name(NEW_IMAGE))
         deployed = (ei or {}).get("status", {}).get("nodeDeploymentMap") or {}
-        managers_up = await self.new_managers_running()
+        up = await self.new_managers_up()
         for volume in volumes:
             name = volume["metadata"]["name"]
+            replica_nodes = await self.replica_nodes(name)
             assert state(volume)[1] != "faulted", f"{name} faulted: {volume['status']}"
             if name in ATTACHED:
                 assert state(volume) == ("attached", "healthy"), f"{name} disturbed: {volume['status']}"
-            if state(volume)[0] == "attaching" and not managers_up:
-                self.attaching_seen.add(name)
+            if name in ATTACHING:
+                # the processes of a volume attaching after the rollout start in the new IMs only
+                nodes = replica_nodes | {volume["spec"]["nodeID"]}
+                if state(volume)[0] == "attached":
+                    assert all(up[n] for n in nodes), f"{name} attached before the new IMs on {nodes} ran"
+                elif state(volume)[0] == "attaching" and not all(up[n] for n in nodes):
+                    self.attaching_seen.add(name)
             if volume["spec"]["image"] == NEW_IMAGE:
                 nodes = await self.nodes_of(volume)
                 missing = [n for n in nodes if not deployed.get(n)]
                 assert not missing, f"{name} asks for {NEW_IMAGE}, not deployed on {missing}"
-                if upgrading(volume) and not managers_up:
-                    self.race_seen = True
+                live = state(volume)[0] == "attached"
+                if live and upgrading(volume) and not all(up[n] for n in replica_nodes):
+                    self.race_seen = True  # its new replicas have no IM to start in yet
+                if live and not upgrading(volume):
+                    assert all(up[n] for n in replica_nodes), f"{name} upgraded without the new IMs"
+
+    async def replica_nodes(self, name: str) -> set[str]:
+        return {r["spec"]["nodeID"] for r in await self.sandbox.replicas_of(name) if r["spec"].get("nodeID")}
 
     async def nodes_of(self, volume: dict[str, Any]) -> set[str]:
-        name = volume["metadata"]["name"]
-        nodes = {r["spec"]["nodeID"] for r in await self.sandbox.replicas_of(name) if r["spec"].get("nodeID")}
+        """The nodes "image ready on all volume replicas" looks at: replicas' and the attached one."""
         current = volume.get("status", {}).get("currentNodeID", "")
-        return nodes | ({current} if current else set())
+        return await self.replica_nodes(volume["metadata"]["name"]) | ({current} if current else set())
 
 
 async def create_volumes(sandbox: Sandbox) -> None:
@@ -164,7 +175,7 @@ async def test_aeu_21_system_upgrade_race(sandbox: Sandbox, stack: list[Running]
         for name in everything:
             await sandbox.wait_recorded(volume_versions, asking_for_new(name), what=f"{name} recorded")
 
-    assert watch.race_seen, "no upgrade ran while a new instance manager was still starting"
+    assert watch.race_seen, "no live upgrade ran while a new instance manager it needs was still starting"
     assert watch.attaching_seen == set(ATTACHING), f"attaching during the race: {watch.attaching_seen}"
     for name in sorted(everything):
         asked = first_asking(volume_versions, name)
