@@ -8,11 +8,14 @@ nodes (longhorn-behaviour.md §1.3 c/d); whether the new instance manager runs i
 live upgrade started early simply waits for its new replicas to start. So the scenario asserts:
 * at every observation: In-flight(n) ≤ limit per owner node; no volume faulted; the volumes attached
   before the rollout stay attached and healthy; no volume asks for the new image before it is
-  deployed on the volume's nodes, and none while attaching;
+  deployed on the volume's nodes; a volume attaching after the rollout is attached only once the new
+  instance managers on its nodes run, and a live upgrade completes only once those on its replica
+  nodes do (the simulator's side of the race);
 * exactly, from the watch recordings (global resourceVersion order): when each volume's spec.image
-  became the new image, the API server's EngineImage already showed it deployed on the volume's
-  attached node and replica nodes;
-* that the race happened: a volume was upgrading while a new instance manager was still starting;
+  became the new image, it was attached or detached (not attaching) and the API server's
+  EngineImage already showed the image deployed on the volume's attached node and replica nodes;
+* that the race happened: a live upgrade was in flight while the new instance manager on one of the
+  volume's replica nodes was still starting, and the late volumes were seen waiting to attach;
 * at the end: every v1 volume runs the new engine image, attached ones healthy; the old image is free.
 """
 
