@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from corral_bus import Bus
+from corral_bus import Bus, connect
 from corral_engine_upgrade.view import DEFAULT_IMAGE_SETTING, LIMIT_SETTING
 from corral_model import codec
 from corral_model.envelopes import EventType, ObjectEvent
 from corral_model.subjects import object_subject, resync_subject
-from tests.fixtures.nats import NatsServer
+from tests.fixtures.nats import NatsServer, reset_jetstream
 from tests.unit.cli.test_progress_model import Events, with_replicas
 from tests.unit.engine_upgrade.cluster import (
     NEW,
@@ -108,3 +108,23 @@ async def test_the_wave_line_by_line_until_it_is_over(bus: Bus, nats_server: Nat
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+async def test_a_bus_without_corral_streams_is_a_clear_error(nats_server: NatsServer) -> None:
+    async with await connect(nats_server.url, "test-no-streams") as bare:
+        await reset_jetstream(bare)
+    corral = Path(sys.executable).with_name("corral")
+    proc = await asyncio.create_subprocess_exec(
+        str(corral),
+        "progress",
+        "engine-upgrade",
+        "--nats",
+        nats_server.url,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), DEADLINE_S)
+    assert proc.returncode == 1, (out, err)
+    assert b"no LH_OBJECTS stream at " + nats_server.url.encode() in err
+    assert b"Traceback" not in err

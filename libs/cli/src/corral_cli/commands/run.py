@@ -376,6 +376,8 @@ def run(args: argparse.Namespace) -> int:
                 if not supervisor.supervise():
                     return 1
                 stop.wait(0.2)
+            if demo is not None:
+                demo.stop()  # its live table must not draw over what follows
             supervisor.say("stopping")
             return 0
         finally:
