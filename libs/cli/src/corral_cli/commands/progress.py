@@ -6,7 +6,7 @@ never something else. Per owner node: the limit, in flight, done, waiting and bl
 reasons `corral plan engine-upgrade --explain` gives), plus a total. On a terminal the table is
 redrawn in place; otherwise one line per node whenever its figures change. Exit 0 once every
 eligible volume is on the default image (at once if there is no wave), or never with `--follow`;
-exit 1 if NATS cannot be reached or holds no LH_OBJECTS stream.
+exit 1 if NATS cannot be reached, holds no LH_OBJECTS stream, or goes away for good.
 """
 
 from __future__ import annotations
@@ -92,4 +92,4 @@ async def _run(args: argparse.Namespace) -> int:
     finally:
         await bus.close()
     print(summary(report), flush=True)
-    return 0
+    return 1 if report.lost else 0

@@ -37,6 +37,9 @@ class WaveReport:
     max_in_flight: dict[str, int] = field(default_factory=dict)
     """The highest in-flight figure drawn per owner node."""
     unreadable: int = 0
+    """Events on LH_OBJECTS the view could not read (skipped, as the service skips them)."""
+    lost: str = ""
+    """Why reading the bus ended on its own (the connection closed…); empty when it did not."""
 
 
 async def follow_wave(
@@ -92,6 +95,10 @@ async def follow_wave(
                 finished = True
                 break
     finally:
+        lost = ""
+        if reading.done() and not reading.cancelled():
+            error = reading.exception()
+            lost = f"{type(error).__name__}: {error}" if error else "the bus connection closed"
         reading.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await reading
@@ -105,6 +112,7 @@ async def follow_wave(
         default_image=model.default_image,
         max_in_flight=max_in_flight,
         unreadable=unreadable,
+        lost=lost,
     )
 
 
@@ -113,9 +121,12 @@ def summary(report: WaveReport) -> str:
     total = report.total
     peak = max(report.max_in_flight.values(), default=0)
     blocked = f", blocked {blocked_text(total)}" if total.blocked else ""
-    state = "done" if report.finished else "stopped"
-    return (
+    state = "done" if report.finished else "lost" if report.lost else "stopped"
+    line = (
         f"engine-upgrade wave {state} in {report.elapsed:.1f}s: {total.done} volumes on"
         f" {report.default_image or '(no default image)'}{blocked}; at most {peak} in flight on one"
         f" node (limit {report.limit})"
     )
+    if report.unreadable:
+        line += f"; {report.unreadable} unreadable events skipped"
+    return line + (f" ({report.lost})" if report.lost else "")
