@@ -1,0 +1,102 @@
+"""CommandFeed on a real NATS server: the commands of one service, whether still queued in the
+LH_COMMANDS work queue (read without a consumer, next to the actuator's) or published while
+subscribed; after a reconnect the queue is read again."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+
+import pytest
+from nats.js.api import AckPolicy, ConsumerConfig
+
+from corral_bus import MSG_ID_HEADER, Bus
+from corral_engine_upgrade.command_feed import CommandFeed, stream_end
+from corral_model import codec
+from corral_model.envelopes import Command, FieldValue, Target, Verb, new_command
+from corral_model.subjects import COMMANDS_STREAM, RESULTS_STREAM, command_subject
+from corral_runtime.logs import get_logger
+from tests.fixtures.nats import NatsServer
+
+pytestmark = pytest.mark.integration
+NS = "longhorn-system"
+
+
+def upgrade(name: str, service: str = "engine-upgrade") -> Command:
+    return new_command(
+        service=service,
+        verb=Verb.PATCH,
+        target=Target(kind="Volume", namespace=NS, name=name),
+        changes=(FieldValue(path="/spec/image", value="new"),),
+        preconditions=(FieldValue(path="/spec/image", value="old"),),
+        created_at=time.time(),
+    )
+
+
+async def publish(bus: Bus, command: Command) -> None:
+    subject = command_subject(command.service, "volume", NS, command.target.name)
+    await bus.js.publish(subject, codec.encode(command), headers={MSG_ID_HEADER: command.id})
+
+
+async def eventually(probe: Callable[[], bool], within: float = 20.0) -> None:
+    deadline = time.monotonic() + within
+    while not probe():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.02)
+
+
+async def test_queued_and_live_commands_of_the_service_only(bus: Bus, nats_server: NatsServer) -> None:
+    # The actuator's durable consumer exists, as in production: the feed must not need its own.
+    await bus.js.add_consumer(
+        COMMANDS_STREAM, ConsumerConfig(durable_name="actuator", ack_policy=AckPolicy.EXPLICIT)
+    )
+    queued = [upgrade(f"q-{i}") for i in range(3)]
+    for command in queued:
+        await publish(bus, command)
+    await publish(bus, upgrade("other", service="im-restart"))
+    await bus.js.publish(command_subject("engine-upgrade", "volume", NS, "junk"), b"not a command")
+
+    seen: list[str] = []
+    feed = CommandFeed(
+        bus, "engine-upgrade", lambda c: seen.append(c.target.name), get_logger(service="test")
+    )
+    await feed.start()
+    try:
+        assert await feed.scan() == 4  # three commands and the unreadable one, which is skipped
+        assert seen == ["q-0", "q-1", "q-2"]
+        live = upgrade("live")
+        await publish(bus, live)
+        await eventually(lambda: "live" in seen)
+        assert "other" not in seen
+        assert await stream_end(bus, COMMANDS_STREAM, ["lh.cmd.engine-upgrade.>"]) > 0
+        assert await stream_end(bus, RESULTS_STREAM, ["lh.res.engine-upgrade.>"]) == 0
+    finally:
+        await feed.close()
+
+
+async def test_the_queue_is_read_again_after_a_reconnect(bus: Bus, nats_server: NatsServer) -> None:
+    seen: list[str] = []
+    feed = CommandFeed(
+        bus, "engine-upgrade", lambda c: seen.append(c.target.name), get_logger(service="test")
+    )
+    await feed.start()
+    stop = asyncio.Event()
+    task = asyncio.create_task(feed.run(stop, interval=0.05))
+    try:
+        await publish(bus, upgrade("before"))
+        await eventually(lambda: feed.scans >= 1 and "before" in seen)
+        scans, reconnects = feed.scans, bus.reconnects
+        await asyncio.get_running_loop().run_in_executor(None, nats_server.restart)
+        await eventually(lambda: bus.reconnects > reconnects and bus.is_connected, within=30)
+        await eventually(lambda: feed.scans > scans, within=30)
+        # still queued (no actuator took it): the rescan hands it out again; adoption is idempotent
+        assert seen.count("before") >= 2
+        await publish(bus, upgrade("after"))
+        await eventually(lambda: "after" in seen)
+    finally:
+        stop.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await feed.close()
