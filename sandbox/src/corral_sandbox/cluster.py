@@ -4,11 +4,12 @@ webhooks, a seeded Longhorn-like cluster and the simulator playing Longhorn's co
     async with SandboxCluster(seed, sim_config=...) as cluster:
         cluster.kubeconfig_path   # hand this to corral's services / kubernetes-asyncio
         cluster.simulator.faults  # data-plane faults;  cluster.emulator.faults: API faults
+        cluster.manager_url       # longhorn-manager's REST API (manual engine upgrade), manager_api.py
 
 Start-up order: emulator → webhooks → the seed's base objects through the API → a stepped bootstrap
 on a manual clock until quiet → the background simulator (on `clock`, a WallClock by default) →
-the public kubeconfig written last and atomically, so whoever waits for the file finds a finished
-cluster.
+longhorn-manager's REST API → the public kubeconfig written last and atomically, so whoever waits
+for the file finds a finished cluster.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from corral_sandbox.emulator.kubeconfig import write_kubeconfig
 from corral_sandbox.seeds import Seed, apply_seed, bootstrap, default_seed
 from corral_sandbox.simulator import Clock, SimConfig, Simulator, WallClock
 from corral_sandbox.simulator.admission import LonghornWebhooks
+from corral_sandbox.simulator.manager_api import LonghornManagerAPI
 
 
 class SandboxCluster:
@@ -38,12 +40,14 @@ class SandboxCluster:
         kubeconfig: str | Path | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        manager_port: int = 0,
         background: bool = True,
         emulator_options: dict[str, Any] | None = None,
     ) -> None:
         """`seed`: the cluster (default: seeds/default.yaml). `sim_config`: the simulator's knobs
         (default: `seed.sim_config()`); its namespace and seed are taken from the seed.
-        `background=False` leaves the simulator stepped: drive it with `simulator.step()/settle()`."""
+        `background=False` leaves the simulator stepped: drive it with `simulator.step()/settle()`.
+        `manager_port`: where longhorn-manager's REST API listens (0 = a free port)."""
         self.seed = seed or default_seed()
         config = sim_config or self.seed.sim_config()
         images = {**self.seed.image_profiles, **config.images}
@@ -53,6 +57,8 @@ class SandboxCluster:
         self._clock = clock
         self._kubeconfig = Path(kubeconfig) if kubeconfig else None
         self._host, self._port = host, port
+        self._manager_port = manager_port
+        self._manager: LonghornManagerAPI | None = None
         self._background = background
         self._emulator_options = emulator_options or {}
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -83,6 +89,13 @@ class SandboxCluster:
     def url(self) -> str:
         return self.emulator.url
 
+    @property
+    def manager_url(self) -> str:
+        """longhorn-manager's REST API: `POST {manager_url}/v1/volumes/{name}?action=engineUpgrade`."""
+        if self._manager is None:
+            raise RuntimeError("the sandbox is not started")
+        return self._manager.url
+
     async def start(self) -> SandboxCluster:
         self._tmp = tempfile.TemporaryDirectory(prefix="corral-sandbox-")
         emulator = Emulator(**self._emulator_options)
@@ -100,12 +113,17 @@ class SandboxCluster:
             await self._simulator.start()
         else:
             await self._simulator.sync()
+        self._manager = LonghornManagerAPI(self._api, self.seed.namespace)
+        await self._manager.start(self._host, self._manager_port)
         if self._kubeconfig is None:
             self._kubeconfig = Path(self._tmp.name) / "kubeconfig"
         write_kubeconfig(self._kubeconfig, url, self.seed.namespace)
         return self
 
     async def stop(self) -> None:
+        if self._manager is not None:
+            await self._manager.stop()
+            self._manager = None
         if self._simulator is not None:
             await self._simulator.stop()
         if self._api is not None:

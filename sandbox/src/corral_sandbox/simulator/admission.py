@@ -3,9 +3,7 @@
 * EngineImage DELETE: the default engine image cannot be deleted; an image still referenced by a
   volume, engine or replica (spec.image or status.currentImage) cannot be deleted ("while being used").
 * EngineImage CREATE: a second EngineImage for the same image is refused.
-* Volume UPDATE (v1): a new `spec.image` must name an existing EngineImage that is not incompatible;
-  then the manager's manual engine-upgrade rules apply (engine_upgrade_api.py: the sandbox's only
-  door for a manual upgrade is this update). A no-op update of an upgrading volume is a re-request.
+* Volume UPDATE (v1): a new `spec.image` must name an existing EngineImage that is not incompatible.
 
 Webhooks read the cluster as the API server holds it (Longhorn's read its informer cache), through
 `ClusterLookup` — the emulator's `list`/`get` fit it.
@@ -15,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from corral_sandbox.simulator.engine_upgrade_api import EngineUpgradeRules, upgrade_in_flight
 from corral_sandbox.simulator.objects import engine_image_name
 from corral_sandbox.simulator.settings import DEFAULTS
 
@@ -24,9 +21,7 @@ LONGHORN = "longhorn.io"
 
 
 class ClusterLookup(Protocol):
-    def list(
-        self, group: str, plural: str, namespace: str | None = None, *, label_selector: str = ""
-    ) -> list[Obj]: ...
+    def list(self, group: str, plural: str, namespace: str | None = None) -> list[Obj]: ...
 
     def get(self, group: str, plural: str, namespace: str, name: str) -> Obj | None: ...
 
@@ -41,7 +36,6 @@ class LonghornWebhooks:
     def __init__(self, cluster: ClusterLookup, namespace: str) -> None:
         self._cluster = cluster
         self._namespace = namespace
-        self._upgrade_rules = EngineUpgradeRules(cluster, namespace, self._setting)
 
     def install(self, registry: AdmissionRegistry) -> None:
         registry.register_admission(
@@ -78,18 +72,14 @@ class LonghornWebhooks:
             return None
         new_spec = new.get("spec", {})
         image = new_spec.get("image", "")
-        if new_spec.get("dataEngine", "v1") != "v1":
-            return None
-        if image == old.get("spec", {}).get("image", ""):
-            if upgrade_in_flight(old) and _same(old, new):
-                return self._upgrade_rules.refusal(old, image)  # asking again for the image in flight
+        if new_spec.get("dataEngine", "v1") != "v1" or image == old.get("spec", {}).get("image", ""):
             return None
         ei = self._cluster.get(LONGHORN, "engineimages", self._namespace, engine_image_name(image))
         if ei is None:
             return f"cannot find engine image {image} for volume {new['metadata']['name']}"
         if ei.get("status", {}).get("incompatible"):
             return f"engine image {image} is incompatible"
-        return self._upgrade_rules.refusal(old, image)
+        return None
 
     def _users(self, image: str) -> list[str]:
         users = []
@@ -98,16 +88,3 @@ class LonghornWebhooks:
                 if image in (obj.get("spec", {}).get("image"), obj.get("status", {}).get("currentImage")):
                     users.append(f"{plural[:-1]} {obj['metadata']['name']}")
         return users
-
-
-_SERVER_META = ("resourceVersion", "managedFields", "generation")
-
-
-def _same(old: Obj, new: Obj) -> bool:
-    """The update changes nothing a client asked for (server-kept metadata aside)."""
-
-    def client_view(obj: Obj) -> Obj:
-        meta = {k: v for k, v in obj.get("metadata", {}).items() if k not in _SERVER_META}
-        return {**obj, "metadata": meta}
-
-    return client_view(old) == client_view(new)

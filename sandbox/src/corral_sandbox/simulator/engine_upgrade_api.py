@@ -1,31 +1,33 @@
-"""The rules Longhorn's manager applies to a manual engine upgrade, with its refusal texts
-(`POST /v1/volumes/{name}?action=engineUpgrade`, longhorn-manager `manager/volume.go`
-`EngineUpgrade` at 5ddaa369; longhorn-behaviour.md §1.5), in Longhorn's order:
+"""The rules longhorn-manager applies to a manual engine upgrade, with its answers: the REST action
+`POST /v1/volumes/{name}?action=engineUpgrade` (`manager/volume.go EngineUpgrade` at 5ddaa369;
+longhorn-behaviour.md §1.5), served by manager_api.py. In Longhorn's order:
 
-1. limit > 0 and the target is not the default engine image → only the default is allowed;
-2. (v2 → refused; not applied here, see below);
+1. limit > 0 and the target is not the default engine image → only the default is allowed
+   (judged before the volume is even looked up);
+   the volume does not exist → 404;
+2. a v2 volume → refused;
 3. the target is already `spec.image` → "upgrading in process … already";
 4. an upgrade is in flight and the target is not `currentImage` (a rollback is) → refused;
 5. the target image is not deployed on every replica node and the attached node → refused;
 6. the same for the current image;
-7. migrating → refused; 8. attached and not healthy → refused; 9. attached strict-local → refused.
+7. migrating → refused; 8. attached and not healthy → refused; 9. attached strict-local → refused;
+10. otherwise the caller sets `spec.image` (through the API server, so the volume webhook applies).
 
-The sandbox has no Longhorn REST API: an operator asks for an engine upgrade by changing a v1
-volume's `spec.image` through the Kubernetes API, so the volume webhook (admission.py) applies these
-rules to every such change. That is stricter than Longhorn, where a direct CR update meets only the
-webhook — which is the point for corral: its writes meet the manager's rules too, so a scenario shows
-they would pass them. A re-request of the image already asked for is, in the Kubernetes API, an
-update that changes nothing; rule 3 answers that (only while the volume is upgrading, so other
-no-op updates of a settled volume pass). v2 volumes are left out: their `spec.image` is the
-instance-manager image and moves through the v2 data-engine upgrade, which rules 1 and 2 would
-refuse (Longhorn's API rules never see those writes).
+These rules are not the admission webhook's (admission.py): in Longhorn, a controller — or corral's
+actuator — that patches `spec.image` through the Kubernetes API meets only the webhook.
+
+Every refusal is wrapped as Longhorn wraps it ("cannot upgrade engine for volume V using image I: …")
+and carries the HTTP status longhorn-manager's error handler gives it: 404 when the cause is a
+not-found error it can still see through the wrapping (the volume), 500 for everything else.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from corral_sandbox.simulator.objects import engine_image_name
+from corral_sandbox.simulator.settings import DEFAULTS
 
 Obj = dict[str, Any]
 LONGHORN = "longhorn.io"
@@ -41,42 +43,60 @@ class ClusterReader(Protocol):
     def get(self, group: str, plural: str, namespace: str, name: str) -> Obj | None: ...
 
 
-def upgrade_in_flight(volume: Obj) -> bool:
-    """An engine upgrade under way: the volume reports a current image and spec.image differs (a
-    volume the controller has not picked up yet reports none, and is not upgrading)."""
-    current = volume.get("status", {}).get("currentImage", "")
-    return bool(current) and volume.get("spec", {}).get("image", "") != current
+@dataclass(frozen=True)
+class Refusal:
+    """longhorn-manager's answer to a refused request: its HTTP status and its error message."""
+
+    status: int
+    message: str
 
 
 class EngineUpgradeRules:
-    """Judges a manual engine-upgrade request against the cluster as the API server holds it."""
+    """Judges a manual engine-upgrade request against the cluster as the manager reads it."""
 
-    def __init__(self, cluster: ClusterReader, namespace: str, setting: Any) -> None:
-        """`setting(name) -> str`: a setting's value (Longhorn's default when the object is missing)."""
+    def __init__(self, cluster: ClusterReader, namespace: str) -> None:
         self._cluster = cluster
         self._namespace = namespace
-        self._setting = setting
 
-    def refusal(self, volume: Obj, image: str) -> str | None:
-        """Why upgrading `volume` (as stored now) to `image` is refused, in Longhorn's words; None
-        when it is allowed."""
-        reason = self._reason(volume, image)
-        if reason is None:
-            return None
-        name = volume["metadata"]["name"]
-        return f"cannot upgrade engine for volume {name} using image {image}: {reason}"
+    def refusal(self, name: str, image: str) -> Refusal | None:
+        """Why upgrading volume `name` to `image` is refused; None when the manager would set it."""
+        try:
+            reason = self._reason(name, image)
+        except _NotFound as missing:
+            return Refusal(404, _wrap(name, image, str(missing)))
+        return None if reason is None else Refusal(500, _wrap(name, image, reason))
 
-    def _reason(self, volume: Obj, image: str) -> str | None:
-        vspec, vstatus = volume.get("spec", {}), volume.get("status", {})
-        name = volume["metadata"]["name"]
-        spec_image, current = vspec.get("image", ""), vstatus.get("currentImage", "")
+    def volume(self, name: str) -> Obj | None:
+        return self._cluster.get(LONGHORN, "volumes", self._namespace, name)
+
+    def _setting(self, name: str) -> str:
+        """GetSettingWithAutoFillingRO: Longhorn's default when the Setting object is missing."""
+        obj = self._cluster.get(LONGHORN, "settings", self._namespace, name)
+        return str(obj.get("value", "")) if obj else DEFAULTS.get(name, "")
+
+    def _reason(self, name: str, image: str) -> str | None:
+        limit = self._setting(LIMIT_SETTING)
+        try:
+            over_zero = int(limit.strip()) > 0
+        except ValueError:
+            return f'strconv.ParseInt: parsing "{limit}": invalid syntax'
         default = self._setting(DEFAULT_IMAGE_SETTING)
-        if _as_int(self._setting(LIMIT_SETTING)) > 0 and image != default:
+        if over_zero and image != default:
             return (
                 f"upgrading to {image} is not allowed. Only allow to upgrade to the default engine image "
                 f"{default} because the setting `Concurrent Automatic Engine Upgrade Per Node Limit` is "
                 "greater than 0"
             )
+        volume = self.volume(name)
+        if volume is None:
+            raise _NotFound(f'volume.longhorn.io "{name}" not found')
+        vspec, vstatus = volume.get("spec", {}), volume.get("status", {})
+        if vspec.get("dataEngine", "v1") == "v2":
+            return (
+                f"cannot upgrade engine for volume {name} using image {image} because the volume is using "
+                "data engine v2"
+            )
+        spec_image, current = vspec.get("image", ""), vstatus.get("currentImage", "")
         if spec_image == image:
             return (
                 f"upgrading in process for volume {name} engine image from {current} to {spec_image} already"
@@ -87,12 +107,12 @@ class EngineUpgradeRules:
                 "cannot upgrade to another engine image"
             )
         nodes = self._volume_nodes(volume)
+        what = f"cannot upgrade engine image for volume {name} from image {spec_image} to image {image}"
         for candidate, whose in (
             (image, f"the engine image {image}"),
             (current, f"the volume's current engine image {current}"),
         ):
             ready, error = self._ready_on(candidate, nodes)
-            what = f"cannot upgrade engine image for volume {name} from image {spec_image} to image {image}"
             if error:
                 return f"{what}: {error}"
             if not ready:
@@ -110,21 +130,18 @@ class EngineUpgradeRules:
         return None
 
     def _volume_nodes(self, volume: Obj) -> list[str]:
-        """CheckImageReadyOnAllVolumeReplicas: the attached node plus every scheduled replica's node."""
+        """CheckImageReadyOnAllVolumeReplicas: the attached node plus every replica's node."""
         name = volume["metadata"]["name"]
         nodes = [volume.get("status", {}).get("currentNodeID", "")]
         replicas = self._cluster.list(
             LONGHORN, "replicas", self._namespace, label_selector=f"longhornvolume={name}"
         )
-        nodes += [
-            r.get("spec", {}).get("nodeID", "")
-            for r in replicas
-            if r.get("spec", {}).get("volumeName") == name
-        ]
+        nodes += [r.get("spec", {}).get("nodeID", "") for r in replicas]
         return [n for n in nodes if n]
 
     def _ready_on(self, image: str, nodes: list[str]) -> tuple[bool, str]:
-        """CheckEngineImageReadiness: (ready, error). No node at all is "not ready", not an error."""
+        """CheckEngineImageReadiness: (ready, error). No node at all is "not ready", not an error.
+        Longhorn formats this error into its message with %v, so it answers 500, not 404."""
         if not nodes:
             return False, ""
         ei_name = engine_image_name(image)
@@ -135,12 +152,14 @@ class EngineUpgradeRules:
         if status.get("state") not in ("deployed", "deploying"):
             return False, ""
         deployment = status.get("nodeDeploymentMap") or {}
-        known = {n for n in nodes if self._cluster.get(LONGHORN, "nodes", self._namespace, n) is not None}
+        known = {n["metadata"]["name"] for n in self._cluster.list(LONGHORN, "nodes", self._namespace)}
         return all(n in known and deployment.get(n) for n in nodes), ""
 
 
-def _as_int(value: str) -> int:
-    try:
-        return int(str(value).strip())
-    except ValueError:
-        return 0
+class _NotFound(Exception):
+    """A lookup that fails with Kubernetes' not-found error (the handler turns it into a 404)."""
+
+
+def _wrap(name: str, image: str, reason: str) -> str:
+    """The `errors.Wrapf` every EngineUpgrade error leaves through."""
+    return f"cannot upgrade engine for volume {name} using image {image}: {reason}"
