@@ -35,7 +35,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from corral_cli.demo.show import Demo
 
 PLUGIN_GROUP = "corral.run"
 STOP_TIMEOUT_S = 25.0
@@ -361,7 +364,7 @@ def run(args: argparse.Namespace) -> int:
 
     stop = threading.Event()
     supervisor = Supervisor(plan.log_dir, out)
-    demo: Any = None
+    demo: Demo | None = None
     with stop_on_signals(stop):
         try:
             for component in plan.infrastructure:
@@ -402,7 +405,7 @@ def sandbox_options(args: argparse.Namespace, demo: bool) -> list[str]:
     return options
 
 
-def start_demo(plan: RunPlan, args: argparse.Namespace, out: IO[str]) -> Any:
+def start_demo(plan: RunPlan, args: argparse.Namespace, out: IO[str]) -> Demo:
     """The engine-upgrade demo in a thread of its own (see corral_cli.demo.show)."""
     from corral_cli.demo.show import DEMO_IMAGE, Demo, DemoSettings
 
