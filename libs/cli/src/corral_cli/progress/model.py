@@ -124,6 +124,7 @@ class ProgressModel:
         self._clock = clock
         self._judged: dict[tuple[str, str], tuple[str, Phase, str]] = {}  # volume → owner, phase, reason
         self._rows: dict[str, NodeFigures] = {}
+        self._sizes: Counter[str] = Counter()  # volumes per row, so an emptied row goes in O(1)
         self._gate: Reason | None = gate_reason(self.view)
 
     # --- input ------------------------------------------------------------------------------------
@@ -170,8 +171,12 @@ class ProgressModel:
         if row is None:
             row = self._rows[owner] = NodeFigures(owner)
         row.add(phase, reason, delta)
-        if not row.volumes:
-            del self._rows[owner]  # a node row lives on only while it owns volumes or is a Longhorn node
+        size = self._sizes[owner] + delta
+        if size:
+            self._sizes[owner] = size
+        else:  # a node row lives on only while it owns volumes or is a Longhorn node
+            del self._sizes[owner]
+            del self._rows[owner]
 
     # --- output -----------------------------------------------------------------------------------
 
