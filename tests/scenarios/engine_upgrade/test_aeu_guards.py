@@ -1,20 +1,19 @@
 """AEU-16, the manual engine-upgrade guards (acceptance-scenarios.md §1.3; T1.9 step 6, T1.10 case 3),
 with corral's engine-upgrade service running beside the operator.
 
-The guards are Longhorn's (manager/volume.go EngineUpgrade, longhorn-behaviour.md §1.5), played by
-the sandbox's volume webhook: an operator's `spec.image` change through the Kubernetes API gets
-Longhorn's answer, word for word. corral's own writes meet the same webhook, so the scenario also
-checks on LH_RESULTS that none of corral's commands was refused by it.
+The guards are Longhorn's (manager/volume.go EngineUpgrade, longhorn-behaviour.md §1.5), and like
+Longhorn the sandbox has them in longhorn-manager's REST API, not in the admission webhook: the
+operator asks `POST /v1/volumes/{name}?action=engineUpgrade` and gets Longhorn's answer (status and
+message, word for word). corral's actuator writes `spec.image` through the Kubernetes API and meets
+only the webhook; the scenario checks on LH_RESULTS that none of corral's commands was refused.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from corral_bus import Bus
@@ -31,7 +30,6 @@ pytestmark = pytest.mark.scenario
 
 COMPAT = UPGRADE_IMAGE
 PARTIAL = "longhornio/longhorn-engine:v1.10.0-partial"  # never deployed on node-3
-DENIED = 'admission webhook "validator.longhorn.io" denied the request: '
 ONLY_DEFAULT = (
     "upgrading to {image} is not allowed. Only allow to upgrade to the default engine image "
     f"{DEFAULT_IMAGE} because the setting `Concurrent Automatic Engine Upgrade Per Node Limit` is "
@@ -52,18 +50,18 @@ def sandbox_config() -> SimConfig:
 
 
 async def ask(sandbox: Sandbox, name: str, image: str) -> str | None:
-    """An operator's manual engine upgrade: None when accepted, else the API server's message."""
-    try:
-        await sandbox.patch("volumes", name, {"spec": {"image": image}})
-    except client.ApiException as error:
-        assert error.status == 400, error
-        body = error.body.decode() if isinstance(error.body, bytes) else str(error.body)
-        return str(json.loads(body)["message"])
-    return None
+    """An operator's manual engine upgrade through longhorn-manager's REST API: None when accepted
+    (the volume comes back asking for `image`), else the manager's error message (always a 500)."""
+    answer = await sandbox.engine_upgrade(name, image)
+    if answer.status == 200:
+        assert (answer.body["name"], answer.body["image"]) == (name, image), answer.body
+        return None
+    assert (answer.status, answer.body.get("type")) == (500, "error"), answer
+    return answer.message
 
 
 def refusal(name: str, image: str, reason: str) -> str:
-    return f"{DENIED}cannot upgrade engine for volume {name} using image {image}: {reason}"
+    return f"cannot upgrade engine for volume {name} using image {image}: {reason}"
 
 
 async def volume_on(
@@ -217,7 +215,7 @@ async def test_aeu_16_manual_upgrade_guards(sandbox: Sandbox, bus: Bus, stack: l
         assert volume["status"]["robustness"] == "healthy", volume["status"]
         assert len(await sandbox.replicas_of(name)) == 2
 
-    # corral's commands met the same webhook and were never refused by it
+    # corral's commands (spec.image through the Kubernetes API: the webhook only) were never refused
     async def corral_applied_vol_p2() -> list[CommandResult] | None:
         results = await engine_upgrade_results(bus)
         applied = [r for r in results if r.target.name == "vol-p2" and r.outcome is Outcome.APPLIED]

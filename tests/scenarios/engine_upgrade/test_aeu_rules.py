@@ -1,5 +1,6 @@
 """AEU scenarios about which volumes are upgraded (acceptance-scenarios.md §1): the basic wave,
-DR, migrating, strict-local, incompatible controller API, a default image still deploying, v2.
+DR, migrating, strict-local, incompatible controller API, a default image still deploying, v2 (and
+the manual engine-upgrade API refusing a v2 volume).
 Same stack as test_aeu.py; the rule each one exercises is longhorn-behaviour.md §1.3."""
 
 from __future__ import annotations
@@ -226,6 +227,15 @@ async def test_aeu_15_v2_volumes_are_never_auto_upgraded(sandbox: Sandbox, stack
     await sandbox.stays(
         lambda: _is(sandbox, "vol-v2", v2_image), WINDOW, what="the v2 volume keeps its image"
     )
+    # the manual engine-upgrade API refuses a v2 volume too, even for the default image that the
+    # limit allows (longhorn-behaviour.md §1.5 rule 2)
+    answer = await sandbox.engine_upgrade("vol-v2", DEFAULT_IMAGE)
+    assert (answer.status, answer.message) == (
+        500,
+        f"cannot upgrade engine for volume vol-v2 using image {DEFAULT_IMAGE}: cannot upgrade engine for "
+        f"volume vol-v2 using image {DEFAULT_IMAGE} because the volume is using data engine v2",
+    )
+    assert await _is(sandbox, "vol-v2", v2_image)
 
 
 async def _is(sandbox: Sandbox, name: str, image: str) -> bool:
