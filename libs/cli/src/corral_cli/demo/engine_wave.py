@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kubernetes_asyncio import client
@@ -21,6 +22,7 @@ from corral_model.longhorn import engine_image_name
 GROUP, VERSION = "longhorn.io", "v1beta2"
 DEFAULT_IMAGE_SETTING = "default-engine-image"
 MERGE_PATCH = "application/merge-patch+json"
+API_GRACE_S = 30.0  # beyond the deploy wait, for the few API calls around it
 
 
 class DemoError(RuntimeError):
@@ -33,11 +35,12 @@ async def bring_engine_image(
     image: str,
     *,
     deploy_timeout: float = 60.0,
-    on_step: Any = None,
+    on_step: Callable[[str], None] | None = None,
 ) -> None:
-    """Create the EngineImage of `image` (if missing), wait until it is deployed, make it the default."""
+    """Create the EngineImage of `image` (if missing), wait until it is deployed, make it the default.
+    Raises DemoError if it is not deployed in `deploy_timeout`; TimeoutError if the API hangs."""
     say = on_step or (lambda _text: None)
-    async with connected(kubeconfig) as api:
+    async with asyncio.timeout(deploy_timeout + API_GRACE_S), connected(kubeconfig) as api:
         objects = client.CustomObjectsApi(api)
         name = engine_image_name(image)
         body = {
