@@ -23,6 +23,7 @@ from corral_engine_upgrade.view import InvalidEvent
 from corral_model.codec import SchemaError
 
 QUIET_HINT_S = 10.0  # say why nothing shows when no complete view arrived after this long
+STALL_NOTE_S = 60.0  # say so when a wave with work left has not moved for this long
 
 
 @dataclass
@@ -74,6 +75,7 @@ async def follow_wave(
     max_in_flight: dict[str, int] = {}
     finished = False
     hinted = False
+    stall = StallWatch(on_note)
     await reader.start()
     reading = asyncio.create_task(read(), name="progress-reader")
     try:
@@ -94,6 +96,7 @@ async def follow_wave(
             if not follow and model.finished(target_image):
                 finished = True
                 break
+            stall.saw(model.total())
     finally:
         lost = ""
         if reading.done() and not reading.cancelled():
@@ -114,6 +117,31 @@ async def follow_wave(
         unreadable=unreadable,
         lost=lost,
     )
+
+
+class StallWatch:
+    """Says once (per stall) that a wave with work left has not moved for `after` seconds, so a
+    stuck view reads as stuck, with a hint where to look, instead of as a slow wave."""
+
+    def __init__(self, on_note: Callable[[str], None] | None, after: float = STALL_NOTE_S) -> None:
+        self.on_note = on_note
+        self.after = after
+        self._key: object = None
+        self._moved_at = time.monotonic()
+        self._noted = False
+
+    def saw(self, total: NodeFigures) -> None:
+        now = time.monotonic()
+        if total.key() != self._key:
+            self._key, self._moved_at, self._noted = total.key(), now, False
+            return
+        work_left = total.in_flight or total.waiting
+        if work_left and not self._noted and now - self._moved_at > self.after and self.on_note:
+            self._noted = True
+            self.on_note(
+                f"no change for {self.after:.0f}s with {total.in_flight} in flight and {total.waiting}"
+                " waiting (is the engine-upgrade service running and leading? see its log)"
+            )
 
 
 def summary(report: WaveReport) -> str:
