@@ -184,3 +184,40 @@ async def test_ordinary_writers_of_a_volume_in_flight_are_not_refused(sandbox: S
     # and the rollback to currentImage is accepted by the API
     rollback = await sandbox.engine_upgrade("vol-f", DEFAULT_IMAGE)
     assert (rollback.status, rollback.body["image"]) == (200, DEFAULT_IMAGE)
+
+
+async def test_a_conflicting_write_is_retried_from_a_fresh_read(sandbox: Sandbox) -> None:
+    """Longhorn wraps EngineUpgrade in RetryOnConflictCause: a 409 on the update re-runs the whole
+    check on a fresh read, five tries in all; after that the conflict is the answer."""
+    await deployed(sandbox, UPGRADE_IMAGE)
+    await attached(sandbox, "vol-c", image=DEFAULT_IMAGE)
+    tries = {"seen": 0, "to_refuse": 2}
+
+    def conflict(operation: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> str | None:
+        """A validating hook answering 409 to the API's update (vol-c from the default to UPGRADE)."""
+        if old is None or new is None or new["metadata"]["name"] != "vol-c":
+            return None
+        if (old["spec"]["image"], new["spec"]["image"]) != (DEFAULT_IMAGE, UPGRADE_IMAGE):
+            return None
+        tries["seen"] += 1
+        if tries["seen"] > tries["to_refuse"]:
+            return None
+        return "the object has been modified; please apply your changes to the latest version"
+
+    sandbox.emulator.register_admission("longhorn.io", "volumes", conflict, name="race.test", code=409)
+    answer = await sandbox.engine_upgrade("vol-c", UPGRADE_IMAGE)
+    assert (answer.status, answer.body["image"]) == (200, UPGRADE_IMAGE)
+    assert tries["seen"] == 3, "two conflicts, then the third try went through"
+
+    rollback = await sandbox.engine_upgrade("vol-c", DEFAULT_IMAGE)
+    assert rollback.status == 200, rollback
+    tries.update(seen=0, to_refuse=1000)  # now every try conflicts
+    refused = await sandbox.engine_upgrade("vol-c", UPGRADE_IMAGE)
+    assert (refused.status, tries["seen"]) == (500, 5)
+    assert refused.message == wrapped(
+        "vol-c",
+        UPGRADE_IMAGE,
+        'admission webhook "race.test" denied the request: the object has been modified; please apply '
+        "your changes to the latest version",
+    )
+    assert (await sandbox.get("volumes", "vol-c"))["spec"]["image"] == DEFAULT_IMAGE

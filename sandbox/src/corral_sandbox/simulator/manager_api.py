@@ -130,7 +130,10 @@ class LonghornManagerAPI:
 
     async def _volume_get(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["name"]
-        snapshot = await self._snapshot(name)
+        try:
+            snapshot = await self._snapshot(name)
+        except client.ApiException as error:
+            return _error(request, Refusal(500, f"failed to get volume: {_kube_message(error)}"))
         volume = snapshot.get(LONGHORN, "volumes", self._namespace, name)
         if volume is None:
             return web.Response(status=404)  # responseWithVolume: a bare 404
@@ -140,18 +143,18 @@ class LonghornManagerAPI:
 
     async def _snapshot(self, name: str) -> ClusterSnapshot:
         own = f"longhornvolume={name}"
-        settings, replicas, engines, images, nodes = await asyncio.gather(
+        volume, settings, replicas, engines, images, nodes = await asyncio.gather(
+            self._find("volumes", name),
             self._list("settings"),
             self._list("replicas", own),
             self._list("engines", own),
             self._list("engineimages"),
             self._list("nodes"),
         )
-        volumes = [v for v in [await self._find("volumes", name)] if v is not None]
         return ClusterSnapshot(
             {
                 "settings": settings,
-                "volumes": volumes,
+                "volumes": [volume] if volume is not None else [],
                 "replicas": replicas,
                 "engines": engines,
                 "engineimages": images,
