@@ -21,7 +21,9 @@ def command(name: str, created_at: float = NOW) -> Command:
     )
 
 
-def result(of: Command, outcome: Outcome, *, finished_at: float = NOW, rv: str = "7") -> CommandResult:
+def result(
+    of: Command, outcome: Outcome, *, finished_at: float = NOW, rv: str = "7", dry_run: bool = False
+) -> CommandResult:
     return CommandResult(
         command_id=of.id,
         service=of.service,
@@ -29,6 +31,7 @@ def result(of: Command, outcome: Outcome, *, finished_at: float = NOW, rv: str =
         outcome=outcome,
         resource_version=rv,
         finished_at=finished_at,
+        dry_run=dry_run,
     )
 
 
@@ -44,24 +47,31 @@ def test_recent_commands_are_adoptable_with_their_applied_result() -> None:
     assert [w.target.name for w in seen.writes()] == ["b"]
 
 
-def test_a_refused_command_is_not_adoptable_whichever_arrives_first() -> None:
+def test_an_applied_result_seen_before_its_command_is_kept_for_it() -> None:
     seen = SeenCommands(TTL)
-    early, late = command("early"), command("late")
-    seen.result(result(early, Outcome.PRECONDITION_FAILED), NOW)
-    assert not seen.command(early, NOW)  # its refusal came first
-    assert seen.command(late, NOW)
-    seen.result(result(late, Outcome.EXPIRED), NOW)
-    assert list(seen.adoptable()) == []
+    c = command("a")
+    seen.result(result(c, Outcome.APPLIED), NOW)
+    assert seen.command(c, NOW)
+    assert [r.outcome if r else None for _, r in seen.adoptable()] == [Outcome.APPLIED]
+
+
+def test_a_refusal_never_stops_an_adoption() -> None:
+    """It may answer an earlier, identical command (same id): adopting costs time, not the limit."""
+    seen = SeenCommands(TTL)
+    c = command("a")
+    seen.result(result(c, Outcome.PRECONDITION_FAILED), NOW)
+    assert seen.command(c, NOW)
+    seen.result(result(c, Outcome.EXPIRED), NOW)
+    assert [(cmd.id, r) for cmd, r in seen.adoptable()] == [(c.id, None)]
     assert list(seen.writes()) == []
 
 
-def test_a_refusal_of_a_repeat_does_not_undo_a_write() -> None:
+def test_dry_runs_and_writes_without_a_resource_version_are_not_writes() -> None:
     seen = SeenCommands(TTL)
-    c = command("a")
-    seen.command(c, NOW)
-    seen.result(result(c, Outcome.APPLIED), NOW)
-    seen.result(result(c, Outcome.PRECONDITION_FAILED), NOW + 1)
-    assert [r.outcome if r else None for _, r in seen.adoptable()] == [Outcome.APPLIED]
+    seen.result(result(command("dry"), Outcome.APPLIED, dry_run=True), NOW)
+    seen.result(result(command("norv"), Outcome.APPLIED, rv=""), NOW)
+    assert seen.applied(command("dry").id) is None
+    assert list(seen.writes()) == []
 
 
 def test_too_old_to_matter_is_not_kept() -> None:
@@ -79,7 +89,7 @@ def test_everything_is_forgotten_after_the_ttl() -> None:
     seen.prune(NOW + TTL - 1)
     assert len(seen) == 1
     seen.prune(NOW + TTL + 1)
-    assert len(seen) == 0 and list(seen.writes()) == [] and seen.result_of(c.id) is None
+    assert len(seen) == 0 and list(seen.writes()) == [] and seen.applied(c.id) is None
 
 
 def test_no_created_at_or_a_clock_ahead_counts_from_when_it_was_seen() -> None:

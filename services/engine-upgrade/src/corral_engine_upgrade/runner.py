@@ -258,7 +258,7 @@ class EngineUpgradeRunner:
     def _on_command(self, command: Command) -> None:
         """A command of this service on the bus: ours coming back, or another replica's to count."""
         if self.seen.command(command, time.time()) and self.decider.ready:
-            self._adopt(command, self.seen.result_of(command.id))
+            self._adopt(command, self.seen.applied(command.id))
 
     def _adopt(self, command: Command, result: CommandResult | None) -> None:
         target = command.target
