@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import aiohttp
 from kubernetes_asyncio import client
 
 from corral_kube.client import api_client
@@ -35,6 +36,7 @@ async def test_sandbox_up_serves_a_seeded_cluster_and_stops_cleanly(tmp_path: Pa
         stderr=asyncio.subprocess.PIPE,
         cwd=tmp_path,
     )
+    head = ""  # the output read while the cluster runs
     try:
         deadline = time.monotonic() + 120  # the machine is shared: imports alone can take seconds
         while not kubeconfig.exists():
@@ -54,11 +56,25 @@ async def test_sandbox_up_serves_a_seeded_cluster_and_stops_cleanly(tmp_path: Pa
         assert len(volumes["items"]) == 20
         assert {v["status"]["state"] for v in volumes["items"]} <= {"attached", "detached"}
         assert len(nodes.items) == 3
+        # The longhorn-manager REST API it announces answers for the same volumes.
+        assert process.stdout is not None
+        async with asyncio.timeout(60):
+            while "READY" not in head:
+                line = (await process.stdout.readline()).decode()
+                assert line, f"output ended before READY: {head}"
+                head += line
+        manager = next(
+            line.split(": ", 1)[1] for line in head.splitlines() if line.startswith("longhorn-manager: ")
+        )
+        name = volumes["items"][0]["metadata"]["name"]
+        async with aiohttp.ClientSession() as session, session.get(f"{manager}/v1/volumes/{name}") as answer:
+            assert answer.status == 200, await answer.text()
+            assert (await answer.json())["id"] == name
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGINT)
         code = await asyncio.wait_for(process.wait(), 60)
-    out = (await process.stdout.read()).decode() if process.stdout else ""
+    out = head + ((await process.stdout.read()).decode() if process.stdout else "")
     assert code == 0, out
     assert f"kubeconfig: {kubeconfig}" in out
     assert "stopping" in out

@@ -2,7 +2,8 @@
 the foreground until Ctrl-C, for `make run`, demos and trying corral's services by hand.
 
 It prints `kubeconfig: <path>` once the seeded cluster is ready (the file appears at that moment,
-atomically), then `READY <url>`; SIGINT or SIGTERM shuts it down cleanly with exit status 0.
+atomically), `longhorn-manager: <url>` (the manager REST API), then `READY <url>`; SIGINT or SIGTERM
+shuts it down cleanly with exit status 0.
 """
 
 from __future__ import annotations
@@ -92,6 +93,8 @@ async def _serve(seed: Any, config: Any, args: argparse.Namespace) -> int:
         async with cluster:
             volumes = len(cluster.emulator.list("longhorn.io", "volumes", seed.namespace))
             print(f"kubeconfig: {cluster.kubeconfig_path.resolve()}", flush=True)
+            # Where an operator's manual engine upgrade goes (`?action=engineUpgrade`), as on Longhorn.
+            print(f"longhorn-manager: {cluster.manager_url}", flush=True)
             summary = f"{len(seed.nodes)} nodes, {volumes} volumes, seed {seed.seed}"
             print(f"READY {cluster.url} ({summary}); Ctrl-C stops", flush=True)
             await stop.wait()
