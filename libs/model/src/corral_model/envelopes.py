@@ -101,6 +101,12 @@ class Command(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     created_at: float = 0.0
 
 
+# Canonical bytes for command ids: struct fields in their declared order, dict keys sorted.
+# ("deterministic" rather than "sorted": sorting every struct's field names on each call cost
+# twice as much as the rest of the encoding, and gives no more determinism.)
+_ID_ENCODER = msgspec.json.Encoder(order="deterministic")
+
+
 def command_id(
     service: str,
     verb: Verb,
@@ -111,11 +117,13 @@ def command_id(
     """Hash of service, target, intent and precondition: the same decision always has the same id.
 
     So a restarted or duplicated decider republishes an identical Nats-Msg-Id and JetStream drops it.
+    The hash input is the canonical JSON of exactly these five (an injective encoding, so different
+    decisions never share an input) and the hash is BLAKE2b with a 128-bit digest: cryptographic,
+    so two different decisions do not collide in practice, and about twice as fast here as
+    SHA-256 over sorted JSON was. Ids are `<service>-<32 hex>`.
     """
-    digest = hashlib.sha256(
-        msgspec.json.encode([service, verb, target, changes, preconditions], order="sorted")
-    ).hexdigest()
-    return f"{service}-{digest[:32]}"
+    canonical = _ID_ENCODER.encode((service, verb, target, changes, preconditions))
+    return f"{service}-{hashlib.blake2b(canonical, digest_size=16).hexdigest()}"
 
 
 def new_command(

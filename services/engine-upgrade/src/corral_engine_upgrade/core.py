@@ -46,10 +46,14 @@ from corral_model.envelopes import (
     Outcome,
     Target,
     Verb,
-    new_command,
+    command_id,
 )
 
 SERVICE = "engine-upgrade"
+_PATCH = Verb.PATCH
+_IN_PROGRESS = Reason.IN_PROGRESS
+_COMMAND_PENDING = Reason.COMMAND_PENDING
+_RETRY_BACKOFF = Reason.RETRY_BACKOFF
 
 Clock = Callable[[], float]
 
@@ -88,6 +92,8 @@ class EngineUpgradeDecider:
         self._timers: list[tuple[float, int, VolumeRecord]] = []
         self._timer_seq = itertools.count()
         self._bootstrapped = False
+        self._fields = FieldValues()
+        self._now = 0.0  # the time of the decide() in progress
 
     # --- input ------------------------------------------------------------------------------------
 
@@ -112,7 +118,7 @@ class EngineUpgradeDecider:
         if impact.everything:
             self._new_epoch()
         for volume in impact.volumes:
-            self._refresh(volume, now)
+            self._observe(volume, now)
         epoch = self._owners.epoch
         for volume in impact.touched:
             # Nothing the rules read changed. Only fresher state itself matters, to a volume
@@ -194,26 +200,31 @@ class EngineUpgradeDecider:
     def decide(self) -> list[Command]:
         """Commands for every free slot on the owner nodes whose state changed since last time."""
         now = self._clock()
-        if not self._dirty and not (self._timers and self._timers[0][0] <= now):
+        timers = self._timers
+        if timers and timers[0][0] <= now:
+            self._run_timers(now)
+        elif not self._dirty:
             return []  # the common case for an event that changed nothing the limit cares about
-        self._run_timers(now)
         limit = self.view.limit
         if not self._bootstrapped or limit <= 0:
             self._dirty.clear()  # a limit change marks every owner node dirty again
             return []
         dirty, self._dirty = self._dirty, set()
         owners = self._owners
-
-        def classify(volume: VolumeRecord) -> None:
-            self._refresh(volume, now)
-
+        nodes = owners.nodes
+        self._now = now
+        classify = self._classify
         commands: list[Command] = []
-        for node in sorted(dirty):
-            free = limit - owners.in_flight(node)
-            if free > 0:
-                for volume in owners.take(node, free, classify):
+        for name in sorted(dirty) if len(dirty) > 1 else dirty:
+            node = nodes.get(name)
+            if node is not None and node.in_flight < limit:
+                for volume in owners.take(name, limit - node.in_flight, classify):
                     commands.append(self._issue(volume, now))
         return commands
+
+    def _classify(self, volume: VolumeRecord) -> None:
+        """`_refresh` at the time of the `decide` in progress (the walk's callback)."""
+        self._refresh(volume, self._now)
 
     def reconsider_all(self) -> None:
         """Look at every owner node at the next `decide` (a replica that just became leader)."""
@@ -299,6 +310,26 @@ class EngineUpgradeDecider:
         self._owners.new_epoch()
         self._dirty.update(self._owners.names())
 
+    def _observe(self, volume: VolumeRecord, now: float) -> None:
+        """An event changed a fact of `volume` that the rules read.
+
+        A volume not yet judged under the current rules, on the same owner node, is ahead of that
+        node's cursor (slots.py): the walk judges it when it gets there, from the state it will then
+        have, so judging it now would be wasted. Only the in-flight count is eager, so only whether
+        it holds a slot follows the event here. Any other volume is judged again now."""
+        if volume.epoch != self._owners.epoch and volume.member_of == volume.owner:
+            expectation = volume.expectation
+            if expectation is not None and volume.spec_image != expectation.from_image:
+                volume.expectation = None  # observed (see _refresh)
+            slot = volume.owner if volume.holds_slot else None
+            if volume.slot_node != slot:
+                # A volume holding a slot is no candidate (a queue entry from older rules would
+                # be re-judged when reached anyway; dropping it keeps the candidate count exact).
+                candidate = None if slot is not None else volume.candidate_node
+                self._dirty.update(self._owners.place(volume, slot, candidate))
+            return
+        self._refresh(volume, now)
+
     def _refresh(self, volume: VolumeRecord, now: float) -> None:
         """Re-evaluate one volume's rules and move it between queue / slot / nothing."""
         expectation = volume.expectation
@@ -308,13 +339,14 @@ class EngineUpgradeDecider:
         owners = self._owners
         volume.epoch = owners.epoch
         owner = volume.owner
-        slot = owner if volume.holds_slot else None
+        # holds_slot, read off the reason: in progress, or our command is out
+        slot = owner if reason is _IN_PROGRESS or reason is _COMMAND_PENDING else None
         candidate = owner if reason is None else None
         if volume.slot_node != slot or volume.candidate_node != candidate:
             self._dirty.update(owners.place(volume, slot, candidate))
         if volume.member_of != owner:
             owners.track(volume)
-        if reason is Reason.RETRY_BACKOFF:
+        if reason is _RETRY_BACKOFF:
             self._schedule(volume.hold_until, volume)
 
     def _forget(self, volume: VolumeRecord) -> None:
@@ -325,12 +357,16 @@ class EngineUpgradeDecider:
     def _issue(self, volume: VolumeRecord, now: float) -> Command:
         default_image = self.view.default_image
         live = volume.state == "attached"
-        command = new_command(
+        target = Target(kind="Volume", namespace=volume.namespace, name=volume.name)
+        changes = self._fields.changes(default_image)
+        tests = self._fields.preconditions(volume)
+        command = Command(
+            id=command_id(SERVICE, _PATCH, target, changes, tests),
             service=SERVICE,
-            verb=Verb.PATCH,
-            target=Target(kind="Volume", namespace=volume.namespace, name=volume.name),
-            changes=(FieldValue(path="/spec/image", value=default_image),),
-            preconditions=preconditions(volume),
+            verb=_PATCH,
+            target=target,
+            changes=changes,
+            preconditions=tests,
             reason=(
                 f"{'live' if live else 'offline'} engine upgrade {volume.spec_image} -> {default_image}"
                 f" (owner node {volume.owner or '-'}, per-node limit {self.view.limit})"
@@ -376,13 +412,64 @@ def preconditions(volume: VolumeRecord) -> tuple[FieldValue, ...]:
     are not tested: a JSON Patch `test` on an absent path fails, and the volume controller gates
     a live upgrade again before it starts (§1.5).
     """
-    out = [
-        FieldValue(path="/spec/image", value=volume.spec_image),
-        FieldValue(path="/status/currentImage", value=volume.current_image),
-        FieldValue(path="/status/state", value=volume.state),
-    ]
-    if volume.owner:
-        out.append(FieldValue(path="/status/ownerID", value=volume.owner))
-    if volume.state == "attached":
-        out.append(FieldValue(path="/status/robustness", value=volume.robustness))
-    return tuple(out)
+    return FieldValues().preconditions(volume)
+
+
+class FieldValues:
+    """The FieldValues of the decider's commands, shared: they are frozen, and their values (engine
+    images, states, owner node names) repeat across thousands of commands, so each (path, value)
+    is built once instead of once per command. Each table is bounded: past `limit` entries it
+    starts over (node names may churn over a long life; images and states never get near)."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._limit = limit
+        self._by_path: dict[str, dict[Any, FieldValue]] = {}
+        self._spec_image = self._table("/spec/image")
+        self._current_image = self._table("/status/currentImage")
+        self._state = self._table("/status/state")
+        self._owner = self._table("/status/ownerID")
+        self._robustness = self._table("/status/robustness")
+        self._changes: tuple[str, tuple[FieldValue, ...]] = ("", ())
+
+    def _table(self, path: str) -> dict[Any, FieldValue]:
+        return self._by_path.setdefault(path, {})
+
+    def field(self, path: str, value: Any) -> FieldValue:
+        table = self._table(path)
+        found = table.get(value)
+        if found is None:
+            if len(table) >= self._limit:
+                table.clear()
+            found = table[value] = FieldValue(path=path, value=value)
+        return found
+
+    def changes(self, default_image: str) -> tuple[FieldValue, ...]:
+        """The one change every command makes: spec.image to the default image."""
+        image, changes = self._changes
+        if image != default_image or not changes:
+            changes = (self.field("/spec/image", default_image),)
+            self._changes = (default_image, changes)
+        return changes
+
+    def preconditions(self, volume: VolumeRecord) -> tuple[FieldValue, ...]:
+        """See `preconditions` (module level)."""
+        spec_image = self._spec_image.get(volume.spec_image) or self.field("/spec/image", volume.spec_image)
+        current_image = self._current_image.get(volume.current_image) or self.field(
+            "/status/currentImage", volume.current_image
+        )
+        state = self._state.get(volume.state) or self.field("/status/state", volume.state)
+        owner = volume.owner
+        if owner:
+            owner_test = self._owner.get(owner) or self.field("/status/ownerID", owner)
+            if volume.state != "attached":
+                return (spec_image, current_image, state, owner_test)
+            robustness = self._robustness.get(volume.robustness) or self.field(
+                "/status/robustness", volume.robustness
+            )
+            return (spec_image, current_image, state, owner_test, robustness)
+        if volume.state != "attached":
+            return (spec_image, current_image, state)
+        robustness = self._robustness.get(volume.robustness) or self.field(
+            "/status/robustness", volume.robustness
+        )
+        return (spec_image, current_image, state, robustness)

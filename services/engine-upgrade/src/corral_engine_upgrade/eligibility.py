@@ -16,69 +16,121 @@ Deliberate deviations, each marked below:
 from __future__ import annotations
 
 from corral_engine_upgrade.reasons import Reason
-from corral_engine_upgrade.records import ImageRecord, VolumeRecord
+from corral_engine_upgrade.records import (
+    EXPANSION_REQUIRED,
+    MIGRATING,
+    STANDBY,
+    STRICT_LOCAL,
+    V2,
+    VolumeRecord,
+)
 from corral_engine_upgrade.view import ClusterView
+
+# Members bound once: this function runs for every volume an event touches, and a module global
+# is cheaper to read than an attribute of the enum class.
+_IN_PROGRESS = Reason.IN_PROGRESS
+_COMMAND_PENDING = Reason.COMMAND_PENDING
+_V2_VOLUME = Reason.V2_VOLUME
+_NO_DEFAULT_IMAGE = Reason.NO_DEFAULT_IMAGE
+_ALREADY_DEFAULT = Reason.ALREADY_DEFAULT
+_DEFAULT_IMAGE_MISSING = Reason.DEFAULT_IMAGE_MISSING
+_DEFAULT_IMAGE_UNUSABLE = Reason.DEFAULT_IMAGE_UNUSABLE
+_EXPANDING = Reason.EXPANDING
+_NOT_ATTACHED_OR_DETACHED = Reason.NOT_ATTACHED_OR_DETACHED
+_DEGRADED = Reason.DEGRADED
+_NOT_HEALTHY = Reason.NOT_HEALTHY
+_DR_VOLUME = Reason.DR_VOLUME
+_MIGRATING = Reason.MIGRATING
+_STRICT_LOCAL = Reason.STRICT_LOCAL
+_CURRENT_IMAGE_MISSING = Reason.CURRENT_IMAGE_MISSING
+_INCOMPATIBLE_CONTROLLER_API = Reason.INCOMPATIBLE_CONTROLLER_API
+_NO_REPLICA_NODES = Reason.NO_REPLICA_NODES
+_IMAGE_NOT_READY = Reason.IMAGE_NOT_READY
+_DEFAULT_IMAGE_NOT_READY = Reason.DEFAULT_IMAGE_NOT_READY
+_RETRY_BACKOFF = Reason.RETRY_BACKOFF
 
 
 def volume_reason(volume: VolumeRecord, view: ClusterView, now: float) -> Reason | None:
-    """None when the volume may be upgraded now; otherwise why not (the first rule it fails)."""
-    if volume.spec_image != volume.current_image:
-        return Reason.IN_PROGRESS
+    """None when the volume may be upgraded now; otherwise why not (the first rule it fails).
+
+    One flat function (the live conditions and the readiness checks written inline): it runs for
+    every volume an event changes and for every volume a freed slot walks past."""
+    spec_image = volume.spec_image
+    if spec_image != volume.current_image:
+        return _IN_PROGRESS
     if volume.expectation is not None:
-        return Reason.COMMAND_PENDING
-    if volume.v2:  # deviation (§1.4): never let a v2 volume take a slot it cannot use
-        return Reason.V2_VOLUME
+        return _COMMAND_PENDING
+    flags = volume.flags
+    if flags & V2:  # deviation (§1.4): never let a v2 volume take a slot it cannot use
+        return _V2_VOLUME
     default_image = view.default_image
     if not default_image:
-        return Reason.NO_DEFAULT_IMAGE
-    if volume.spec_image == default_image:
-        return Reason.ALREADY_DEFAULT
+        return _NO_DEFAULT_IMAGE
+    if spec_image == default_image:
+        return _ALREADY_DEFAULT
     default_ei = view.default_ei
     if default_ei is None:
-        return Reason.DEFAULT_IMAGE_MISSING
+        return _DEFAULT_IMAGE_MISSING
     if not default_ei.usable:
-        return Reason.DEFAULT_IMAGE_UNUSABLE
-    current_ei = view.current_engine_image(volume)
+        return _DEFAULT_IMAGE_UNUSABLE
+    current_ei = view.images.get(volume.current_ei)
     state = volume.state
     if state == "detached":
         # Deliberate deviation from HEAD (§1.3 checks nothing else when detached): AEU-10 / T1.3 want
         # an expanding volume left alone until its expansion is done, and an operator would not
         # want its engine swapped between the resize request and the resize.
-        if volume.expansion_required:
-            return Reason.EXPANDING
+        if flags & EXPANSION_REQUIRED:
+            return _EXPANDING
+    elif state != "attached":
+        return _NOT_ATTACHED_OR_DETACHED
     else:
-        if state != "attached":
-            return Reason.NOT_ATTACHED_OR_DETACHED
-        reason = _live_reason(volume, current_ei, default_ei)
-        if reason is not None:
-            return reason
-    if not volume.node and not any(r.node for r in volume.replicas):
-        return Reason.NO_REPLICA_NODES
-    if current_ei is None or not current_ei.ready_on(volume):
-        return Reason.IMAGE_NOT_READY
-    if not default_ei.ready_on(volume):
-        return Reason.DEFAULT_IMAGE_NOT_READY
+        # §1.3 live-upgradable, items 2-8, in Longhorn's order.
+        robustness = volume.robustness
+        if robustness != "healthy":
+            return _DEGRADED if robustness == "degraded" else _NOT_HEALTHY
+        if flags:  # one test for the common case, none of them set
+            if flags & STANDBY:
+                return _DR_VOLUME
+            if flags & EXPANSION_REQUIRED:
+                return _EXPANDING
+            if flags & MIGRATING:
+                return _MIGRATING
+            if flags & STRICT_LOCAL:
+                return _STRICT_LOCAL
+        if current_ei is None:
+            return _CURRENT_IMAGE_MISSING
+        # item 8: the old engine's controller API is within the new image's supported range
+        if not (
+            default_ei.controller_api_min_version
+            <= current_ei.controller_api_version
+            <= default_ei.controller_api_version
+        ):
+            return _INCOMPATIBLE_CONTROLLER_API
+    # §1.3 "image ready on all volume replicas": the attached node and every scheduled replica's.
+    node = volume.node
+    replicas = volume.replicas
+    if not node:
+        for replica in replicas:
+            if replica.node:
+                break
+        else:
+            return _NO_REPLICA_NODES
+    if current_ei is None or not current_ei.state_ok:
+        return _IMAGE_NOT_READY
+    ready = current_ei.ready_nodes
+    if node and node not in ready:
+        return _IMAGE_NOT_READY
+    for replica in replicas:
+        if replica.node and replica.node not in ready:
+            return _IMAGE_NOT_READY
+    if not default_ei.state_ok:
+        return _DEFAULT_IMAGE_NOT_READY
+    ready = default_ei.ready_nodes
+    if node and node not in ready:
+        return _DEFAULT_IMAGE_NOT_READY
+    for replica in replicas:
+        if replica.node and replica.node not in ready:
+            return _DEFAULT_IMAGE_NOT_READY
     if volume.rv <= volume.hold_rv and now < volume.hold_until:
-        return Reason.RETRY_BACKOFF
-    return None
-
-
-def _live_reason(
-    volume: VolumeRecord, current_ei: ImageRecord | None, default_ei: ImageRecord
-) -> Reason | None:
-    """§1.3 live-upgradable, items 2-8, in Longhorn's order."""
-    if volume.robustness != "healthy":
-        return Reason.DEGRADED if volume.robustness == "degraded" else Reason.NOT_HEALTHY
-    if volume.standby:
-        return Reason.DR_VOLUME
-    if volume.expansion_required:
-        return Reason.EXPANDING
-    if volume.migrating:
-        return Reason.MIGRATING
-    if volume.strict_local:
-        return Reason.STRICT_LOCAL
-    if current_ei is None:
-        return Reason.CURRENT_IMAGE_MISSING
-    if not current_ei.can_live_upgrade_to(default_ei):
-        return Reason.INCOMPATIBLE_CONTROLLER_API
+        return _RETRY_BACKOFF
     return None

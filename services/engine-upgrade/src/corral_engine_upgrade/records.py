@@ -2,10 +2,11 @@
 
 A decision service tracks every volume of the cluster (100 k of them), so the view keeps a small
 mutable record per volume instead of the slim Kubernetes object: about a dozen fields, strings
-interned (images, node names and states repeat across thousands of volumes, so they are shared),
-`gc=False` because records hold no reference cycles and the collector should never walk them, and
-`eq=False` so two records are the same only when they are the same object (identity, not a
-field-by-field comparison, is what the owner lists and queues need).
+interned (images, node names and states repeat across thousands of volumes, so they are shared).
+Records are compared by identity (what the owner lists and queues need). The small Structs
+(replica entries, image records, expectations) are `gc=False`: they hold no reference cycles and
+the collector should never walk them; the runner freezes the view after bootstrap for the same
+reason (`gc.freeze`).
 
 Replicas are folded into their volume's record: the rules only need the node each replica is
 scheduled on (longhorn-behaviour.md §1.3, "ready on all volume replicas").
@@ -24,8 +25,10 @@ _intern = sys.intern
 DATA_ENGINE_V2 = "v2"
 
 
-class ReplicaEntry(msgspec.Struct, frozen=True, gc=False):
-    """One replica of a volume: its name (to find it again), the node it is scheduled on, its rv."""
+class ReplicaEntry(msgspec.Struct, gc=False):
+    """One replica of a volume: its name (to find it again), the node it is scheduled on, its rv.
+    Mutable: a replica moving or just getting a newer rv updates its entry in place (the most
+    frequent event there is), with no new entry and no new tuple of entries."""
 
     name: str
     node: str
@@ -46,8 +49,18 @@ class Expectation(msgspec.Struct, gc=False):
     applied: bool = False
 
 
-class VolumeRecord(msgspec.Struct, gc=False, eq=False):
-    """The view of one Volume. Mutated in place so its identity (and index memberships) is stable."""
+# VolumeRecord.flags: the Volume's yes/no facts the rules read, one bit each (one small int per
+# record instead of five fields; and "none of them" — nearly every volume — is one test).
+STANDBY = 1  # status.isStandby: a DR volume
+EXPANSION_REQUIRED = 2  # status.expansionRequired
+MIGRATING = 4  # spec.migrationNodeID or status.currentMigrationNodeID set
+STRICT_LOCAL = 8  # spec.dataLocality == strict-local
+V2 = 16  # spec.dataEngine == v2
+
+
+class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
+    """The view of one Volume. Mutated in place so its identity (and index memberships) is stable;
+    two records are equal only when they are the same object."""
 
     namespace: str
     name: str
@@ -59,11 +72,7 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False):
     robustness: str = ""
     owner: str = ""  # status.ownerID: the unit of the per-node limit
     node: str = ""  # status.currentNodeID: where it is attached
-    standby: bool = False
-    expansion_required: bool = False
-    migrating: bool = False
-    strict_local: bool = False
-    v2: bool = False
+    flags: int = 0  # STANDBY | EXPANSION_REQUIRED | MIGRATING | STRICT_LOCAL | V2
     replicas: tuple[ReplicaEntry, ...] = ()
     # --- decider bookkeeping (owned by core.py, kept here to avoid parallel dicts) ---------------
     expectation: Expectation | None = None
@@ -77,6 +86,26 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False):
     alive: bool = True
 
     @property
+    def standby(self) -> bool:
+        return bool(self.flags & STANDBY)
+
+    @property
+    def expansion_required(self) -> bool:
+        return bool(self.flags & EXPANSION_REQUIRED)
+
+    @property
+    def migrating(self) -> bool:
+        return bool(self.flags & MIGRATING)
+
+    @property
+    def strict_local(self) -> bool:
+        return bool(self.flags & STRICT_LOCAL)
+
+    @property
+    def v2(self) -> bool:
+        return bool(self.flags & V2)
+
+    @property
     def in_progress(self) -> bool:
         """Longhorn's definition of an upgrade in flight (§1.1)."""
         return self.spec_image != self.current_image
@@ -85,40 +114,52 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False):
     def holds_slot(self) -> bool:
         return self.spec_image != self.current_image or self.expectation is not None
 
-    def facts(self) -> tuple[object, ...]:
-        """Everything the rules read from the Volume itself (not its rv)."""
-        return (
-            self.spec_image,
-            self.current_image,
-            self.state,
-            self.robustness,
-            self.owner,
-            self.node,
-            self.standby,
-            self.expansion_required,
-            self.migrating,
-            self.strict_local,
-            self.v2,
-        )
-
     def update_from(self, volume: lh.Volume, rv: int) -> bool:
         """Take the new state; True when a fact the rules read changed (most Volume updates, like
-        size or condition changes, change none)."""
-        before = self.facts()
+        size or condition changes, change none). Field by field, interning only what changed: this
+        runs for every Volume event."""
         spec, status = volume.spec, volume.status
         self.rv = rv
-        self.spec_image = _intern(spec.image)
-        self.current_image = _intern(status.current_image)
-        self.state = _intern(status.state)
-        self.robustness = _intern(status.robustness)
-        self.owner = _intern(status.owner_id)
-        self.node = _intern(status.current_node_id)
-        self.standby = status.is_standby
-        self.expansion_required = status.expansion_required
-        self.migrating = bool(spec.migration_node_id or status.current_migration_node_id)
-        self.strict_local = spec.data_locality == "strict-local"
-        self.v2 = spec.data_engine == DATA_ENGINE_V2
-        return self.facts() != before
+        changed = False
+        value = spec.image
+        if value != self.spec_image:
+            self.spec_image = _intern(value)
+            changed = True
+        value = status.current_image
+        if value != self.current_image:
+            self.current_image = _intern(value)
+            changed = True
+        value = status.state
+        if value != self.state:
+            self.state = _intern(value)
+            changed = True
+        value = status.robustness
+        if value != self.robustness:
+            self.robustness = _intern(value)
+            changed = True
+        value = status.owner_id
+        if value != self.owner:
+            self.owner = _intern(value)
+            changed = True
+        value = status.current_node_id
+        if value != self.node:
+            self.node = _intern(value)
+            changed = True
+        flags = 0
+        if status.is_standby:
+            flags = STANDBY
+        if status.expansion_required:
+            flags |= EXPANSION_REQUIRED
+        if spec.migration_node_id or status.current_migration_node_id:
+            flags |= MIGRATING
+        if spec.data_locality == "strict-local":
+            flags |= STRICT_LOCAL
+        if spec.data_engine == DATA_ENGINE_V2:
+            flags |= V2
+        if flags != self.flags:
+            self.flags = flags
+            changed = True
+        return changed
 
 
 class ImageRecord(msgspec.Struct, frozen=True, gc=False):

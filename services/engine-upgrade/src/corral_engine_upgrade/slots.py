@@ -99,19 +99,23 @@ class Owners:
         one that gained a candidate.
         """
         dirty: list[str] = []
-        if volume.slot_node != slot_node:
-            if volume.slot_node is not None:
-                self.nodes[volume.slot_node].in_flight -= 1
-                dirty.append(volume.slot_node)
+        nodes = self.nodes
+        held = volume.slot_node
+        if held != slot_node:
+            if held is not None:
+                nodes[held].in_flight -= 1
+                dirty.append(held)
             if slot_node is not None:
-                self._node(slot_node).in_flight += 1
+                node = nodes.get(slot_node) or self._node(slot_node)
+                node.in_flight += 1
             volume.slot_node = slot_node
-        if volume.candidate_node != candidate_node:
-            if volume.candidate_node is not None:
+        queued = volume.candidate_node
+        if queued != candidate_node:
+            if queued is not None:
                 # Its queue entry goes stale by itself (candidate_node no longer matches).
-                self.nodes[volume.candidate_node].candidate_count -= 1
+                nodes[queued].candidate_count -= 1
             if candidate_node is not None:
-                node = self._node(candidate_node)
+                node = nodes.get(candidate_node) or self._node(candidate_node)
                 node.candidate_count += 1
                 self._enqueue(node, candidate_node, volume)
                 dirty.append(candidate_node)
@@ -124,8 +128,9 @@ class Owners:
         queue = node.queue
         heapq.heappush(queue, (volume.namespace, volume.name, seq, volume))
         if len(queue) > 2 * node.candidate_count + 32:
-            node.queue = [e for e in queue if _live(e, name)]
-            heapq.heapify(node.queue)
+            # in place: a walk in progress (take) holds this very list
+            queue[:] = [e for e in queue if _live(e, name)]
+            heapq.heapify(queue)
 
     def take(self, name: str, count: int, classify: Classify) -> list[VolumeRecord]:
         """Remove and return up to `count` candidates of owner `name`, first by (namespace, name).
@@ -139,24 +144,36 @@ class Owners:
             return taken
         epoch = self.epoch
         members = node.members
+        queue = node.queue
+        heappop = heapq.heappop
         while len(taken) < count:
-            queue = node.queue
-            while queue and not _live(queue[0], name):
-                heapq.heappop(queue)
-            next_member = members[node.cursor] if node.cursor < len(members) else None
-            if queue and (next_member is None or queue[0][:2] <= _order(next_member)):
-                volume = queue[0][3]
+            head: _QueueEntry | None = None
+            while queue:
+                head = queue[0]
+                volume = head[3]
+                if volume.queue_seq == head[2] and volume.candidate_node == name and volume.alive:
+                    break  # the live entry (see _live)
+                heappop(queue)
+                head = None
+            cursor = node.cursor
+            member = members[cursor] if cursor < len(members) else None
+            if head is not None and (
+                member is None
+                or head[0] < member.namespace
+                or (head[0] == member.namespace and head[1] <= member.name)
+            ):
+                volume = head[3]
                 if volume.epoch != epoch:
                     classify(volume)  # queued under older rules: check it still qualifies
                     continue
-                heapq.heappop(queue)
+                heappop(queue)
                 volume.candidate_node = None
                 node.candidate_count -= 1
                 taken.append(volume)
-            elif next_member is not None:
-                node.cursor += 1
-                if next_member.epoch != epoch:
-                    classify(next_member)
+            elif member is not None:
+                node.cursor = cursor + 1
+                if member.epoch != epoch:
+                    classify(member)
             else:
                 break
         return taken

@@ -46,6 +46,8 @@ KIND_STRUCTS: dict[str, type[Any]] = {
 REQUIRED_KINDS = frozenset(KIND_STRUCTS)
 
 _intern = sys.intern
+_RESYNCED = EventType.RESYNCED
+_DELETED = EventType.DELETED
 
 
 class InvalidEvent(ValueError):
@@ -78,7 +80,7 @@ class ClusterView:
         self._volumes: dict[str, dict[str, VolumeRecord]] = {}
         # Replicas seen before their volume (or kept after it was deleted), by (namespace, volume).
         self._orphan_replicas: dict[tuple[str, str], tuple[ReplicaEntry, ...]] = {}
-        self._images: dict[str, ImageRecord] = {}
+        self.images: dict[str, ImageRecord] = {}  # by EngineImage name (`ei-<hash>`); read-only outside
         self._image_names: dict[str, str] = {}  # image → `ei-<hash>` (hashing costs ~1 µs; cache it)
         self._ei_users: collections.Counter[str] = collections.Counter()  # EI name → volumes on it
         self._nodes: dict[str, int] = {}  # Longhorn node name → rv (for progress views only)
@@ -116,10 +118,10 @@ class ClusterView:
 
     def image(self, image: str) -> ImageRecord | None:
         """The EngineImage for an image string, found by its checksum name as Longhorn does."""
-        return self._images.get(self.image_name(image)) if image else None
+        return self.images.get(self.image_name(image)) if image else None
 
     def current_engine_image(self, volume: VolumeRecord) -> ImageRecord | None:
-        return self._images.get(volume.current_ei)
+        return self.images.get(volume.current_ei)
 
     @property
     def default_engine_image(self) -> ImageRecord | None:
@@ -144,7 +146,8 @@ class ClusterView:
             struct = KIND_STRUCTS.get(kind)
         if struct is None:
             return NO_IMPACT  # a kind this service does not read: not an error, just not ours
-        if event.type is EventType.RESYNCED:
+        event_type = event.type
+        if event_type is _RESYNCED:
             self.synced.add(kind)
             return Impact(resynced=kind)
         obj: Any = event.object
@@ -156,7 +159,7 @@ class ClusterView:
             rv = int(event.resource_version or obj.metadata.resource_version)
         except ValueError:
             rv = -1
-        deleted = event.type is EventType.DELETED
+        deleted = event_type is _DELETED
         namespace, name = event.namespace, event.name
         if not deleted and self._tombstones and self._is_tombstoned((kind, namespace, name), rv):
             return NO_IMPACT
@@ -177,7 +180,7 @@ class ClusterView:
         if by_name is None:
             by_name = self._volumes[_intern(namespace)] = {}
         record = by_name.get(name)
-        if record is not None and _stale(rv, record.rv):
+        if record is not None and 0 <= rv <= record.rv:  # not newer than what is held (see _stale)
             return NO_IMPACT
         if deleted:
             self._tombstone(("volume", namespace, name), max(rv, record.rv if record else -1), now)
@@ -202,8 +205,16 @@ class ClusterView:
         old_image = record.current_image
         if not record.update_from(volume, rv):
             return Impact(touched=(record,))
-        if record.current_image != old_image:
-            self._reindex_image(record)
+        image = record.current_image
+        if image is not old_image:  # update_from replaces a field only when its value changed
+            # _reindex_image, written out: an upgrade completing does this, on every upgrade
+            users = self._ei_users
+            if record.current_ei:
+                users[record.current_ei] -= 1
+            ei = (self._image_names.get(image) or self.image_name(image)) if image else ""
+            record.current_ei = ei
+            if ei:
+                users[ei] += 1
         return Impact(volumes=(record,))
 
     def _apply_replica(
@@ -218,33 +229,30 @@ class ClusterView:
         entries = (
             record.replicas if record is not None else self._orphan_replicas.get((namespace, volume_name), ())
         )
-        index = -1
-        for i, entry in enumerate(entries):
-            if entry.name == name:
-                index = i
+        for old in entries:
+            if old.name == name:
                 break
-        old = entries[index] if index >= 0 else None
+        else:
+            old = None
         if old is not None and 0 <= rv <= old.rv:  # not newer than what is held (see _stale)
             return NO_IMPACT
         if deleted:
             self._tombstone(("replica", namespace, name), max(rv, old.rv if old else -1), now)
             if old is None:
                 return NO_IMPACT
-            new_entries = entries[:index] + entries[index + 1 :]
+            self._set_replicas(namespace, volume_name, record, tuple(e for e in entries if e is not old))
+        elif old is not None:
+            # The common case, a known replica changed: update its entry in place. Keep the newer
+            # rv even when the node did not move, so older events stay ignored.
+            old.rv = rv
+            node = replica.spec.node_id
+            if node == old.node:
+                return NO_IMPACT  # nothing the rules read changed
+            old.node = _intern(node)
         else:
-            entry = ReplicaEntry(name=old.name if old else name, node=_intern(replica.spec.node_id), rv=rv)
-            new_entries = (
-                (*entries, entry) if old is None else (*entries[:index], entry, *entries[index + 1 :])
-            )
-            if old is not None and old.node == entry.node:
-                # Nothing the rules read changed; keep the newer rv so older events stay ignored.
-                self._set_replicas(namespace, volume_name, record, new_entries)
-                return NO_IMPACT
-        if record is None:
-            self._set_replicas(namespace, volume_name, None, new_entries)
-            return NO_IMPACT
-        self._set_replicas(namespace, volume_name, record, new_entries)
-        return Impact(volumes=(record,))
+            entry = ReplicaEntry(name=name, node=_intern(replica.spec.node_id), rv=rv)
+            self._set_replicas(namespace, volume_name, record, (*entries, entry))
+        return Impact(volumes=(record,)) if record is not None else NO_IMPACT
 
     def _set_replicas(
         self, namespace: str, volume_name: str, record: VolumeRecord | None, entries: tuple[ReplicaEntry, ...]
@@ -259,7 +267,7 @@ class ClusterView:
     def _apply_engine_image(
         self, namespace: str, name: str, engine_image: lh.EngineImage, rv: int, deleted: bool, now: float
     ) -> Impact:
-        old = self._images.get(name)
+        old = self.images.get(name)
         if old is not None and _stale(rv, old.rv):
             return NO_IMPACT
         if deleted:
@@ -267,10 +275,10 @@ class ClusterView:
             if old is None:
                 return NO_IMPACT
             new: ImageRecord | None = None
-            del self._images[name]
+            del self.images[name]
         else:
             new = ImageRecord.from_object(engine_image, rv)
-            self._images[_intern(name)] = new
+            self.images[_intern(name)] = new
         self._refresh_default_ei()
         if old is not None and new is not None and not _facts_changed(old, new):
             return NO_IMPACT  # e.g. only refCount moved, as it does on every upgrade
