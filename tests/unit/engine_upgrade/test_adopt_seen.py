@@ -98,3 +98,16 @@ def test_no_created_at_or_a_clock_ahead_counts_from_when_it_was_seen() -> None:
     assert seen.command(command("ahead", created_at=NOW + 300), NOW)
     seen.prune(NOW + TTL - 1)
     assert len(seen) == 2
+
+
+def test_writes_are_kept_as_long_as_a_view_may_lag_them() -> None:
+    """`applied` results live for the decider's applied_ttl, commands only for its command_ttl."""
+    seen = SeenCommands(TTL, applied_horizon=600.0)
+    c = command("a")
+    seen.command(c, NOW)
+    seen.result(result(c, Outcome.APPLIED), NOW)
+    seen.prune(NOW + TTL + 1)
+    assert len(seen) == 0
+    assert [w.target.name for w in seen.writes()] == ["a"]
+    seen.prune(NOW + 601)
+    assert list(seen.writes()) == []

@@ -16,9 +16,10 @@ the decision, not its time). So a refusal cannot tell which of two identical com
 (clocks of different pods cannot settle it either), and a refusal here never stops an adoption: a
 refused command that is adopted holds its slot until a result arrives for it or command_ttl
 passes, which costs a little time after a takeover and never the limit. A refusal that arrives
-after the adoption settles it as usual (`record_result`). `applied` results are kept: the write
-happened, so the view must show it before the new leader decides, and an adopted command with an
-`applied` result stays in flight until the view shows it.
+after the adoption settles it as usual (`record_result`). `applied` results are kept for
+`applied_horizon` (the decider's applied_ttl: how long a view may lag a write): the write happened,
+so the view must show it before the new leader decides, and an adopted command with an `applied`
+result stays in flight until the view shows it.
 """
 
 from __future__ import annotations
@@ -29,11 +30,13 @@ from corral_model.envelopes import Command, CommandResult, Outcome
 
 
 class SeenCommands:
-    """Commands, and `applied` results, of one service by command id; each forgotten `horizon`
-    seconds after it was seen (wall clock; created_at / finished_at when they say it is older)."""
+    """Commands of one service by command id, forgotten `horizon` seconds after they were made,
+    and their `applied` results, forgotten `applied_horizon` seconds after they finished (wall
+    clock; created_at / finished_at when they say it is older than when it was seen)."""
 
-    def __init__(self, horizon: float) -> None:
+    def __init__(self, horizon: float, applied_horizon: float | None = None) -> None:
         self.horizon = horizon
+        self.applied_horizon = horizon if applied_horizon is None else applied_horizon
         self._commands: dict[str, tuple[float, Command]] = {}
         self._applied: dict[str, tuple[float, CommandResult]] = {}
 
@@ -52,8 +55,8 @@ class SeenCommands:
         if result.outcome is not Outcome.APPLIED or result.dry_run:
             return
         finished = result.finished_at if 0 < result.finished_at < now else now
-        if now - finished <= self.horizon:
-            self._applied[result.command_id] = (finished + self.horizon, result)
+        if now - finished <= self.applied_horizon:
+            self._applied[result.command_id] = (finished + self.applied_horizon, result)
 
     def applied(self, command_id: str) -> CommandResult | None:
         """The `applied` result of a command with this id, if one was seen."""

@@ -16,11 +16,14 @@ Around the pure decider (core.py) this adds only plumbing:
 * takeover: a replica that becomes leader decides only once it has caught up with the bus, not
   after a guessed delay: its readers have reached the ends LH_OBJECTS and LH_RESULTS had when it
   took over, the commands still queued in LH_COMMANDS are read, and the writes the actuator
-  reported recently are visible in its view. Then its view is at least as fresh as the one every
-  pending command was decided on, so it adopts them all once more (a standby's lagging view may
-  have skipped one) and a precondition that does not hold means "stale", never "not seen yet".
-  `handover_timeout_s` bounds the wait for a bus that cannot be read to the end (it then decides
-  anyway and says so); `handover_delay_s` is an optional extra pause, 0 by default;
+  reported (within `applied_ttl_s`) are visible in its view. Then its view is at least as fresh as
+  the one every pending command was decided on, so it adopts them all once more (a standby's
+  lagging view may have skipped one) and a precondition that does not hold means "stale", never
+  "not seen yet". `handover_timeout_s` bounds the wait for a bus that cannot be read to the end
+  (it then goes on and says so); the wait for reported writes has no such bound (a view known to
+  lag the cluster, say while the watcher is down, must not decide), only the writes' own
+  `applied_ttl_s`, the decider's bound on view lag; `handover_delay_s` is an optional extra pause,
+  0 by default;
 * commands are published to `lh.cmd.engine-upgrade.volume.<ns>.<name>` with the command id as
   Nats-Msg-Id, so a republished identical decision is stored once; a command JetStream did not
   store is reported to the decider as an `error` result, which frees its slot;
@@ -73,7 +76,8 @@ class EngineUpgradeConfig(ServiceConfig, kw_only=True, frozen=True):
     """An extra pause after a new leader has caught up with the bus (takeover), before it decides.
     Not needed for the limit: the takeover adopts the predecessor's pending commands."""
     handover_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
-    """The longest a new leader waits to catch up with the bus; then it decides anyway (logged)."""
+    """The longest a new leader waits to read LH_OBJECTS and LH_RESULTS to their ends; then it goes
+    on (logged). Writes the actuator reported are waited for regardless (up to applied_ttl_s)."""
     command_ttl_s: Annotated[float, msgspec.Meta(gt=0)] = 60.0
     """A command with neither a result nor a visible effect after this long is presumed lost and
     its slot freed. Keep it above the actuator's `max_command_age_s` (default 30 s) plus the worst
@@ -213,7 +217,8 @@ class EngineUpgradeRunner:
         self._publisher = Publisher(bus, window=1024)
         self.objects = BootstrapReader(bus, object_filters(config.namespace))
         self.results = BootstrapReader(bus, [RESULTS_FILTER], stream=RESULTS_STREAM)
-        self.seen = SeenCommands(config.command_ttl_s)
+        self.seen = SeenCommands(config.command_ttl_s, config.applied_ttl_s)
+        self._pruned_at = 0.0
         self.commands = CommandFeed(bus, SERVICE, self._on_command, log)
         self.bootstrapped = asyncio.Event()
 
@@ -273,8 +278,16 @@ class EngineUpgradeRunner:
             self.decider.record_result(result)  # `applied`: in flight until the view shows it
         self._wake.set()
 
+    def _prune_seen(self) -> None:
+        """Forget commands and writes too old to matter (at most once a second: it is a scan)."""
+        now = time.monotonic()
+        if now - self._pruned_at >= 1.0:
+            self._pruned_at = now
+            self.seen.prune(time.time())
+
     def _adopt_all_seen(self) -> None:
-        self.seen.prune(time.time())
+        self._pruned_at = 0.0
+        self._prune_seen()
         for command, result in self.seen.adoptable():
             self._adopt(command, result)
 
@@ -286,6 +299,7 @@ class EngineUpgradeRunner:
     def _lagging_writes(self) -> list[str]:
         """Volumes the actuator reported writing that the view shows at an older resourceVersion."""
         lagging = []
+        self._prune_seen()
         for result in self.seen.writes():
             target = result.target
             volume = self.decider.view.volume(target.namespace, target.name)
@@ -301,23 +315,29 @@ class EngineUpgradeRunner:
         objects_end = await stream_end(self.bus, OBJECTS_STREAM, object_filters(self.config.namespace))
         results_end = await stream_end(self.bus, RESULTS_STREAM, [RESULTS_FILTER])
         queued = await self.commands.scan()
-        deadline = started + self.config.handover_timeout_s
+        deadline, next_report = started + self.config.handover_timeout_s, started + 10.0
+        reads_waived = False
         while True:
             if stop.is_set() or not self._is_leader() or term != self._term:
                 return False
             behind = []
-            if self.objects.last_seq < objects_end:
+            if not reads_waived and self.objects.last_seq < objects_end:
                 behind.append(f"LH_OBJECTS at {self.objects.last_seq} of {objects_end}")
-            if self.results.last_seq < results_end:
+            if not reads_waived and self.results.last_seq < results_end:
                 behind.append(f"LH_RESULTS at {self.results.last_seq} of {results_end}")
             lagging = self._lagging_writes()
-            if lagging:
-                behind.append(f"writes not in view yet: {', '.join(sorted(lagging)[:5])}")
-            if not behind:
+            if not (behind or lagging):
                 break
-            if time.monotonic() > deadline:
-                self.log.warning("taking over without having caught up with the bus", behind=behind)
-                break
+            now = time.monotonic()
+            if behind and now > deadline:
+                self.log.warning("reading the bus to its end takes too long; going on", behind=behind)
+                reads_waived = True
+            if lagging and now > next_report:
+                # The watcher is down or far behind: deciding now could exceed the limit.
+                self.log.warning(
+                    "waiting for the view to show writes the actuator reported", volumes=lagging[:5]
+                )
+                next_report = now + 10.0
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), 0.05)
             self._wake.clear()
@@ -379,6 +399,7 @@ class EngineUpgradeRunner:
             self._wake.clear()
             if stop.is_set():
                 return
+            self._prune_seen()
             if self.config.debounce_s:
                 await asyncio.sleep(self.config.debounce_s)  # let the rest of a burst arrive
             if self._may_decide():
