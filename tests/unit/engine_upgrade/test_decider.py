@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from corral_bus.streams import StreamSettings
 from corral_engine_upgrade.core import DeciderConfig, EngineUpgradeDecider
 from corral_engine_upgrade.reasons import Reason
+from corral_engine_upgrade.runner import EngineUpgradeConfig
 from corral_engine_upgrade.view import DEFAULT_IMAGE_SETTING, LIMIT_SETTING, InvalidEvent
 from corral_model.envelopes import EventType, ObjectEvent, Outcome
 from tests.unit.engine_upgrade.cluster import (
@@ -418,3 +420,10 @@ def test_catch_up_makes_candidate_counts_exact_after_a_new_default_image() -> No
     assert decider.unclassified() == 0  # … or on demand
     assert decider.candidates_by_node() == {"n1": 3, "n2": 3, "n3": 3}
     assert decider.in_flight_by_node() == {"n1": 1, "n2": 1, "n3": 1}
+
+
+def test_a_retry_after_the_back_off_is_not_dropped_as_a_duplicate_command() -> None:
+    """A refused or expired command is re-decided after `retry_backoff` with the same deterministic
+    id when nothing changed; LH_COMMANDS must have forgotten the first by then, or JetStream would
+    drop the retry and the volume would wait for another TTL round."""
+    assert StreamSettings().commands_dedup_window < EngineUpgradeConfig().retry_backoff_s

@@ -40,7 +40,11 @@ class StreamSettings:
     tombstone_ttl: float = _DAY
     """How long a DELETED event stays in LH_OBJECTS."""
     objects_dedup_window: float = 120.0
-    commands_dedup_window: float = 600.0
+    commands_dedup_window: float = 60.0
+    """Long enough to drop a restarted decider's re-publication; shorter than every decider's
+    retry back-off (engine-upgrade: 120 s), or the retry of a refused or expired command, which
+    carries the same deterministic id, would be dropped as a duplicate. A late duplicate past the
+    window is harmless: its preconditions no longer hold, or the actuator finds it expired."""
     results_max_age: float = 7 * _DAY
     dead_max_age: float = 30 * _DAY
     replicas: int = 1
