@@ -1,21 +1,14 @@
 """Driving a real actuator over a real NATS server: publish commands, read streams, run the service.
 
 The actuator runs either in this process (`InProcessActuator`, via the runtime harness `serve`) or
-as its own process (`ActuatorProcess`, `python -m corral_actuator`), which a test can SIGKILL to
-show that a crash mid-burst loses nothing and doubles nothing.
+as its own process (`tests.fixtures.processes.ServiceProcess`, `python -m corral_actuator`), which a
+test can SIGKILL to show that a crash mid-burst loses nothing and doubles nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
-import subprocess
-import sys
-import time
-from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
@@ -31,21 +24,10 @@ from corral_model import codec
 from corral_model.envelopes import Command, CommandResult, DeadLetter
 from corral_model.subjects import DEAD_STREAM, RESULTS_STREAM, command_subject
 from corral_runtime.service import ServiceContext, serve
+from tests.fixtures.processes import eventually
 from tests.integration.actuator.conftest import POLICY_FILE
 
 T = TypeVar("T")
-
-
-async def eventually(probe: Callable[[], Awaitable[T]], *, within: float = 30.0, what: str = "") -> T:
-    """Poll `probe` until it returns something truthy; fail after `within` seconds saying what was awaited."""
-    deadline = time.monotonic() + within
-    while True:
-        last = await probe()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within}s waiting for {what or probe}; last saw {last!r}")
-        await asyncio.sleep(0.02)
 
 
 async def publish_command(bus: Bus, command: Command, *, msg_id: str | None = None) -> bool:
@@ -176,42 +158,3 @@ class InProcessActuator:
         assert self.task is not None and self.ctx is not None
         self.ctx.stop.set()
         return await asyncio.wait_for(self.task, 30)
-
-
-class ActuatorProcess:
-    """`python -m corral_actuator` as a child process."""
-
-    def __init__(self, env: dict[str, str], log_path: Path) -> None:
-        self.env = {**os.environ, **env}
-        self.log_path = log_path
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "corral_actuator"], env=self.env, stdout=log, stderr=subprocess.STDOUT
-            )
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.kill()
-        self.proc.wait(10)
-
-    async def terminate(self) -> int:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 30
-        while self.proc.poll() is None:
-            if time.monotonic() > deadline:
-                self.proc.kill()
-                raise AssertionError("actuator did not exit within 30s of SIGTERM")
-            await asyncio.sleep(0.05)
-        return self.proc.returncode
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")

@@ -16,6 +16,7 @@ from corral_sandbox.emulator import Emulator
 from corral_upgradepath.decision import Check, GateDecision
 from corral_upgradepath.startup import gate_event_commands
 from tests.fixtures.nats import NatsServer
+from tests.fixtures.processes import eventually
 from tests.integration.actuator.conftest import (
     DEFAULT_IMAGE,
     NS,
@@ -27,7 +28,6 @@ from tests.integration.actuator.conftest import (
 from tests.integration.actuator.harness import (
     InProcessActuator,
     actuator_config,
-    eventually,
     publish_command,
     results,
     stream_count,

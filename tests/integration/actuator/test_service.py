@@ -19,14 +19,13 @@ from corral_model.envelopes import Command, Outcome
 from corral_model.subjects import COMMANDS_STREAM, DEAD_STREAM, RESULTS_STREAM, command_subject
 from corral_sandbox.emulator import Emulator
 from tests.fixtures.nats import NatsServer
+from tests.fixtures.processes import ServiceProcess, eventually, python_module
 from tests.integration.actuator.conftest import NS, OLD_IMAGE, seed_cluster, upgrade, volume
 from tests.integration.actuator.harness import (
-    ActuatorProcess,
     InProcessActuator,
     actuator_config,
     actuator_env,
     dead_letters,
-    eventually,
     lease_holder,
     publish_command,
     results,
@@ -192,21 +191,25 @@ async def test_crash_and_sigterm_mid_burst_lose_nothing_and_double_nothing(
 
     # Rate-limited so the burst lasts long enough to be interrupted twice.
     processes = {
-        name: ActuatorProcess(
+        name: ServiceProcess(
+            name,
+            python_module("corral_actuator"),
             actuator_env(
                 nats_server.url, kubeconfig(emulator), instance=name, qps=100, burst=10, concurrency=16
             ),
-            tmp_path / f"{name}.log",
+            tmp_path,
         )
         for name in ("first", "second", "third")
     }
     try:
         for process in processes.values():
-            process.start()
+            await process.start()
         await eventually(lambda: results_at_least(100), within=90, what="a leader to apply commands")
         crashed = await lease_holder(bus)
         assert crashed in processes
-        processes[crashed].kill()  # SIGKILL: in-flight writes, unpublished results, unacked commands cut off
+        await processes[
+            crashed
+        ].kill()  # SIGKILL: in-flight writes, unpublished results, unacked commands cut off
         done_at_kill = await stream_count(bus, RESULTS_STREAM)
         assert done_at_kill < volumes, "the burst was over before the kill"
 
@@ -216,7 +219,7 @@ async def test_crash_and_sigterm_mid_burst_lose_nothing_and_double_nothing(
         assert stopped in processes and stopped != crashed
         assert await stream_count(bus, RESULTS_STREAM) < volumes, "the burst was over before SIGTERM"
         # SIGTERM: stop fetching, finish what is in hand, release the lease, exit 0.
-        assert await processes[stopped].terminate() == 0, processes[stopped].log()
+        assert await processes[stopped].terminate() == 0, processes[stopped].output()
 
         async def finished() -> bool:
             return await drained(bus) and await results_at_least(volumes)
@@ -226,7 +229,7 @@ async def test_crash_and_sigterm_mid_burst_lose_nothing_and_double_nothing(
         await check_burst(bus, emulator, volumes, stale, gated=True)
     finally:
         for process in processes.values():
-            process.stop()
+            await process.stop()
 
 
 async def test_one_active_actuator_and_a_warm_standby(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
 
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig
@@ -19,6 +18,7 @@ from corral_model.envelopes import Command, FieldValue, Target, Verb, new_comman
 from corral_model.subjects import COMMANDS_STREAM, RESULTS_STREAM, command_subject
 from corral_runtime.logs import get_logger
 from tests.fixtures.nats import NatsServer
+from tests.fixtures.processes import eventually
 
 pytestmark = pytest.mark.integration
 NS = "longhorn-system"
@@ -38,13 +38,6 @@ def upgrade(name: str, service: str = "engine-upgrade") -> Command:
 async def publish(bus: Bus, command: Command) -> None:
     subject = command_subject(command.service, "volume", NS, command.target.name)
     await bus.js.publish(subject, codec.encode(command), headers={MSG_ID_HEADER: command.id})
-
-
-async def eventually(probe: Callable[[], bool], within: float = 20.0) -> None:
-    deadline = time.monotonic() + within
-    while not probe():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.02)
 
 
 async def test_queued_and_live_commands_of_the_service_only(bus: Bus, nats_server: NatsServer) -> None:

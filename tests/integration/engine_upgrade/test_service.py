@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
 import msgspec
@@ -21,6 +20,7 @@ from corral_model.envelopes import Command, CommandResult, EventType, ObjectEven
 from corral_model.subjects import object_subject, result_subject, resync_subject
 from corral_runtime.service import ServiceContext, serve
 from tests.fixtures.nats import NatsServer
+from tests.fixtures.processes import eventually
 from tests.unit.engine_upgrade.cluster import (
     NEW,
     NODES,
@@ -36,17 +36,6 @@ from tests.unit.engine_upgrade.sim import KINDS
 
 pytestmark = pytest.mark.integration
 T = TypeVar("T")
-
-
-async def eventually(probe: Callable[[], Awaitable[T]], *, within: float = 20.0, what: str = "") -> T:
-    deadline = time.monotonic() + within
-    while True:
-        last = await probe()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within}s waiting for {what}; last saw {last!r}")
-        await asyncio.sleep(0.02)
 
 
 class Cluster:

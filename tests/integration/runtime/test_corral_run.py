@@ -7,7 +7,6 @@ import os
 import queue
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -21,16 +20,10 @@ import pytest
 from corral_cli.commands.run import nats_answers, repo_root, sandbox_available
 from corral_cli.demo.show import DEMO_IMAGE
 from corral_kube.client import connected
+from tests.fixtures.processes import free_port
 
 DEADLINE_S = 60.0
 READY_DEADLINE_S = 180.0  # service imports alone take seconds on a loaded 2-core machine
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def descendants(pid: int) -> set[int]:
