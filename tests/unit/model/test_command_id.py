@@ -19,7 +19,7 @@ TARGET = Target(kind="Volume", namespace="longhorn-system", name="pvc-1")
 IMAGE = FieldValue(path="/spec/image", value="longhornio/longhorn-engine:v1.10.0")
 OLD = FieldValue(path="/spec/image", value="longhornio/longhorn-engine:v1.9.3")
 # Pinned: ids must not depend on the process (hash seeds, dict order) nor silently change.
-PINNED = "engine-upgrade-249037113ccd5c283239ac5f1914cf89"
+PINNED = "engine-upgrade-f8bfd4c1ff9ad8bc3b71252fb3ea7097"
 
 
 def _id(**overrides: Any) -> str:

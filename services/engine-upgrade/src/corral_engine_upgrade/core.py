@@ -37,7 +37,7 @@ from corral_engine_upgrade.eligibility import volume_reason
 from corral_engine_upgrade.reasons import Reason
 from corral_engine_upgrade.records import Expectation, VolumeRecord
 from corral_engine_upgrade.slots import Owners
-from corral_engine_upgrade.view import ClusterView
+from corral_engine_upgrade.view import NO_IMPACT, ClusterView, Impact
 from corral_model.envelopes import (
     Command,
     CommandResult,
@@ -93,14 +93,25 @@ class EngineUpgradeDecider:
         self._timer_seq = itertools.count()
         self._bootstrapped = False
         self._fields = FieldValues()
-        self._now = 0.0  # the time of the decide() in progress
+        # The clock's reading for the call in progress (apply, decide, record_result…), read by
+        # `_refresh` rather than passed down through the walk in slots.py on every volume.
+        self._now = 0.0
 
     # --- input ------------------------------------------------------------------------------------
 
     def apply(self, event: ObjectEvent[Any]) -> None:
         """Fold one event into the view. Raises view.InvalidEvent (nothing changed) for bad input."""
-        now = self._clock()
-        impact = self.view.apply(event, now)
+        now = self._now = self._clock()
+        change = self.view.apply(event, now)
+        if isinstance(change, VolumeRecord):  # the common case: one volume's facts changed
+            if self._bootstrapped:
+                self._observe(change)
+                return
+            impact = Impact(volumes=(change,))
+        elif change is NO_IMPACT:
+            return
+        else:
+            impact = change
         for volume in impact.removed:
             self._forget(volume)
         if not self._bootstrapped:
@@ -117,14 +128,14 @@ class EngineUpgradeDecider:
             return
         if impact.everything:
             self._new_epoch()
-        for volume in impact.volumes:
-            self._observe(volume, now)
         epoch = self._owners.epoch
+        for volume in impact.volumes:
+            self._observe(volume)
         for volume in impact.touched:
             # Nothing the rules read changed. Only fresher state itself matters, to a volume
             # waiting for it after a refusal; and a volume not yet judged stays for its turn.
             if volume.hold_until > now and volume.epoch == epoch:
-                self._refresh(volume, now)
+                self._refresh(volume)
         if impact.limit_changed:
             self._dirty.update(self._owners.names())
 
@@ -141,7 +152,7 @@ class EngineUpgradeDecider:
         expectation = volume.expectation
         if expectation.command_id != result.command_id:
             return
-        now = self._clock()
+        now = self._now = self._clock()
         if result.outcome is Outcome.APPLIED and not result.dry_run:
             expectation.applied = True
             expectation.deadline = now + self.config.applied_ttl
@@ -151,7 +162,7 @@ class EngineUpgradeDecider:
         volume.expectation = None
         volume.hold_rv = expectation.decided_rv
         volume.hold_until = now + self.config.retry_backoff
-        self._refresh(volume, now)
+        self._refresh(volume)
 
     def adopt_command(self, command: Command) -> None:
         """Count a command this decider did not issue (another replica's, seen on LH_COMMANDS) as
@@ -199,7 +210,7 @@ class EngineUpgradeDecider:
 
     def decide(self) -> list[Command]:
         """Commands for every free slot on the owner nodes whose state changed since last time."""
-        now = self._clock()
+        now = self._now = self._clock()
         timers = self._timers
         if timers and timers[0][0] <= now:
             self._run_timers(now)
@@ -212,8 +223,7 @@ class EngineUpgradeDecider:
         dirty, self._dirty = self._dirty, set()
         owners = self._owners
         nodes = owners.nodes
-        self._now = now
-        classify = self._classify
+        classify = self._refresh
         commands: list[Command] = []
         for name in sorted(dirty) if len(dirty) > 1 else dirty:
             node = nodes.get(name)
@@ -221,10 +231,6 @@ class EngineUpgradeDecider:
                 for volume in owners.take(name, limit - node.in_flight, classify):
                     commands.append(self._issue(volume, now))
         return commands
-
-    def _classify(self, volume: VolumeRecord) -> None:
-        """`_refresh` at the time of the `decide` in progress (the walk's callback)."""
-        self._refresh(volume, self._now)
 
     def reconsider_all(self) -> None:
         """Look at every owner node at the next `decide` (a replica that just became leader)."""
@@ -234,8 +240,8 @@ class EngineUpgradeDecider:
         """Classify up to `budget` volumes not yet judged under the current rules (after a new
         default image they are judged lazily, as slots free up); for exact candidate metrics.
         Returns how many were classified: 0 means the view is fully classified."""
-        now = self._clock()
-        return self._owners.catch_up(budget, lambda volume: self._refresh(volume, now))
+        self._now = self._clock()
+        return self._owners.catch_up(budget, self._refresh)
 
     def explain(self) -> list[Explanation]:
         """For every volume not chosen (as of now): the first rule or gate that holds it back."""
@@ -310,44 +316,60 @@ class EngineUpgradeDecider:
         self._owners.new_epoch()
         self._dirty.update(self._owners.names())
 
-    def _observe(self, volume: VolumeRecord, now: float) -> None:
+    def _observe(self, volume: VolumeRecord) -> None:
         """An event changed a fact of `volume` that the rules read.
 
-        A volume not yet judged under the current rules, on the same owner node, is ahead of that
-        node's cursor (slots.py): the walk judges it when it gets there, from the state it will then
-        have, so judging it now would be wasted. Only the in-flight count is eager, so only whether
-        it holds a slot follows the event here. Any other volume is judged again now."""
-        if volume.epoch != self._owners.epoch and volume.member_of == volume.owner:
-            expectation = volume.expectation
-            if expectation is not None and volume.spec_image != expectation.from_image:
-                volume.expectation = None  # observed (see _refresh)
-            slot = volume.owner if volume.holds_slot else None
-            if volume.slot_node != slot:
-                # A volume holding a slot is no candidate (a queue entry from older rules would
-                # be re-judged when reached anyway; dropping it keeps the candidate count exact).
-                candidate = None if slot is not None else volume.candidate_node
-                self._dirty.update(self._owners.place(volume, slot, candidate))
+        A volume not yet judged under the current rules that stays on its owner node is ahead of
+        that node's cursor (slots.py): the walk judges it when it gets there, from the state it will
+        then have, so judging it now would be wasted. Only the in-flight count is eager, so only
+        whether it holds a slot follows the event. Any other volume is judged again now."""
+        if volume.epoch == self._owners.epoch or volume.member_of != volume.owner:
+            self._refresh(volume)
             return
-        self._refresh(volume, now)
+        expectation = volume.expectation
+        if expectation is not None and volume.spec_image != expectation.from_image:
+            volume.expectation = None  # observed (see _refresh)
+        slot = volume.owner if volume.holds_slot else None
+        if volume.slot_node != slot:
+            # A volume holding a slot is no candidate (a queue entry from older rules would be
+            # re-judged when reached anyway; dropping it keeps the candidate count exact).
+            candidate = None if slot is not None else volume.candidate_node
+            self._dirty.update(self._owners.place(volume, slot, candidate))
 
-    def _refresh(self, volume: VolumeRecord, now: float) -> None:
-        """Re-evaluate one volume's rules and move it between queue / slot / nothing."""
+    def _refresh(self, volume: VolumeRecord, queue: bool = True) -> bool:
+        """Re-evaluate one volume's rules (as of `self._now`) and move it between queue / slot /
+        nothing.
+
+        The walk in slots.py passes `queue=False` for the member it has reached: that member comes
+        before everything left in its node's queue, so when it qualifies it is taken on the spot
+        (True) rather than queued and popped again."""
         expectation = volume.expectation
         if expectation is not None and volume.spec_image != expectation.from_image:
             volume.expectation = None  # the view now shows our change (or someone else's): observed
-        reason = volume_reason(volume, self.view, now)
+        reason = volume_reason(volume, self.view, self._now)
         owners = self._owners
         volume.epoch = owners.epoch
         owner = volume.owner
-        # holds_slot, read off the reason: in progress, or our command is out
-        slot = owner if reason is _IN_PROGRESS or reason is _COMMAND_PENDING else None
-        candidate = owner if reason is None else None
+        if reason is None:
+            if (
+                not queue
+                and volume.member_of == owner
+                and volume.slot_node is None
+                and volume.candidate_node is None
+            ):
+                return True  # the walk takes it: nothing to place
+            slot, candidate = None, owner
+        elif reason is _IN_PROGRESS or reason is _COMMAND_PENDING:  # it holds a slot
+            slot, candidate = owner, None
+        else:
+            if reason is _RETRY_BACKOFF:
+                heapq.heappush(self._timers, (volume.hold_until, next(self._timer_seq), volume))
+            slot = candidate = None
         if volume.slot_node != slot or volume.candidate_node != candidate:
             self._dirty.update(owners.place(volume, slot, candidate))
         if volume.member_of != owner:
             owners.track(volume)
-        if reason is _RETRY_BACKOFF:
-            self._schedule(volume.hold_until, volume)
+        return False
 
     def _forget(self, volume: VolumeRecord) -> None:
         volume.expectation = None
@@ -355,36 +377,38 @@ class EngineUpgradeDecider:
         self._owners.track(volume)
 
     def _issue(self, volume: VolumeRecord, now: float) -> Command:
-        default_image = self.view.default_image
-        live = volume.state == "attached"
+        view = self.view
+        default_image = view.default_image
+        spec_image = volume.spec_image
+        owner = volume.owner
         target = Target(kind="Volume", namespace=volume.namespace, name=volume.name)
-        changes = self._fields.changes(default_image)
-        tests = self._fields.preconditions(volume)
+        fields = self._fields
+        changes = fields.changes(default_image)
+        tests = fields.tests(volume)
+        live = volume.state == "attached"
+        id_ = command_id(SERVICE, _PATCH, target, changes, tests)
         command = Command(
-            id=command_id(SERVICE, _PATCH, target, changes, tests),
+            id=id_,
             service=SERVICE,
             verb=_PATCH,
             target=target,
             changes=changes,
             preconditions=tests,
-            reason=(
-                f"{'live' if live else 'offline'} engine upgrade {volume.spec_image} -> {default_image}"
-                f" (owner node {volume.owner or '-'}, per-node limit {self.view.limit})"
-            ),
+            reason=fields.reason(live, spec_image, default_image, owner, view.limit),
             created_at=now,
         )
         deadline = now + self.config.command_ttl
-        volume.expectation = Expectation(
-            command_id=command.id,
-            from_image=volume.spec_image,
-            to_image=default_image,
-            decided_rv=volume.rv,
-            issued_at=now,
-            deadline=deadline,
-        )
-        self._schedule(deadline, volume)
-        # It was a candidate a moment ago; now it holds a slot (no rule needs re-checking).
-        self._owners.place(volume, volume.owner, None)
+        # (command id, from image, to image, the rv decided on, issued at, deadline)
+        volume.expectation = Expectation(id_, spec_image, default_image, volume.rv, now, deadline)
+        heapq.heappush(self._timers, (deadline, next(self._timer_seq), volume))
+        # It was a candidate a moment ago, so it held no slot and is no longer queued (the walk
+        # took it): now it holds a slot on its owner node. No rule needs re-checking.
+        node = self._owners.nodes.get(owner)
+        if node is not None and volume.slot_node is None and volume.candidate_node is None:
+            volume.slot_node = owner
+            node.in_flight += 1
+        else:
+            self._owners.place(volume, owner, None)
         return command
 
     def _schedule(self, due: float, volume: VolumeRecord) -> None:
@@ -399,7 +423,7 @@ class EngineUpgradeDecider:
             expectation = volume.expectation
             if expectation is not None and expectation.deadline <= now:
                 volume.expectation = None  # lost command (or a view lagging past applied_ttl)
-            self._refresh(volume, now)
+            self._refresh(volume)
 
 
 def preconditions(volume: VolumeRecord) -> tuple[FieldValue, ...]:
@@ -412,30 +436,27 @@ def preconditions(volume: VolumeRecord) -> tuple[FieldValue, ...]:
     are not tested: a JSON Patch `test` on an absent path fails, and the volume controller gates
     a live upgrade again before it starts (§1.5).
     """
-    return FieldValues().preconditions(volume)
+    return FieldValues().tests(volume)
 
 
 class FieldValues:
     """The FieldValues of the decider's commands, shared: they are frozen, and their values (engine
-    images, states, owner node names) repeat across thousands of commands, so each (path, value)
-    is built once instead of once per command. Each table is bounded: past `limit` entries it
-    starts over (node names may churn over a long life; images and states never get near)."""
+    images, states, owner node names) repeat across thousands of commands, so each (path, value),
+    and each whole tuple of preconditions, is built once instead of once per command. Each table
+    is bounded: past `limit` entries it starts over (node names may churn over a long life)."""
 
     def __init__(self, limit: int = 4096) -> None:
         self._limit = limit
         self._by_path: dict[str, dict[Any, FieldValue]] = {}
-        self._spec_image = self._table("/spec/image")
-        self._current_image = self._table("/status/currentImage")
-        self._state = self._table("/status/state")
-        self._owner = self._table("/status/ownerID")
-        self._robustness = self._table("/status/robustness")
-        self._changes: tuple[str, tuple[FieldValue, ...]] = ("", ())
-
-    def _table(self, path: str) -> dict[Any, FieldValue]:
-        return self._by_path.setdefault(path, {})
+        # (spec image, current image, state, owner, robustness or "") → preconditions
+        self._tests: dict[tuple[str, str, str, str, str], tuple[FieldValue, ...]] = {}
+        self._changes_image = ""
+        self._changes: tuple[FieldValue, ...] = ()
+        self._reasons: dict[tuple[bool, str, str], str] = {}
+        self._reasons_for: tuple[str, int] = ("", 0)  # (default image, limit) of those reasons
 
     def field(self, path: str, value: Any) -> FieldValue:
-        table = self._table(path)
+        table = self._by_path.setdefault(path, {})
         found = table.get(value)
         if found is None:
             if len(table) >= self._limit:
@@ -445,31 +466,53 @@ class FieldValues:
 
     def changes(self, default_image: str) -> tuple[FieldValue, ...]:
         """The one change every command makes: spec.image to the default image."""
-        image, changes = self._changes
-        if image != default_image or not changes:
-            changes = (self.field("/spec/image", default_image),)
-            self._changes = (default_image, changes)
-        return changes
+        if default_image != self._changes_image or not self._changes:
+            self._changes = (self.field("/spec/image", default_image),)
+            self._changes_image = default_image
+        return self._changes
 
-    def preconditions(self, volume: VolumeRecord) -> tuple[FieldValue, ...]:
-        """See `preconditions` (module level)."""
-        spec_image = self._spec_image.get(volume.spec_image) or self.field("/spec/image", volume.spec_image)
-        current_image = self._current_image.get(volume.current_image) or self.field(
-            "/status/currentImage", volume.current_image
-        )
-        state = self._state.get(volume.state) or self.field("/status/state", volume.state)
-        owner = volume.owner
-        if owner:
-            owner_test = self._owner.get(owner) or self.field("/status/ownerID", owner)
-            if volume.state != "attached":
-                return (spec_image, current_image, state, owner_test)
-            robustness = self._robustness.get(volume.robustness) or self.field(
-                "/status/robustness", volume.robustness
+    def reason(self, live: bool, spec_image: str, default_image: str, owner: str, limit: int) -> str:
+        """The command's human-readable reason; the same for every volume of an owner node that
+        upgrades the same way, so it is built once per (live, from image, owner) in an epoch."""
+        if default_image != self._reasons_for[0] or limit != self._reasons_for[1]:
+            self._reasons.clear()
+            self._reasons_for = (default_image, limit)
+        key = (live, spec_image, owner)
+        found = self._reasons.get(key)
+        if found is None:
+            if len(self._reasons) >= self._limit:
+                self._reasons.clear()
+            found = self._reasons[key] = (
+                f"{'live' if live else 'offline'} engine upgrade {spec_image} -> {default_image}"
+                f" (owner node {owner or '-'}, per-node limit {limit})"
             )
-            return (spec_image, current_image, state, owner_test, robustness)
-        if volume.state != "attached":
-            return (spec_image, current_image, state)
-        robustness = self._robustness.get(volume.robustness) or self.field(
-            "/status/robustness", volume.robustness
+        return found
+
+    def tests(self, volume: VolumeRecord) -> tuple[FieldValue, ...]:
+        """`preconditions(volume)`, shared between the volumes that have the same values."""
+        attached = volume.state == "attached"
+        key = (
+            volume.spec_image,
+            volume.current_image,
+            volume.state,
+            volume.owner,
+            volume.robustness if attached else "",
         )
-        return (spec_image, current_image, state, robustness)
+        found = self._tests.get(key)
+        if found is None:
+            if len(self._tests) >= self._limit:
+                self._tests.clear()
+            found = self._tests[key] = self._build(volume, attached)
+        return found
+
+    def _build(self, volume: VolumeRecord, attached: bool) -> tuple[FieldValue, ...]:
+        out = [
+            self.field("/spec/image", volume.spec_image),
+            self.field("/status/currentImage", volume.current_image),
+            self.field("/status/state", volume.state),
+        ]
+        if volume.owner:
+            out.append(self.field("/status/ownerID", volume.owner))
+        if attached:
+            out.append(self.field("/status/robustness", volume.robustness))
+        return tuple(out)

@@ -27,7 +27,9 @@ from collections.abc import Callable, Iterator
 from corral_engine_upgrade.records import VolumeRecord
 
 _QueueEntry = tuple[str, str, int, VolumeRecord]
-Classify = Callable[[VolumeRecord], None]
+# Applies the rules to a volume and places it (slot, queue, nothing). Called with False for the
+# member a walk has reached: a qualifying volume is then not queued; True says "take it now".
+Classify = Callable[[VolumeRecord, bool], bool]
 
 
 def _order(volume: VolumeRecord) -> tuple[str, str]:
@@ -117,26 +119,22 @@ class Owners:
             if candidate_node is not None:
                 node = nodes.get(candidate_node) or self._node(candidate_node)
                 node.candidate_count += 1
-                self._enqueue(node, candidate_node, volume)
+                seq = volume.queue_seq = next(self._seq)
+                queue = node.queue
+                heapq.heappush(queue, (volume.namespace, volume.name, seq, volume))
+                if len(queue) > 2 * node.candidate_count + 32:
+                    # Drop stale entries, in place: a walk in progress (take) holds this very list.
+                    queue[:] = [e for e in queue if _live(e, candidate_node)]
+                    heapq.heapify(queue)
                 dirty.append(candidate_node)
             volume.candidate_node = candidate_node
         return dirty
-
-    def _enqueue(self, node: OwnerNode, name: str, volume: VolumeRecord) -> None:
-        seq = next(self._seq)
-        volume.queue_seq = seq
-        queue = node.queue
-        heapq.heappush(queue, (volume.namespace, volume.name, seq, volume))
-        if len(queue) > 2 * node.candidate_count + 32:
-            # in place: a walk in progress (take) holds this very list
-            queue[:] = [e for e in queue if _live(e, name)]
-            heapq.heapify(queue)
 
     def take(self, name: str, count: int, classify: Classify) -> list[VolumeRecord]:
         """Remove and return up to `count` candidates of owner `name`, first by (namespace, name).
 
         Walks the queue and the not yet classified members in order; `classify` applies the rules
-        to a volume (and places it), so a candidate found on the way lands in the queue.
+        to a volume (and places it); the member reached, when it qualifies, is taken directly.
         """
         node = self.nodes.get(name)
         taken: list[VolumeRecord] = []
@@ -164,7 +162,7 @@ class Owners:
             ):
                 volume = head[3]
                 if volume.epoch != epoch:
-                    classify(volume)  # queued under older rules: check it still qualifies
+                    classify(volume, True)  # queued under older rules: check it still qualifies
                     continue
                 heappop(queue)
                 volume.candidate_node = None
@@ -172,8 +170,9 @@ class Owners:
                 taken.append(volume)
             elif member is not None:
                 node.cursor = cursor + 1
-                if member.epoch != epoch:
-                    classify(member)
+                # It comes before every queued candidate: if it qualifies, it is the next one.
+                if member.epoch != epoch and classify(member, False):
+                    taken.append(member)
             else:
                 break
         return taken
@@ -188,7 +187,7 @@ class Owners:
                 volume = members[node.cursor]
                 node.cursor += 1
                 if volume.epoch != epoch:
-                    classify(volume)
+                    classify(volume, True)
                     done += 1
             if done >= budget:
                 break
