@@ -87,7 +87,8 @@ class EngineUpgradeDecider:
         self.view = ClusterView(tombstone_ttl=self.config.tombstone_ttl)
         self._clock = clock
         self._owners = Owners()
-        self._dirty: set[str] = set()  # owner nodes whose slots or candidates changed
+        # Owner nodes whose slots or candidates changed (Owners.place adds to it as it goes).
+        self._dirty: set[str] = self._owners.dirty
         # (due time, seq, volume): expectation deadlines and retry backoffs to re-evaluate.
         self._timers: list[tuple[float, int, VolumeRecord]] = []
         self._timer_seq = itertools.count()
@@ -118,9 +119,7 @@ class EngineUpgradeDecider:
             # Until every kind is listed the rules would judge a partial view: only count what is
             # in flight, and start deciding once the view is complete.
             for volume in impact.volumes:
-                self._dirty.update(
-                    self._owners.place(volume, volume.owner if volume.holds_slot else None, None)
-                )
+                self._owners.place(volume, volume.owner if volume.holds_slot else None, None)
                 self._owners.track(volume)
             if self.view.complete:
                 self._bootstrapped = True
@@ -220,12 +219,14 @@ class EngineUpgradeDecider:
         if not self._bootstrapped or limit <= 0:
             self._dirty.clear()  # a limit change marks every owner node dirty again
             return []
-        dirty, self._dirty = self._dirty, set()
+        dirty = self._dirty
+        names = sorted(dirty) if len(dirty) > 1 else list(dirty)
+        dirty.clear()
         owners = self._owners
         nodes = owners.nodes
         classify = self._refresh
         commands: list[Command] = []
-        for name in sorted(dirty) if len(dirty) > 1 else dirty:
+        for name in names:
             node = nodes.get(name)
             if node is not None and node.in_flight < limit:
                 for volume in owners.take(name, limit - node.in_flight, classify):
@@ -334,7 +335,7 @@ class EngineUpgradeDecider:
             # A volume holding a slot is no candidate (a queue entry from older rules would be
             # re-judged when reached anyway; dropping it keeps the candidate count exact).
             candidate = None if slot is not None else volume.candidate_node
-            self._dirty.update(self._owners.place(volume, slot, candidate))
+            self._owners.place(volume, slot, candidate)
 
     def _refresh(self, volume: VolumeRecord, queue: bool = True) -> bool:
         """Re-evaluate one volume's rules (as of `self._now`) and move it between queue / slot /
@@ -366,14 +367,14 @@ class EngineUpgradeDecider:
                 heapq.heappush(self._timers, (volume.hold_until, next(self._timer_seq), volume))
             slot = candidate = None
         if volume.slot_node != slot or volume.candidate_node != candidate:
-            self._dirty.update(owners.place(volume, slot, candidate))
+            owners.place(volume, slot, candidate)
         if volume.member_of != owner:
             owners.track(volume)
         return False
 
     def _forget(self, volume: VolumeRecord) -> None:
         volume.expectation = None
-        self._dirty.update(self._owners.place(volume, None, None))
+        self._owners.place(volume, None, None)
         self._owners.track(volume)
 
     def _issue(self, volume: VolumeRecord, now: float) -> Command:

@@ -115,22 +115,25 @@ def volume_reason(volume: VolumeRecord, view: ClusterView, now: float) -> Reason
                 break
         else:
             return _NO_REPLICA_NODES
+    # Both images in one pass over the nodes; the current image's verdict still comes first.
     if current_ei is None or not current_ei.state_ok:
         return _IMAGE_NOT_READY
     ready = current_ei.ready_nodes
-    if node and node not in ready:
-        return _IMAGE_NOT_READY
-    for replica in replicas:
-        if replica.node and replica.node not in ready:
+    default_ready = default_ei.ready_nodes if default_ei.state_ok else None
+    if node:
+        if node not in ready:
             return _IMAGE_NOT_READY
-    if not default_ei.state_ok:
-        return _DEFAULT_IMAGE_NOT_READY
-    ready = default_ei.ready_nodes
-    if node and node not in ready:
-        return _DEFAULT_IMAGE_NOT_READY
+        if default_ready is not None and node not in default_ready:
+            default_ready = None
     for replica in replicas:
-        if replica.node and replica.node not in ready:
-            return _DEFAULT_IMAGE_NOT_READY
+        replica_node = replica.node
+        if replica_node:
+            if replica_node not in ready:
+                return _IMAGE_NOT_READY
+            if default_ready is not None and replica_node not in default_ready:
+                default_ready = None
+    if default_ready is None:
+        return _DEFAULT_IMAGE_NOT_READY
     if volume.rv <= volume.hold_rv and now < volume.hold_until:
         return _RETRY_BACKOFF
     return None

@@ -54,6 +54,9 @@ class OwnerNode:
 class Owners:
     def __init__(self) -> None:
         self.nodes: dict[str, OwnerNode] = {}
+        # Owner nodes whose selection may pick something new (a slot freed, a candidate gained),
+        # added to by `place` as it goes; the decider empties it when it decides.
+        self.dirty: set[str] = set()
         self.epoch = 0
         self._seq = itertools.count(1)
 
@@ -94,19 +97,21 @@ class Owners:
 
     # --- slots and candidates ---------------------------------------------------------------------
 
-    def place(self, volume: VolumeRecord, slot_node: str | None, candidate_node: str | None) -> list[str]:
+    def place(
+        self, volume: VolumeRecord, slot_node: str | None, candidate_node: str | None
+    ) -> tuple[str, ...]:
         """Move `volume` to hold a slot on `slot_node` and/or queue on `candidate_node` (None: neither).
 
-        Returns the nodes whose selection may now pick something new: a node that freed a slot, or
-        one that gained a candidate.
+        A node that freed a slot, or gained a candidate, goes into `dirty`. Returns () (callers
+        written when it returned those nodes may still add what it returns to `dirty`).
         """
-        dirty: list[str] = []
+        dirty = self.dirty
         nodes = self.nodes
         held = volume.slot_node
         if held != slot_node:
             if held is not None:
                 nodes[held].in_flight -= 1
-                dirty.append(held)
+                dirty.add(held)
             if slot_node is not None:
                 node = nodes.get(slot_node) or self._node(slot_node)
                 node.in_flight += 1
@@ -126,9 +131,9 @@ class Owners:
                     # Drop stale entries, in place: a walk in progress (take) holds this very list.
                     queue[:] = [e for e in queue if _live(e, candidate_node)]
                     heapq.heapify(queue)
-                dirty.append(candidate_node)
+                dirty.add(candidate_node)
             volume.candidate_node = candidate_node
-        return dirty
+        return ()
 
     def take(self, name: str, count: int, classify: Classify) -> list[VolumeRecord]:
         """Remove and return up to `count` candidates of owner `name`, first by (namespace, name).
