@@ -395,7 +395,10 @@ class EngineUpgradeDecider:
             target=target,
             changes=changes,
             preconditions=tests,
-            reason=fields.reason(live, spec_image, default_image, owner, view.limit),
+            reason=(
+                f"{'live' if live else 'offline'} engine upgrade {spec_image} -> {default_image}"
+                f" (owner node {owner or '-'}, per-node limit {view.limit})"
+            ),
             created_at=now,
         )
         deadline = now + self.config.command_ttl
@@ -442,22 +445,29 @@ def preconditions(volume: VolumeRecord) -> tuple[FieldValue, ...]:
 
 class FieldValues:
     """The FieldValues of the decider's commands, shared: they are frozen, and their values (engine
-    images, states, owner node names) repeat across thousands of commands, so each (path, value),
-    and each whole tuple of preconditions, is built once instead of once per command. Each table
-    is bounded: past `limit` entries it starts over (node names may churn over a long life)."""
+    images, states, owner node names) repeat across thousands of commands, so each (path, value)
+    is built once instead of once per command. Each table is bounded: past `limit` entries it
+    starts over (node names may churn over a long life; images and states never get near).
+
+    (Whole precondition tuples and reason strings were cached too, once: a lookup in a table of
+    thousands of tuple keys misses the CPU caches and cost more than building them.)"""
 
     def __init__(self, limit: int = 4096) -> None:
         self._limit = limit
         self._by_path: dict[str, dict[Any, FieldValue]] = {}
-        # (spec image, current image, state, owner, robustness or "") → preconditions
-        self._tests: dict[tuple[str, str, str, str, str], tuple[FieldValue, ...]] = {}
+        self._spec_image = self._table("/spec/image")
+        self._current_image = self._table("/status/currentImage")
+        self._state = self._table("/status/state")
+        self._owner = self._table("/status/ownerID")
+        self._robustness = self._table("/status/robustness")
         self._changes_image = ""
         self._changes: tuple[FieldValue, ...] = ()
-        self._reasons: dict[tuple[bool, str, str], str] = {}
-        self._reasons_for: tuple[str, int] = ("", 0)  # (default image, limit) of those reasons
+
+    def _table(self, path: str) -> dict[Any, FieldValue]:
+        return self._by_path.setdefault(path, {})
 
     def field(self, path: str, value: Any) -> FieldValue:
-        table = self._by_path.setdefault(path, {})
+        table = self._table(path)
         found = table.get(value)
         if found is None:
             if len(table) >= self._limit:
@@ -472,48 +482,24 @@ class FieldValues:
             self._changes_image = default_image
         return self._changes
 
-    def reason(self, live: bool, spec_image: str, default_image: str, owner: str, limit: int) -> str:
-        """The command's human-readable reason; the same for every volume of an owner node that
-        upgrades the same way, so it is built once per (live, from image, owner) in an epoch."""
-        if default_image != self._reasons_for[0] or limit != self._reasons_for[1]:
-            self._reasons.clear()
-            self._reasons_for = (default_image, limit)
-        key = (live, spec_image, owner)
-        found = self._reasons.get(key)
-        if found is None:
-            if len(self._reasons) >= self._limit:
-                self._reasons.clear()
-            found = self._reasons[key] = (
-                f"{'live' if live else 'offline'} engine upgrade {spec_image} -> {default_image}"
-                f" (owner node {owner or '-'}, per-node limit {limit})"
-            )
-        return found
-
     def tests(self, volume: VolumeRecord) -> tuple[FieldValue, ...]:
-        """`preconditions(volume)`, shared between the volumes that have the same values."""
-        attached = volume.state == "attached"
-        key = (
-            volume.spec_image,
-            volume.current_image,
-            volume.state,
-            volume.owner,
-            volume.robustness if attached else "",
+        """`preconditions(volume)`, from the shared FieldValues."""
+        state = volume.state
+        owner = volume.owner
+        spec_image = self._spec_image.get(volume.spec_image) or self.field("/spec/image", volume.spec_image)
+        current_image = self._current_image.get(volume.current_image) or self.field(
+            "/status/currentImage", volume.current_image
         )
-        found = self._tests.get(key)
-        if found is None:
-            if len(self._tests) >= self._limit:
-                self._tests.clear()
-            found = self._tests[key] = self._build(volume, attached)
-        return found
-
-    def _build(self, volume: VolumeRecord, attached: bool) -> tuple[FieldValue, ...]:
-        out = [
-            self.field("/spec/image", volume.spec_image),
-            self.field("/status/currentImage", volume.current_image),
-            self.field("/status/state", volume.state),
-        ]
-        if volume.owner:
-            out.append(self.field("/status/ownerID", volume.owner))
-        if attached:
-            out.append(self.field("/status/robustness", volume.robustness))
-        return tuple(out)
+        state_test = self._state.get(state) or self.field("/status/state", state)
+        if state == "attached":
+            robustness = self._robustness.get(volume.robustness) or self.field(
+                "/status/robustness", volume.robustness
+            )
+            if owner:
+                owner_test = self._owner.get(owner) or self.field("/status/ownerID", owner)
+                return (spec_image, current_image, state_test, owner_test, robustness)
+            return (spec_image, current_image, state_test, robustness)
+        if owner:
+            owner_test = self._owner.get(owner) or self.field("/status/ownerID", owner)
+            return (spec_image, current_image, state_test, owner_test)
+        return (spec_image, current_image, state_test)
