@@ -312,11 +312,11 @@ def measure(size: int) -> dict[str, float]:
             for event in batch:
                 w = perf()
                 decider.apply(event)
-                commands = decider.decide()
+                decided = decider.decide()
                 wall = perf() - w
                 walls.append(wall)
-                if commands:
-                    made += commands
+                if decided:
+                    made += decided
                 else:
                     quiet.append(wall)
         issued += len(made)
