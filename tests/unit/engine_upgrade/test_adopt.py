@@ -121,15 +121,36 @@ def test_a_command_the_view_already_reflects_is_counted_by_the_view_only() -> No
     assert names(pair.standby.decide()) == ["v2"]
 
 
-def test_a_command_whose_precondition_no_longer_holds_is_not_adopted() -> None:
+def test_a_command_whose_other_preconditions_fail_now_still_holds_its_slot_until_refused() -> None:
+    """The volume is degraded now, but may be healthy again before the actuator reaches the
+    command, which would then apply: it must hold its slot until its refusal actually arrives.
+    (Found by the handover property test: skipping it let a second command onto a node of limit 1.)"""
     clock = Clock()
     pair = Pair(clock, limit="1")
     vols = on_n1(2)
     pair.volumes(*vols)
     [command] = pair.leader.decide()  # a live upgrade: tests attached + healthy
-    pair.put(volume("v1", robustness="degraded"))  # the actuator will refuse it
+    pair.put(volume("v1", robustness="degraded"))
     pair.standby.adopt_command(command)
-    assert pair.standby.in_flight_by_node() == {}
+    assert pair.standby.in_flight_by_node() == {"n1": 1}
+    pair.put(volume("v1"))  # healthy again: the command could apply after all
+    pair.standby.reconsider_all()
+    assert pair.standby.decide() == []
+    pair.standby.record_result(result(command, Outcome.PRECONDITION_FAILED))
+    pair.standby.reconsider_all()
+    assert names(pair.standby.decide()) == ["v1"]  # freed, and re-decided from its fresher state
+
+
+def test_a_command_testing_an_image_the_volume_has_left_is_not_adopted() -> None:
+    """Its spec.image test can never pass again (the image does not move back by itself)."""
+    clock = Clock()
+    pair = Pair(clock, limit="1")
+    vols = on_n1(2)
+    pair.volumes(*vols)
+    [command] = pair.leader.decide()
+    pair.put(upgraded(vols[0], image="longhornio/longhorn-engine:elsewhere", done=True))
+    pair.standby.adopt_command(command)
+    assert pair.standby.pending_commands() == 0
     pair.standby.reconsider_all()
     assert names(pair.standby.decide()) == ["v2"]
 

@@ -169,10 +169,14 @@ class EngineUpgradeDecider:
         back (`record_result`), or `command_ttl` passes. So a new leader respects its predecessor's
         commands that are on their way. Idempotent; ignored when it cannot take a slot: not an
         engine upgrade of a volume in the view (deleted), already counted (our own coming back on
-        the bus, adopted before, or the volume holds another command), or stale against the view
-        (a tested field differs: the actuator will refuse it, or the view already shows the change
-        and counts it by itself). A runner adopts only from a view at least as fresh as the one the
-        command was decided on (see runner.py), so "differs" means "stale", never "not seen yet"."""
+        the bus, adopted before, or the volume holds another command), already shown by the view
+        (spec.image is the target: the volume counts as in flight by itself), or unable ever to
+        apply (spec.image moved away from the image the command tests).
+
+        Its other preconditions (state, owner node, robustness, currentImage) are deliberately not
+        checked: they can hold again before the actuator reaches the command (a volume degraded a
+        moment, then healthy), and a command that can still apply must hold a slot. One that will
+        be refused holds it only until the refusal comes back."""
         target = command.target
         if command.service != SERVICE or command.verb is not Verb.PATCH or target.kind != "Volume":
             return
@@ -180,19 +184,11 @@ class EngineUpgradeDecider:
         to_image = next((c.value for c in command.changes if c.path == "/spec/image"), None)
         if volume is None or volume.expectation is not None or not isinstance(to_image, str):
             return
-        fields = {
-            "/spec/image": volume.spec_image,
-            "/status/currentImage": volume.current_image,
-            "/status/state": volume.state,
-            "/status/ownerID": volume.owner,
-            "/status/robustness": volume.robustness,
-        }
-        # A field the record does not keep cannot be checked here: assume it holds (counting a
-        # command that will be refused only delays a slot until the refusal arrives).
-        if any(fields.get(p.path, p.value) != p.value for p in command.preconditions):
-            return
-        if "/spec/image" not in {p.path for p in command.preconditions} or to_image == volume.spec_image:
+        tested_image = next((p.value for p in command.preconditions if p.path == "/spec/image"), None)
+        if tested_image is None:
             return  # not a change this decider makes (its commands always test spec.image)
+        if tested_image != volume.spec_image or to_image == volume.spec_image:
+            return
         now = self._clock()
         volume.expectation = Expectation(
             command_id=command.id,
@@ -203,7 +199,7 @@ class EngineUpgradeDecider:
             deadline=now + self.config.command_ttl,
         )
         self._schedule(volume.expectation.deadline, volume)
-        self._dirty.update(self._owners.place(volume, volume.owner, None))
+        self._owners.place(volume, volume.owner, None)
 
     # --- output -----------------------------------------------------------------------------------
 

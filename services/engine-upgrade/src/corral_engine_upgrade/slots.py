@@ -97,13 +97,10 @@ class Owners:
 
     # --- slots and candidates ---------------------------------------------------------------------
 
-    def place(
-        self, volume: VolumeRecord, slot_node: str | None, candidate_node: str | None
-    ) -> tuple[str, ...]:
+    def place(self, volume: VolumeRecord, slot_node: str | None, candidate_node: str | None) -> None:
         """Move `volume` to hold a slot on `slot_node` and/or queue on `candidate_node` (None: neither).
 
-        A node that freed a slot, or gained a candidate, goes into `dirty`. Returns () (callers
-        written when it returned those nodes may still add what it returns to `dirty`).
+        A node that freed a slot, or gained a candidate, goes into `dirty`.
         """
         dirty = self.dirty
         nodes = self.nodes
@@ -133,7 +130,6 @@ class Owners:
                     heapq.heapify(queue)
                 dirty.add(candidate_node)
             volume.candidate_node = candidate_node
-        return ()
 
     def take(self, name: str, count: int, classify: Classify) -> list[VolumeRecord]:
         """Remove and return up to `count` candidates of owner `name`, first by (namespace, name).
