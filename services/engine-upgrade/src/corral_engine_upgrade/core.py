@@ -33,7 +33,7 @@ from typing import Any
 
 import msgspec
 
-from corral_engine_upgrade.eligibility import volume_reason
+from corral_engine_upgrade.eligibility import step_gate, volume_reason
 from corral_engine_upgrade.reasons import Reason
 from corral_engine_upgrade.records import Expectation, VolumeRecord
 from corral_engine_upgrade.slots import Owners
@@ -244,7 +244,7 @@ class EngineUpgradeDecider:
         """For every volume not chosen (as of now): the first rule or gate that holds it back."""
         now = self._clock()
         view = self.view
-        gate = self._gate()
+        gate = step_gate(view)
         out: list[Explanation] = []
         for volume in sorted(view.volumes(), key=lambda v: (v.namespace, v.name)):
             reason = volume_reason(volume, view, now)
@@ -266,19 +266,6 @@ class EngineUpgradeDecider:
                 )
             )
         return out
-
-    def _gate(self) -> Reason | None:
-        """Global reasons that stop the whole step, in Longhorn's order (§1.3 steps 1-3)."""
-        if not self.view.default_image:
-            return Reason.NO_DEFAULT_IMAGE
-        default_ei = self.view.default_engine_image
-        if default_ei is None:
-            return Reason.DEFAULT_IMAGE_MISSING
-        if not default_ei.usable:
-            return Reason.DEFAULT_IMAGE_UNUSABLE
-        if self.view.limit <= 0:
-            return Reason.DISABLED
-        return None
 
     # --- state for runners and metrics -------------------------------------------------------------
 

@@ -137,3 +137,19 @@ def volume_reason(volume: VolumeRecord, view: ClusterView, now: float) -> Reason
     if volume.rv <= volume.hold_rv and now < volume.hold_until:
         return _RETRY_BACKOFF
     return None
+
+
+def step_gate(view: ClusterView) -> Reason | None:
+    """The global reasons that stop the whole step, in Longhorn's order (§1.3 steps 1-3), checked
+    before any per-volume rule. Public so that every reader of the view (the decider, `corral
+    progress`) holds the same volumes back for the same reason."""
+    if not view.default_image:
+        return Reason.NO_DEFAULT_IMAGE
+    default_ei = view.default_engine_image
+    if default_ei is None:
+        return Reason.DEFAULT_IMAGE_MISSING
+    if not default_ei.usable:
+        return Reason.DEFAULT_IMAGE_UNUSABLE
+    if view.limit <= 0:
+        return Reason.DISABLED
+    return None

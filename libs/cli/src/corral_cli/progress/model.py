@@ -25,10 +25,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from corral_engine_upgrade.eligibility import volume_reason
+from corral_engine_upgrade.eligibility import step_gate, volume_reason
 from corral_engine_upgrade.reasons import Reason
 from corral_engine_upgrade.records import VolumeRecord
-from corral_engine_upgrade.view import ClusterView
+from corral_engine_upgrade.view import ClusterView, Impact
 from corral_model.envelopes import ObjectEvent
 
 
@@ -87,21 +87,6 @@ class NodeFigures:
 NO_OWNER = "-"  # the row of volumes without status.ownerID (Longhorn sets one on every volume)
 
 
-def gate_reason(view: ClusterView) -> Reason | None:
-    """The global reasons that stop the whole step, in Longhorn's order (§1.3 steps 1-3), as the
-    decider's `explain()` applies them before any per-volume rule."""
-    if not view.default_image:
-        return Reason.NO_DEFAULT_IMAGE
-    default_ei = view.default_ei
-    if default_ei is None:
-        return Reason.DEFAULT_IMAGE_MISSING
-    if not default_ei.usable:
-        return Reason.DEFAULT_IMAGE_UNUSABLE
-    if view.limit <= 0:
-        return Reason.DISABLED
-    return None
-
-
 def judge(volume: VolumeRecord, view: ClusterView, gate: Reason | None, now: float) -> tuple[Phase, str]:
     """One volume's phase and, when blocked, the reason `corral plan --explain` would give."""
     if volume.spec_image != volume.current_image:
@@ -125,7 +110,7 @@ class ProgressModel:
         self._judged: dict[tuple[str, str], tuple[str, Phase, str]] = {}  # volume → owner, phase, reason
         self._rows: dict[str, NodeFigures] = {}
         self._sizes: Counter[str] = Counter()  # volumes per row, so an emptied row goes in O(1)
-        self._gate: Reason | None = gate_reason(self.view)
+        self._gate: Reason | None = step_gate(self.view)
 
     # --- input ------------------------------------------------------------------------------------
 
@@ -133,10 +118,12 @@ class ProgressModel:
         """Fold one event in. Raises `corral_engine_upgrade.view.InvalidEvent` (nothing changed)
         for an event the view cannot read."""
         now = self._clock()
-        impact = self.view.apply(event, now)
+        change = self.view.apply(event, now)
+        # The view hands back a lone changed volume as itself (no allocation on its hot path).
+        impact = Impact(volumes=(change,)) if isinstance(change, VolumeRecord) else change
         for volume in impact.removed:
             self._unjudge((volume.namespace, volume.name))
-        gate = gate_reason(self.view)
+        gate = step_gate(self.view)
         if impact.everything or impact.limit_changed or gate != self._gate:
             self._gate = gate
             for volume in self.view.volumes():
