@@ -13,17 +13,17 @@ Around the pure decider (core.py) this adds only plumbing:
 * every replica follows the service's own commands (command_feed.py) and adopts those it did not
   issue as expectations (`EngineUpgradeDecider.adopt_command`), so the in-flight count includes the
   commands of a predecessor (or a rival) that the view does not reflect yet;
-* takeover: a replica that becomes leader decides only once it has caught up with the bus, not
-  after a guessed delay: its readers have reached the ends LH_OBJECTS and LH_RESULTS had when it
-  took over, the commands still queued in LH_COMMANDS are read, and the writes the actuator
-  reported (within `applied_ttl_s`) are visible in its view. Then its view is at least as fresh as
-  the one every pending command was decided on, so it adopts them all once more (a standby's
-  lagging view may have skipped one) and a precondition that does not hold means "stale", never
-  "not seen yet". `handover_timeout_s` bounds the wait for a bus that cannot be read to the end
-  (it then goes on and says so); the wait for reported writes has no such bound (a view known to
-  lag the cluster, say while the watcher is down, must not decide), only the writes' own
-  `applied_ttl_s`, the decider's bound on view lag; `handover_delay_s` is an optional extra pause,
-  0 by default;
+* takeover: a replica that becomes leader decides only once it has caught up with the bus, not after
+  a guessed delay: its readers have reached the ends LH_OBJECTS and LH_RESULTS had when it took
+  over, the commands still queued in LH_COMMANDS are read, and the writes the actuator reported
+  (within `applied_ttl_s`) are visible in its view. Then its view is at least as fresh as the one
+  every pending command was decided on, so it adopts them all once more (a standby's lagging view
+  may have skipped one as "already shown" or "image moved") and those verdicts now mean what they
+  say, never "not seen yet". `handover_timeout_s` bounds the wait for a bus that cannot be read to
+  the end (it then goes on and says so); the wait for reported writes has no such bound (a view
+  known to lag the cluster, say while the watcher is down, must not decide), only the writes' own
+  `applied_ttl_s`, the decider's bound on view lag; `handover_delay_s` is an optional extra pause, 0
+  by default;
 * commands are published to `lh.cmd.engine-upgrade.volume.<ns>.<name>` with the command id as
   Nats-Msg-Id, so a republished identical decision is stored once; a command JetStream did not
   store is reported to the decider as an `error` result, which frees its slot;
@@ -272,7 +272,7 @@ class EngineUpgradeRunner:
             return  # gone, or already counted (our own command, or adopted before)
         self.decider.adopt_command(command)
         if volume.expectation is None:
-            return  # stale against the view
+            return  # already shown by the view, or its spec.image test can no longer pass
         self.metrics.adopted.inc()
         if result is not None:
             self.decider.record_result(result)  # `applied`: in flight until the view shows it
