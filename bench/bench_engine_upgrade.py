@@ -11,9 +11,11 @@ Figures per size (names as issue 6 sets them):
   Per upgrade, in order: the actuator's volume spec.image patch; offline, each replica's spec.image
   then the volume's status.currentImage; live (about half), one new replica created per replica,
   three updates of each (starting, running on the new image, made active), the volume's
-  currentImage, the old replicas deleted. About 11 events per upgrade with 3 replicas
+  currentImage, the old replicas deleted. (Longhorn itself also marks the old replicas inactive
+  before deleting them, switchActiveReplicas; the simulator deletes them directly, so a real live
+  upgrade has one replica update more per replica than measured.) About 11 events per upgrade with 3 replicas
   (`events_per_upgrade`, by kind), of which only the currentImage one frees a slot, so about one
-  event in nine builds a command (`command_event_share`). Plus the background the measurement
+  event in 8.5 builds a command (`command_event_share`). Plus the background the measurement
   showed on those subjects: an EngineImage refCount update per ~3 upgrades. The upgrades are
   interleaved at random across all in flight (limit x nodes of them), and the first wave's start
   at a random point of their sequence, so the stream is a running wave's. per_command_event_us is
