@@ -15,6 +15,7 @@ scheduled on (longhorn-behaviour.md §1.3, "ready on all volume replicas").
 from __future__ import annotations
 
 import sys
+from itertools import compress
 
 import msgspec
 
@@ -179,12 +180,15 @@ class ImageRecord(msgspec.Struct, frozen=True, gc=False):
     @classmethod
     def from_object(cls, ei: lh.EngineImage, rv: int) -> ImageRecord:
         status = ei.status
+        deployment = status.node_deployment_map
         return cls(
             name=_intern(ei.metadata.name),
             image=_intern(ei.spec.image),
             rv=rv,
             state_ok=status.state in ("deployed", "deploying"),
-            ready_nodes=frozenset(_intern(n) for n, ok in status.node_deployment_map.items() if ok),
+            # Built in C (compress), not a Python loop: an EngineImage event carries every node,
+            # and one comes with each refCount move. Names are not interned; lookups hash anyway.
+            ready_nodes=frozenset(compress(deployment, deployment.values())),
             controller_api_version=status.controller_api_version,
             controller_api_min_version=status.controller_api_min_version,
             usable=not status.incompatible and ei.metadata.deletion_timestamp is None,

@@ -286,10 +286,14 @@ class ClusterView:
             del self.images[name]
         else:
             new = ImageRecord.from_object(engine_image, rv)
+            if old is not None and not _facts_changed(old, new):
+                # Only refCount moved, as it does on every upgrade: keep the record the volumes'
+                # rules already read (its node names interned), with the newer resourceVersion.
+                self.images[name] = msgspec.structs.replace(old, rv=rv)
+                self._refresh_default_ei()
+                return NO_IMPACT
             self.images[_intern(name)] = new
         self._refresh_default_ei()
-        if old is not None and new is not None and not _facts_changed(old, new):
-            return NO_IMPACT  # e.g. only refCount moved, as it does on every upgrade
         is_default = bool(self.default_image) and name == self.image_name(self.default_image)
         return EVERYTHING if is_default or self._ei_users[name] > 0 else NO_IMPACT
 

@@ -1,0 +1,56 @@
+"""How the view folds EngineImage events: one arrives with every refCount move during a wave and
+carries every node's deployment entry, so an event that changes no fact the rules read must change
+nothing but the resourceVersion, while one that does must reach every volume's rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from corral_engine_upgrade.view import DEFAULT_IMAGE_SETTING, NO_IMPACT, ClusterView
+from corral_model import longhorn as lh
+from corral_model.envelopes import EventType, ObjectEvent
+from tests.unit.engine_upgrade.cluster import NEW, NODES, NS, engine_image, setting
+
+
+def event(obj: Any, rv: int, kind: str = "engineimage") -> ObjectEvent[Any]:
+    return ObjectEvent(
+        type=EventType.MODIFIED,
+        kind=kind,
+        namespace=NS,
+        name=obj.metadata.name,
+        resource_version=str(rv),
+        object=obj,
+    )
+
+
+def with_ref_count(ei: lh.EngineImage, count: int) -> lh.EngineImage:
+    return msgspec.structs.replace(ei, status=msgspec.structs.replace(ei.status, ref_count=count))
+
+
+def test_a_ref_count_move_changes_only_the_resource_version() -> None:
+    view = ClusterView()
+    view.apply(event(setting(DEFAULT_IMAGE_SETTING, NEW), 1, kind="setting"), 0.0)
+    default = engine_image(NEW)
+    view.apply(event(default, 2), 0.0)
+    record = view.default_engine_image
+    assert record is not None
+    assert view.apply(event(with_ref_count(default, 7), 3), 0.0) is NO_IMPACT
+    moved = view.default_engine_image
+    assert moved is not None and moved.rv == 3
+    assert moved.ready_nodes is record.ready_nodes  # the same set the rules read, not a rebuilt one
+    # An older event arriving late is recognised as stale by the newer resourceVersion.
+    assert view.apply(event(with_ref_count(default, 5), 2), 0.0) is NO_IMPACT
+    assert view.default_engine_image is moved
+
+
+def test_a_node_that_stops_being_deployed_reaches_the_rules() -> None:
+    view = ClusterView()
+    view.apply(event(setting(DEFAULT_IMAGE_SETTING, NEW), 1, kind="setting"), 0.0)
+    view.apply(event(engine_image(NEW), 2), 0.0)
+    nodes = dict.fromkeys(NODES, True) | {NODES[0]: False}
+    impact = view.apply(event(engine_image(NEW, nodes=nodes), 3), 0.0)
+    assert impact is not NO_IMPACT and getattr(impact, "everything", False)
+    record = view.default_engine_image
+    assert record is not None and NODES[0] not in record.ready_nodes and NODES[1] in record.ready_nodes
