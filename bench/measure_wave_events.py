@@ -42,14 +42,13 @@ from corral_engine_upgrade.view import KIND_STRUCTS
 from corral_kube.client import api_client
 from corral_model.envelopes import EventType, ObjectEvent
 from corral_model.subjects import COMMANDS_STREAM, OBJECTS_STREAM, RESULTS_STREAM, unescape_token
-from corral_runtime.service import ServiceContext, serve
 from corral_sandbox.cluster import SandboxCluster
 from corral_sandbox.seeds import demo_seed
 from corral_watcher.config import WatcherConfig
 from corral_watcher.runner import main as watcher_main
 from tests.fixtures.nats import BinaryNats
 from tests.fixtures.sandbox import fast_config
-from tests.scenarios.engine_upgrade.conftest import COMMON, POLICY_FILE
+from tests.scenarios.engine_upgrade.conftest import COMMON, POLICY_FILE, Running
 
 GROUP, VERSION = "longhorn.io", "v1beta2"
 QUIET_S = 5.0  # the wave is over when no volume is in progress and none moved for this long
@@ -57,47 +56,19 @@ WAVE_TIMEOUT_S = 240.0
 _DECODE = {kind: msgspec.json.Decoder(ObjectEvent[struct]) for kind, struct in KIND_STRUCTS.items()}  # type: ignore[valid-type]
 
 
-class Service:
-    """One service under the runtime harness, in this event loop, as the scenario tests run it."""
-
-    def __init__(self, name: str, config: Any, main: Any, ready_when: list[str]) -> None:
-        self.name = name
-        self.ctx: ServiceContext[Any] | None = None
-
-        async def body(ctx: ServiceContext[Any]) -> None:
-            self.ctx = ctx
-            await main(ctx)
-
-        self.task = asyncio.create_task(serve(config, body, leader_election=True, ready_when=ready_when))
-
-    @property
-    def ready(self) -> bool:
-        if self.task.done():
-            raise RuntimeError(f"{self.name} exited early: {self.task.result()}")
-        return self.ctx is not None and self.ctx.readiness.ready and self.ctx.is_leader
-
-    async def stop(self) -> None:
-        if self.ctx is not None:
-            self.ctx.stop.set()
-        try:
-            await asyncio.wait_for(self.task, 30)
-        except Exception as error:  # a stop that fails must not hide the figures
-            print(f"{self.name} stopped with {error!r}")
-
-
-def services(kubeconfig: str, url: str) -> list[Service]:
+def services(kubeconfig: str, url: str) -> list[Running]:
     def config(cls: type[Any], **fields: Any) -> Any:
         return msgspec.convert({**COMMON, "nats_url": url, **fields}, cls)
 
     kinds = ["volume", "replica", "engineimage", "node", "setting"]
     return [
-        Service(
+        Running(
             "watcher",
             config(WatcherConfig, service="watcher", instance="w-1", kubeconfig=kubeconfig, kinds=kinds),
             watcher_main,
             [],
         ),
-        Service(
+        Running(
             "actuator",
             config(
                 ActuatorConfig,
@@ -113,7 +84,7 @@ def services(kubeconfig: str, url: str) -> list[Service]:
             actuator_main,
             ["policy"],
         ),
-        Service(
+        Running(
             "engine-upgrade",
             config(
                 EngineUpgradeConfig,
