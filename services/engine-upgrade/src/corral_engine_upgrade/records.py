@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 from itertools import compress
+from operator import countOf
 
 import msgspec
 
@@ -185,13 +186,28 @@ class ImageRecord(msgspec.Struct, frozen=True, gc=False):
             name=_intern(ei.metadata.name),
             image=_intern(ei.spec.image),
             rv=rv,
-            state_ok=status.state in ("deployed", "deploying"),
-            # Built in C (compress), not a Python loop: an EngineImage event carries every node,
-            # and one comes with each refCount move. Names are not interned; lookups hash anyway.
+            state_ok=_state_ok(status),
+            # Built in C (compress), not a Python loop: an EngineImage event carries every node.
             ready_nodes=frozenset(compress(deployment, deployment.values())),
             controller_api_version=status.controller_api_version,
             controller_api_min_version=status.controller_api_min_version,
-            usable=not status.incompatible and ei.metadata.deletion_timestamp is None,
+            usable=_usable(ei),
+        )
+
+    def holds_facts_of(self, ei: lh.EngineImage) -> bool:
+        """`ei` says exactly what this record holds (typically only its refCount moved, as it does
+        with every upgrade), checked without building its node set: the ready nodes are equal when
+        there are as many and each is already in ours."""
+        status = ei.status
+        deployment = status.node_deployment_map
+        return (
+            self.image == ei.spec.image
+            and self.state_ok == _state_ok(status)
+            and self.controller_api_version == status.controller_api_version
+            and self.controller_api_min_version == status.controller_api_min_version
+            and self.usable == _usable(ei)
+            and countOf(deployment.values(), True) == len(self.ready_nodes)
+            and self.ready_nodes.issuperset(compress(deployment, deployment.values()))
         )
 
     def ready_on(self, volume: VolumeRecord) -> bool:
@@ -210,3 +226,12 @@ class ImageRecord(msgspec.Struct, frozen=True, gc=False):
         """§1.3 item 8: the old engine's controller API is within the new image's supported range."""
         old_version = self.controller_api_version
         return new.controller_api_min_version <= old_version <= new.controller_api_version
+
+
+def _state_ok(status: lh.EngineImageStatus) -> bool:
+    """§1.3: an image `deployed` or `deploying` counts as ready where its nodes say so."""
+    return status.state in ("deployed", "deploying")
+
+
+def _usable(ei: lh.EngineImage) -> bool:
+    return not ei.status.incompatible and ei.metadata.deletion_timestamp is None

@@ -285,13 +285,13 @@ class ClusterView:
             new: ImageRecord | None = None
             del self.images[name]
         else:
-            new = ImageRecord.from_object(engine_image, rv)
-            if old is not None and not _facts_changed(old, new):
+            if old is not None and old.holds_facts_of(engine_image):
                 # Only refCount moved, as it does on every upgrade: keep the record the volumes'
-                # rules already read (its node names interned), with the newer resourceVersion.
+                # rules already read, with the newer resourceVersion.
                 self.images[name] = msgspec.structs.replace(old, rv=rv)
                 self._refresh_default_ei()
                 return NO_IMPACT
+            new = ImageRecord.from_object(engine_image, rv)
             self.images[_intern(name)] = new
         self._refresh_default_ei()
         is_default = bool(self.default_image) and name == self.image_name(self.default_image)
@@ -373,18 +373,6 @@ class ClusterView:
 def _stale(incoming: int, held: int) -> bool:
     """True when an event at `incoming` is not newer than what is held (unknown rvs never are)."""
     return incoming >= 0 and held >= 0 and incoming <= held
-
-
-def _facts_changed(old: ImageRecord, new: ImageRecord) -> bool:
-    """Changes to an EngineImage that the rules read."""
-    return (
-        old.state_ok != new.state_ok
-        or old.ready_nodes != new.ready_nodes
-        or old.image != new.image
-        or old.controller_api_version != new.controller_api_version
-        or old.controller_api_min_version != new.controller_api_min_version
-        or old.usable != new.usable
-    )
 
 
 def _parse_limit(value: str) -> tuple[int, str]:
