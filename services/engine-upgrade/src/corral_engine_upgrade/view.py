@@ -143,7 +143,8 @@ class ClusterView:
     def apply(self, event: ObjectEvent[Any], now: float) -> Change:
         """Fold one event into the view; what it changed (see `Change`). Raises InvalidEvent for an
         event it cannot read."""
-        if self._tombstone_expiry:
+        expiry = self._tombstone_expiry
+        if expiry and expiry[0][0] <= now:  # checked here: during a wave there always are some
             self._expire_tombstones(now)
         kind = event.kind
         struct = KIND_STRUCTS.get(kind)
@@ -167,8 +168,10 @@ class ClusterView:
             rv = -1
         deleted = event_type is _DELETED
         namespace, name = event.namespace, event.name
-        if not deleted and self._tombstones and self._is_tombstoned((kind, namespace, name), rv):
-            return NO_IMPACT
+        if not deleted and self._tombstones:
+            held = self._tombstones.get((kind, namespace, name))
+            if held is not None and _stale(rv, held):
+                return NO_IMPACT  # an event older than the object's deletion
         if kind == "replica":  # the most frequent kind first
             return self._apply_replica(namespace, name, obj, rv, deleted, now)
         if kind == "volume":
@@ -356,10 +359,6 @@ class ClusterView:
     def _tombstone(self, key: tuple[str, str, str], rv: int, now: float) -> None:
         self._tombstones[key] = rv
         self._tombstone_expiry.append((now + self._tombstone_ttl, key))
-
-    def _is_tombstoned(self, key: tuple[str, str, str], rv: int) -> bool:
-        held = self._tombstones.get(key)
-        return held is not None and _stale(rv, held)
 
     def _expire_tombstones(self, now: float) -> None:
         expiry = self._tombstone_expiry
