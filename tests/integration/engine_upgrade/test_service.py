@@ -237,7 +237,12 @@ async def test_only_the_leader_decides_and_a_standby_takes_over(bus: Bus, nats_s
                 return any(c.target.name == "vol-b" for _, c in seen)
 
             await eventually(b_commanded, what="the new leader to command vol-b")
-            assert standby.runner.metrics.commands.labels("live")._value.get() >= 1
+            # Counted once its publication is acknowledged, which may come just after a subscriber
+            # already saw the message.
+            await eventually(
+                lambda: standby.runner.metrics.commands.labels("live")._value.get() >= 1,
+                what="the new leader to count its command",
+            )
         finally:
             for service in (first, second):
                 if service.task is not None and not service.task.done():
