@@ -52,22 +52,7 @@ class SimCluster:
     def write(self, obj: Any, type_: EventType = EventType.MODIFIED) -> Any:
         """Change the true state: a new resourceVersion and an event on its way to the decider."""
         self.rv += 1
-        obj = msgspec.structs.replace(
-            obj, metadata=msgspec.structs.replace(obj.metadata, resource_version=str(self.rv))
-        )
-        if isinstance(obj, lh.Volume):
-            if type_ is EventType.DELETED:
-                self.volumes.pop(obj.metadata.name, None)
-            else:
-                self.volumes[obj.metadata.name] = obj
-        event = ObjectEvent(
-            type=type_,
-            kind=KINDS[type(obj)],
-            namespace=NS,
-            name=obj.metadata.name,
-            resource_version=str(self.rv),
-            object=obj,
-        )
+        obj, event = versioned_write(obj, self.rv, type_, self.volumes)
         self.events.append(InTransit(self.clock.now, event))
         return obj
 
@@ -164,3 +149,27 @@ def _holds(volume: lh.Volume, command: Command) -> bool:
         if node != precondition.value:
             return False
     return True
+
+
+def versioned_write(
+    obj: Any, rv: int, type_: EventType, volumes: dict[str, lh.Volume]
+) -> tuple[Any, ObjectEvent[Any]]:
+    """`obj` written at resourceVersion `rv` into the true state (`volumes` kept current), and the
+    event the watcher would publish for it."""
+    obj = msgspec.structs.replace(
+        obj, metadata=msgspec.structs.replace(obj.metadata, resource_version=str(rv))
+    )
+    if isinstance(obj, lh.Volume):
+        if type_ is EventType.DELETED:
+            volumes.pop(obj.metadata.name, None)
+        else:
+            volumes[obj.metadata.name] = obj
+    event: ObjectEvent[Any] = ObjectEvent(
+        type=type_,
+        kind=KINDS[type(obj)],
+        namespace=NS,
+        name=obj.metadata.name,
+        resource_version=str(rv),
+        object=obj,
+    )
+    return obj, event

@@ -32,7 +32,7 @@ from tests.unit.engine_upgrade.cluster import (
     setting,
     volume,
 )
-from tests.unit.engine_upgrade.sim import KINDS, MAX_LAG, InTransit, _holds
+from tests.unit.engine_upgrade.sim import KINDS, MAX_LAG, InTransit, _holds, versioned_write
 
 CONFIG = DeciderConfig(command_ttl=3 * MAX_LAG, applied_ttl=600, retry_backoff=30)
 
@@ -84,22 +84,7 @@ class Handovers:
 
     def write(self, obj: Any, type_: EventType = EventType.MODIFIED) -> Any:
         self.rv += 1
-        obj = msgspec.structs.replace(
-            obj, metadata=msgspec.structs.replace(obj.metadata, resource_version=str(self.rv))
-        )
-        if isinstance(obj, lh.Volume):
-            if type_ is EventType.DELETED:
-                self.volumes.pop(obj.metadata.name, None)
-            else:
-                self.volumes[obj.metadata.name] = obj
-        event = ObjectEvent(
-            type=type_,
-            kind=KINDS[type(obj)],
-            namespace=NS,
-            name=obj.metadata.name,
-            resource_version=str(self.rv),
-            object=obj,
-        )
+        obj, event = versioned_write(obj, self.rv, type_, self.volumes)
         for replica in self.replicas:
             replica.events.append(InTransit(self.clock.now, event))
         if isinstance(obj, lh.Volume):
