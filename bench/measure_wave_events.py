@@ -31,72 +31,24 @@ from typing import Any
 import msgspec
 
 from bench.report import write_report
-from corral_actuator.config import ActuatorConfig
-from corral_actuator.runner import main as actuator_main
 from corral_bus import connect, ensure_streams
 from corral_cli.demo.engine_wave import bring_engine_image
 from corral_cli.demo.show import DEMO_IMAGE
-from corral_engine_upgrade.runner import BOOTSTRAP, EngineUpgradeConfig, object_filters
-from corral_engine_upgrade.runner import main as engine_upgrade_main
+from corral_engine_upgrade.runner import object_filters
 from corral_engine_upgrade.view import KIND_STRUCTS
 from corral_kube.client import api_client
 from corral_model.envelopes import EventType, ObjectEvent
 from corral_model.subjects import COMMANDS_STREAM, OBJECTS_STREAM, RESULTS_STREAM, unescape_token
 from corral_sandbox.cluster import SandboxCluster
 from corral_sandbox.seeds import demo_seed
-from corral_watcher.config import WatcherConfig
-from corral_watcher.runner import main as watcher_main
 from tests.fixtures.nats import BinaryNats
 from tests.fixtures.sandbox import fast_config
-from tests.scenarios.engine_upgrade.conftest import COMMON, POLICY_FILE, Running
+from tests.scenarios.engine_upgrade.conftest import actuator, engine_upgrade, watcher
 
 GROUP, VERSION = "longhorn.io", "v1beta2"
 QUIET_S = 5.0  # the wave is over when no volume is in progress and none moved for this long
 WAVE_TIMEOUT_S = 240.0
 _DECODE = {kind: msgspec.json.Decoder(ObjectEvent[struct]) for kind, struct in KIND_STRUCTS.items()}  # type: ignore[valid-type]
-
-
-def services(kubeconfig: str, url: str) -> list[Running]:
-    def config(cls: type[Any], **fields: Any) -> Any:
-        return msgspec.convert({**COMMON, "nats_url": url, **fields}, cls)
-
-    kinds = ["volume", "replica", "engineimage", "node", "setting"]
-    return [
-        Running(
-            "watcher",
-            config(WatcherConfig, service="watcher", instance="w-1", kubeconfig=kubeconfig, kinds=kinds),
-            watcher_main,
-            [],
-        ),
-        Running(
-            "actuator",
-            config(
-                ActuatorConfig,
-                service="actuator",
-                instance="a-1",
-                kubeconfig=kubeconfig,
-                policy_path=str(POLICY_FILE),
-                qps=0.0,
-                ack_wait_s=2.0,
-                audit_log=False,
-                settings_ttl_s=0.0,
-            ),
-            actuator_main,
-            ["policy"],
-        ),
-        Running(
-            "engine-upgrade",
-            config(
-                EngineUpgradeConfig,
-                service="engine-upgrade",
-                instance="eu-1",
-                debounce_s=0.01,
-                handover_delay_s=0.0,
-            ),
-            engine_upgrade_main,
-            [BOOTSTRAP],
-        ),
-    ]
 
 
 async def wait_wave_over(kubeconfig: str, namespace: str, image: str) -> int:
@@ -178,7 +130,7 @@ async def measure() -> dict[str, Any]:
         await ensure_streams(bus.js)
         async with SandboxCluster(seed, sim_config=config) as cluster:
             kubeconfig = str(cluster.kubeconfig_path)
-            stack = services(kubeconfig, nats.url)
+            stack = [watcher(kubeconfig, nats.url), actuator(kubeconfig, nats.url), engine_upgrade(nats.url)]
             try:
                 deadline = time.monotonic() + 120
                 while not all(s.ready for s in stack):

@@ -9,42 +9,25 @@ per owner node never exceed the limit, and the wave still finishes.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 from nats.aio.msg import Msg
 
-from corral_actuator.config import ActuatorConfig
-from corral_actuator.runner import main as actuator_main
 from corral_bus import Bus
-from corral_engine_upgrade.runner import BOOTSTRAP, EngineUpgradeConfig, EngineUpgradeRunner
-from corral_engine_upgrade.runner import main as engine_upgrade_main
 from corral_model import codec
 from corral_model.envelopes import Command
-from corral_runtime.service import ServiceContext, serve
 from corral_sandbox.simulator import SimConfig
-from corral_watcher.config import WatcherConfig
-from corral_watcher.runner import main as watcher_main
 from tests.fixtures.nats import NatsServer
+from tests.fixtures.processes import eventually
 from tests.fixtures.sandbox import DEFAULT_IMAGE, UPGRADE_IMAGE, Sandbox, fast_config
+from tests.scenarios.engine_upgrade.conftest import Running, actuator, engine_upgrade, watcher
 from tests.scenarios.engine_upgrade.scenario import LIMIT_SETTING, Observer
 
 pytestmark = pytest.mark.integration
 
-POLICY_FILE = Path(__file__).resolve().parents[3] / "deploy" / "policy" / "actuator-policy.yaml"
-COMMON: dict[str, Any] = {
-    "health_port": 0,
-    "health_host": "127.0.0.1",
-    "log_level": "warning",
-    "lease_ttl_s": 2.0,
-    "shutdown_grace_s": 5.0,
-}
 LIMIT = 2
 VOLUMES = [f"vol-{i}" for i in range(6)]
 # Created after A's first wave, first in slot order: a new leader that does not count A's queued
@@ -56,85 +39,6 @@ LATE = ["aaa-0", "aaa-1"]
 def sandbox_config() -> SimConfig:
     # Upgrades long enough that several observations fall inside each one.
     return fast_config(live_upgrade_seconds=1.0)
-
-
-class Running:
-    """One service under the runtime harness in this event loop (as deployed, minus the process)."""
-
-    def __init__(self, name: str, config: Any, main: Any, ready_when: list[str]) -> None:
-        self.name = name
-        self.ctx: ServiceContext[Any] | None = None
-        self.runner: EngineUpgradeRunner | None = None
-
-        async def body(ctx: ServiceContext[Any]) -> None:
-            self.ctx = ctx
-            if main is engine_upgrade_main:
-                await main(ctx, on_runner=self._on_runner)
-            else:
-                await main(ctx)
-
-        self.task = asyncio.create_task(serve(config, body, leader_election=True, ready_when=ready_when))
-
-    def _on_runner(self, runner: EngineUpgradeRunner) -> None:
-        self.runner = runner
-
-    async def leading(self) -> bool:
-        if self.task.done():
-            raise AssertionError(f"{self.name} exited early: {self.task.result()}")
-        return self.ctx is not None and self.ctx.readiness.ready and self.ctx.is_leader
-
-    async def ready(self) -> bool:
-        if self.task.done():
-            raise AssertionError(f"{self.name} exited early: {self.task.result()}")
-        return self.ctx is not None and self.ctx.readiness.ready
-
-    async def stop(self) -> None:
-        if self.ctx is not None:
-            self.ctx.stop.set()
-        if not self.task.done():
-            await asyncio.wait_for(self.task, 30)
-
-
-def watcher(sandbox: Sandbox, url: str) -> Running:
-    config = msgspec.convert(
-        {
-            **COMMON,
-            "service": "watcher",
-            "instance": "w-1",
-            "nats_url": url,
-            "kubeconfig": str(sandbox.cluster.kubeconfig_path),
-            "kinds": ["volume", "replica", "engineimage", "node", "setting"],
-        },
-        WatcherConfig,
-    )
-    return Running("watcher", config, watcher_main, [])
-
-
-def actuator(sandbox: Sandbox, url: str) -> Running:
-    config = msgspec.convert(
-        {
-            **COMMON,
-            "service": "actuator",
-            "instance": "a-1",
-            "nats_url": url,
-            "kubeconfig": str(sandbox.cluster.kubeconfig_path),
-            "policy_path": str(POLICY_FILE),
-            "qps": 0.0,
-            "ack_wait_s": 2.0,
-            "audit_log": False,
-            "settings_ttl_s": 0.0,
-        },
-        ActuatorConfig,
-    )
-    return Running("actuator", config, actuator_main, ["policy"])
-
-
-def engine_upgrade(url: str, instance: str) -> Running:
-    config = msgspec.convert(
-        {**COMMON, "service": "engine-upgrade", "instance": instance, "nats_url": url, "debounce_s": 0.01},
-        EngineUpgradeConfig,
-    )
-    return Running(f"engine-upgrade {instance}", config, engine_upgrade_main, [BOOTSTRAP])
 
 
 @contextlib.asynccontextmanager
@@ -173,34 +77,26 @@ async def healthy_on_old_image(sandbox: Sandbox, names: list[str]) -> None:
         )
 
 
-async def wait(probe: Any, within: float, what: str) -> None:
-    deadline = time.monotonic() + within
-    while not await probe():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within}s waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
 @pytest.mark.parametrize("standby", ["warm", "cold"])
 async def test_a_new_leader_counts_its_predecessors_queued_commands(
     sandbox: Sandbox, bus: Bus, nats_server: NatsServer, standby: str
 ) -> None:
-    url = nats_server.url
+    url, kubeconfig = nats_server.url, str(sandbox.cluster.kubeconfig_path)
     await deploy_old_image(sandbox)
     await healthy_on_old_image(sandbox, VOLUMES)
     observer = Observer(sandbox)
     limit_holds = observer.limit_holds(LIMIT)
     services: list[Running] = []
     try:
-        services.append(watcher(sandbox, url))
+        services.append(watcher(kubeconfig, url))
         a = engine_upgrade(url, "eu-a")
         services.append(a)
-        await wait(a.leading, 60, "engine-upgrade A to lead")
+        await eventually(lambda: a.ready, within=60, what="engine-upgrade A to lead")
         b: Running | None = None
         if standby == "warm":
-            b = engine_upgrade(url, "eu-b")
-            services.append(b)
-            await wait(b.ready, 60, "the standby B to bootstrap")
+            warm = b = engine_upgrade(url, "eu-b")
+            services.append(warm)
+            await eventually(lambda: warm.bootstrapped, within=60, what="the standby B to bootstrap")
 
         async with commands_seen(bus) as seen:
             await sandbox.set_setting(LIMIT_SETTING, str(LIMIT))
@@ -208,7 +104,7 @@ async def test_a_new_leader_counts_its_predecessors_queued_commands(
             async def a_commanded() -> bool:
                 return len(seen) >= LIMIT
 
-            await wait(a_commanded, 20, "A's first wave")
+            await eventually(a_commanded, within=20, what="A's first wave")
             first_wave = {c.target.name for c in seen}
             assert len(first_wave) == LIMIT
             # No actuator yet: the commands wait in LH_COMMANDS, the cluster shows nothing.
@@ -216,18 +112,19 @@ async def test_a_new_leader_counts_its_predecessors_queued_commands(
             await healthy_on_old_image(sandbox, LATE)
 
             await a.stop()
+            assert a.task.done(), "A did not stop"
             if b is None:
                 b = engine_upgrade(url, "eu-b")
                 services.append(b)
             new_leader = b
-            await wait(new_leader.leading, 60, "B to lead")
+            await eventually(lambda: new_leader.ready, within=60, what="B to lead")
             runner = new_leader.runner
             assert runner is not None
 
             async def taken_over() -> bool:
                 return bool(runner._taken_over)
 
-            await wait(taken_over, 30, "B to catch up with the bus")
+            await eventually(taken_over, within=30, what="B to catch up with the bus")
             # B counts A's queued commands: its view of node-1 is full, so it commands nothing more.
             assert runner.decider.in_flight_by_node() == {"node-1": LIMIT}
 
@@ -236,7 +133,7 @@ async def test_a_new_leader_counts_its_predecessors_queued_commands(
 
             await sandbox.stays(nothing_new, 1.0, what="B issuing nothing while A's commands are queued")
 
-            services.append(actuator(sandbox, url))
+            services.append(actuator(kubeconfig, url))
 
             async def all_done() -> bool:
                 return await observer.all_on(DEFAULT_IMAGE, set(VOLUMES + LATE))

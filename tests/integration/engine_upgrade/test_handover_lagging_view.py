@@ -20,17 +20,14 @@ from corral_model.envelopes import Outcome
 from corral_model.subjects import COMMANDS_STREAM, RESULTS_STREAM
 from corral_sandbox.simulator import SimConfig
 from tests.fixtures.nats import NatsServer
+from tests.fixtures.processes import eventually
 from tests.fixtures.sandbox import DEFAULT_IMAGE, Sandbox, fast_config
 from tests.integration.engine_upgrade.test_handover import (
-    Running,
-    actuator,
     commands_seen,
     deploy_old_image,
-    engine_upgrade,
     healthy_on_old_image,
-    wait,
-    watcher,
 )
+from tests.scenarios.engine_upgrade.conftest import Running, actuator, engine_upgrade, watcher
 from tests.scenarios.engine_upgrade.scenario import LIMIT_SETTING, Observer
 
 pytestmark = pytest.mark.integration
@@ -48,25 +45,25 @@ def sandbox_config() -> SimConfig:
 async def test_a_new_leader_waits_for_the_writes_the_actuator_reported(
     sandbox: Sandbox, bus: Bus, nats_server: NatsServer
 ) -> None:
-    url = nats_server.url
+    url, kubeconfig = nats_server.url, str(sandbox.cluster.kubeconfig_path)
     await deploy_old_image(sandbox)
     await healthy_on_old_image(sandbox, VOLUMES)
     observer = Observer(sandbox)
     limit_holds = observer.limit_holds(LIMIT)
     services: list[Running] = []
     try:
-        the_watcher = watcher(sandbox, url)
+        the_watcher = watcher(kubeconfig, url)
         services.append(the_watcher)
         a = engine_upgrade(url, "eu-a")
         services.append(a)
-        await wait(a.leading, 60, "engine-upgrade A to lead")
+        await eventually(lambda: a.ready, within=60, what="engine-upgrade A to lead")
         async with commands_seen(bus) as seen:
             await sandbox.set_setting(LIMIT_SETTING, str(LIMIT))
 
             async def a_commanded() -> bool:
                 return len(seen) >= LIMIT
 
-            await wait(a_commanded, 20, "A's first wave")
+            await eventually(a_commanded, within=20, what="A's first wave")
             first_wave = {c.target.name for c in seen}
             await healthy_on_old_image(sandbox, LATE)
 
@@ -75,12 +72,13 @@ async def test_a_new_leader_waits_for_the_writes_the_actuator_reported(
                 views = [a.runner.decider.view.volume(sandbox.namespace, name) for name in LATE]
                 return all(v is not None and v.robustness == "healthy" for v in views)
 
-            await wait(late_in_view, 20, "the new volumes healthy in LH_OBJECTS")
+            await eventually(late_in_view, within=20, what="the new volumes healthy in LH_OBJECTS")
             # The watcher goes away; then the actuator applies A's commands: the cluster shows two
             # upgrades running, LH_OBJECTS does not, and LH_COMMANDS is empty again.
             await the_watcher.stop()
+            assert the_watcher.task.done(), "the watcher did not stop"
             services.remove(the_watcher)
-            services.append(actuator(sandbox, url))
+            services.append(actuator(kubeconfig, url))
 
             async def applied() -> bool:
                 info = await bus.js.stream_info(RESULTS_STREAM)
@@ -90,10 +88,11 @@ async def test_a_new_leader_waits_for_the_writes_the_actuator_reported(
             await sandbox.wait_for(applied, within=30, what="A's commands applied", invariant=limit_holds)
             assert {n for n, c in (await observer.in_flight()).items() if c} == {"node-1"}
             await a.stop()
+            assert a.task.done(), "A did not stop"
 
             b = engine_upgrade(url, "eu-b")  # a new replica: it never saw A's commands
             services.append(b)
-            await wait(b.leading, 60, "B to lead")
+            await eventually(lambda: b.ready, within=60, what="B to lead")
 
             async def nothing_new() -> bool:
                 await limit_holds()
@@ -103,7 +102,9 @@ async def test_a_new_leader_waits_for_the_writes_the_actuator_reported(
             assert b.runner is not None and not b.runner._taken_over
             assert [r.outcome for r in b.runner.seen.writes()] == [Outcome.APPLIED] * LIMIT
 
-            the_watcher = watcher(sandbox, url)  # back: B's view catches up, B takes over
+            the_watcher = watcher(
+                str(sandbox.cluster.kubeconfig_path), url
+            )  # back: B's view catches up, B takes over
             services.append(the_watcher)
 
             async def all_done() -> bool:

@@ -18,7 +18,7 @@ import pytest
 from corral_actuator.config import ActuatorConfig
 from corral_actuator.runner import main as actuator_main
 from corral_bus import Bus
-from corral_engine_upgrade.runner import BOOTSTRAP, EngineUpgradeConfig
+from corral_engine_upgrade.runner import BOOTSTRAP, EngineUpgradeConfig, EngineUpgradeRunner
 from corral_engine_upgrade.runner import main as engine_upgrade_main
 from corral_runtime.service import ServiceContext, serve
 from corral_watcher.config import WatcherConfig
@@ -37,23 +37,37 @@ COMMON: dict[str, Any] = {
 
 
 class Running:
-    """One service under `serve` in a task; `ctx` once its main started."""
+    """One service under `serve` in a task; `ctx` once its main started, and for engine-upgrade its
+    runner (`runner`), for tests that look at what a replica adopted or whether it took over."""
 
     def __init__(self, name: str, config: Any, main: Any, ready_when: list[str]) -> None:
         self.name = name
         self.ctx: ServiceContext[Any] | None = None
+        self.runner: EngineUpgradeRunner | None = None
 
         async def body(ctx: ServiceContext[Any]) -> None:
             self.ctx = ctx
-            await main(ctx)
+            if main is engine_upgrade_main:
+                await main(ctx, on_runner=self._on_runner)
+            else:
+                await main(ctx)
 
         self.task = asyncio.create_task(serve(config, body, leader_election=True, ready_when=ready_when))
 
+    def _on_runner(self, runner: EngineUpgradeRunner) -> None:
+        self.runner = runner
+
     @property
-    def ready(self) -> bool:
+    def bootstrapped(self) -> bool:
+        """Ready (a standby is, too); fails the test at once if the service exited."""
         if self.task.done():
             raise AssertionError(f"{self.name} exited early: {self.task.result()}")
-        return self.ctx is not None and self.ctx.readiness.ready and self.ctx.is_leader
+        return self.ctx is not None and self.ctx.readiness.ready
+
+    @property
+    def ready(self) -> bool:
+        """Ready and leading: the service is doing its work."""
+        return self.bootstrapped and self.ctx is not None and self.ctx.is_leader
 
     async def stop(self) -> None:
         if self.ctx is not None:
@@ -62,64 +76,56 @@ class Running:
             await asyncio.wait_for(self.task, 30)
 
 
+def watcher(kubeconfig: str, url: str) -> Running:
+    config = {
+        **COMMON,
+        "service": "watcher",
+        "instance": "w-1",
+        "nats_url": url,
+        "kubeconfig": kubeconfig,
+        "kinds": ["volume", "replica", "engineimage", "node", "setting"],
+    }
+    return Running("watcher", msgspec.convert(config, WatcherConfig), watcher_main, [])
+
+
+def actuator(kubeconfig: str, url: str) -> Running:
+    config = {
+        **COMMON,
+        "service": "actuator",
+        "instance": "a-1",
+        "nats_url": url,
+        "kubeconfig": kubeconfig,
+        "policy_path": str(POLICY_FILE),
+        "qps": 0.0,
+        "ack_wait_s": 2.0,
+        "audit_log": False,
+        "settings_ttl_s": 0.0,
+    }
+    return Running("actuator", msgspec.convert(config, ActuatorConfig), actuator_main, ["policy"])
+
+
+def engine_upgrade(url: str, instance: str = "eu-1") -> Running:
+    config = {
+        **COMMON,
+        "service": "engine-upgrade",
+        "instance": instance,
+        "nats_url": url,
+        "debounce_s": 0.01,
+        "handover_delay_s": 0.0,
+    }
+    return Running(
+        f"engine-upgrade {instance}",
+        msgspec.convert(config, EngineUpgradeConfig),
+        engine_upgrade_main,
+        [BOOTSTRAP],
+    )
+
+
 @pytest.fixture
 async def stack(sandbox: Sandbox, bus: Bus, nats_server: NatsServer) -> AsyncIterator[list[Running]]:
     kubeconfig = str(sandbox.cluster.kubeconfig_path)
     url = nats_server.url
-    services = [
-        Running(
-            "watcher",
-            msgspec.convert(
-                {
-                    **COMMON,
-                    "service": "watcher",
-                    "instance": "w-1",
-                    "nats_url": url,
-                    "kubeconfig": kubeconfig,
-                    "kinds": ["volume", "replica", "engineimage", "node", "setting"],
-                },
-                WatcherConfig,
-            ),
-            watcher_main,
-            [],
-        ),
-        Running(
-            "actuator",
-            msgspec.convert(
-                {
-                    **COMMON,
-                    "service": "actuator",
-                    "instance": "a-1",
-                    "nats_url": url,
-                    "kubeconfig": kubeconfig,
-                    "policy_path": str(POLICY_FILE),
-                    "qps": 0.0,
-                    "ack_wait_s": 2.0,
-                    "audit_log": False,
-                    "settings_ttl_s": 0.0,
-                },
-                ActuatorConfig,
-            ),
-            actuator_main,
-            ["policy"],
-        ),
-        Running(
-            "engine-upgrade",
-            msgspec.convert(
-                {
-                    **COMMON,
-                    "service": "engine-upgrade",
-                    "instance": "eu-1",
-                    "nats_url": url,
-                    "debounce_s": 0.01,
-                    "handover_delay_s": 0.0,
-                },
-                EngineUpgradeConfig,
-            ),
-            engine_upgrade_main,
-            [BOOTSTRAP],
-        ),
-    ]
+    services = [watcher(kubeconfig, url), actuator(kubeconfig, url), engine_upgrade(url)]
     try:
         # Generous: the machine is shared, and three services import and connect at once.
         deadline = time.monotonic() + 120
