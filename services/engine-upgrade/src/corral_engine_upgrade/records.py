@@ -210,23 +210,6 @@ class ImageRecord(msgspec.Struct, frozen=True, gc=False):
             and self.ready_nodes.issuperset(compress(deployment, deployment.values()))
         )
 
-    def ready_on(self, volume: VolumeRecord) -> bool:
-        """§1.3 "image ready on all volume replicas" for a v1 volume whose node list is non-empty."""
-        if not self.state_ok:
-            return False
-        ready = self.ready_nodes
-        if volume.node and volume.node not in ready:
-            return False
-        for replica in volume.replicas:  # noqa: SIM110 (a plain loop: this runs 100 k times per wave)
-            if replica.node and replica.node not in ready:
-                return False
-        return True
-
-    def can_live_upgrade_to(self, new: ImageRecord) -> bool:
-        """§1.3 item 8: the old engine's controller API is within the new image's supported range."""
-        old_version = self.controller_api_version
-        return new.controller_api_min_version <= old_version <= new.controller_api_version
-
 
 def _state_ok(status: lh.EngineImageStatus) -> bool:
     """§1.3: an image `deployed` or `deploying` counts as ready where its nodes say so."""
