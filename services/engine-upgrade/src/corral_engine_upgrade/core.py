@@ -104,13 +104,14 @@ class EngineUpgradeDecider:
         """Fold one event into the view. Raises view.InvalidEvent (nothing changed) for bad input."""
         now = self._now = self._clock()
         change = self.view.apply(event, now)
-        if isinstance(change, VolumeRecord):  # the common case: one volume's facts changed
+        if change is NO_IMPACT:  # the most frequent answer: a status update, a duplicate…
+            return
+        if type(change) is VolumeRecord:  # the next most frequent: one volume's facts changed
             if self._bootstrapped:
-                self._observe(change)
+                if not _settled_in_progress(change):
+                    self._observe(change)
                 return
             impact = Impact(volumes=(change,))
-        elif change is NO_IMPACT:
-            return
         else:
             impact = change
         for volume in impact.removed:
@@ -411,6 +412,26 @@ class EngineUpgradeDecider:
             if expectation is not None and expectation.deadline <= now:
                 volume.expectation = None  # lost command (or a view lagging past applied_ttl)
             self._refresh(volume)
+
+
+def _settled_in_progress(volume: VolumeRecord) -> bool:
+    """An upgrade under way that already holds its slot on its owner node (and is listed there):
+    what changed (a replica of that upgrade, the actuator's own patch landing) can change no
+    verdict, so `_observe` would leave everything as it is. Most events of a wave are of such a
+    volume; this check spares them the rules. Clears an expectation the view now shows met, as
+    `_refresh` does."""
+    expectation = volume.expectation
+    if expectation is not None:
+        if volume.spec_image == expectation.from_image:
+            return False
+        volume.expectation = None  # observed (see _refresh)
+    owner = volume.owner
+    return (
+        volume.spec_image != volume.current_image
+        and volume.slot_node == owner
+        and volume.member_of == owner
+        and volume.candidate_node is None
+    )
 
 
 def preconditions(volume: VolumeRecord) -> tuple[FieldValue, ...]:

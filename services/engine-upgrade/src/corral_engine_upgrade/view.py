@@ -151,8 +151,8 @@ class ClusterView:
         if struct is None:
             kind = normalize_kind(kind)
             struct = KIND_STRUCTS.get(kind)
-        if struct is None:
-            return NO_IMPACT  # a kind this service does not read: not an error, just not ours
+            if struct is None:
+                return NO_IMPACT  # a kind this service does not read: not an error, just not ours
         event_type = event.type
         if event_type is _RESYNCED:
             self.synced.add(kind)
@@ -166,21 +166,24 @@ class ClusterView:
             rv = int(event.resource_version or obj.metadata.resource_version)
         except ValueError:
             rv = -1
-        deleted = event_type is _DELETED
-        namespace, name = event.namespace, event.name
-        if not deleted and self._tombstones:
-            held = self._tombstones.get((kind, namespace, name))
-            if held is not None and _stale(rv, held):
-                return NO_IMPACT  # an event older than the object's deletion
+        # Each kind checks the tombstones itself, and only for an object it does not hold: one it
+        # holds was (re)created after any deletion, so its own resourceVersion is the newer bar.
         if kind == "replica":  # the most frequent kind first
-            return self._apply_replica(namespace, name, obj, rv, deleted, now)
+            return self._apply_replica(event.namespace, event.name, obj, rv, event_type is _DELETED, now)
         if kind == "volume":
-            return self._apply_volume(namespace, name, obj, rv, deleted, now)
+            return self._apply_volume(event.namespace, event.name, obj, rv, event_type is _DELETED, now)
         if kind == "engineimage":
-            return self._apply_engine_image(namespace, name, obj, rv, deleted, now)
+            return self._apply_engine_image(event.namespace, event.name, obj, rv, event_type is _DELETED, now)
         if kind == "setting":
-            return self._apply_setting(namespace, name, obj, rv, deleted, now)
-        return self._apply_node(namespace, name, rv, deleted, now)
+            return self._apply_setting(event.namespace, event.name, obj, rv, event_type is _DELETED, now)
+        return self._apply_node(event.namespace, event.name, rv, event_type is _DELETED, now)
+
+    def _buried(self, kind: str, namespace: str, name: str, rv: int, deleted: bool) -> bool:
+        """An event, for an object the view does not hold, that is not newer than its deletion."""
+        if deleted or not self._tombstones:
+            return False
+        held = self._tombstones.get((kind, namespace, name))
+        return held is not None and _stale(rv, held)
 
     def _apply_volume(
         self, namespace: str, name: str, volume: lh.Volume, rv: int, deleted: bool, now: float
@@ -189,7 +192,10 @@ class ClusterView:
         if by_name is None:
             by_name = self._volumes[_intern(namespace)] = {}
         record = by_name.get(name)
-        if record is not None and 0 <= rv <= record.rv:  # not newer than what is held (see _stale)
+        if record is not None:
+            if 0 <= rv <= record.rv:  # not newer than what is held (see _stale)
+                return NO_IMPACT
+        elif self._buried("volume", namespace, name, rv, deleted):
             return NO_IMPACT
         if deleted:
             self._tombstone(("volume", namespace, name), max(rv, record.rv if record else -1), now)
@@ -245,7 +251,10 @@ class ClusterView:
                 break
         else:
             old = None
-        if old is not None and 0 <= rv <= old.rv:  # not newer than what is held (see _stale)
+        if old is not None:
+            if 0 <= rv <= old.rv:  # not newer than what is held (see _stale)
+                return NO_IMPACT
+        elif self._buried("replica", namespace, name, rv, deleted):
             return NO_IMPACT
         if deleted:
             self._tombstone(("replica", namespace, name), max(rv, old.rv if old else -1), now)
@@ -279,7 +288,10 @@ class ClusterView:
         self, namespace: str, name: str, engine_image: lh.EngineImage, rv: int, deleted: bool, now: float
     ) -> Impact:
         old = self.images.get(name)
-        if old is not None and _stale(rv, old.rv):
+        if old is not None:
+            if _stale(rv, old.rv):
+                return NO_IMPACT
+        elif self._buried("engineimage", namespace, name, rv, deleted):
             return NO_IMPACT
         if deleted:
             self._tombstone(("engineimage", namespace, name), max(rv, old.rv if old else -1), now)
@@ -306,7 +318,10 @@ class ClusterView:
         if name not in (DEFAULT_IMAGE_SETTING, LIMIT_SETTING):
             return NO_IMPACT
         held = self._settings_rv.get(name)
-        if held is not None and _stale(rv, held):
+        if held is not None:
+            if _stale(rv, held):
+                return NO_IMPACT
+        elif self._buried("setting", namespace, name, rv, deleted):
             return NO_IMPACT
         self._settings_rv[name] = rv
         if deleted:
@@ -327,7 +342,10 @@ class ClusterView:
 
     def _apply_node(self, namespace: str, name: str, rv: int, deleted: bool, now: float) -> Impact:
         held = self._nodes.get(name)
-        if held is not None and _stale(rv, held):
+        if held is not None:
+            if _stale(rv, held):
+                return NO_IMPACT
+        elif self._buried("node", namespace, name, rv, deleted):
             return NO_IMPACT
         if deleted:
             self._tombstone(("node", namespace, name), rv, now)
