@@ -106,7 +106,7 @@ class EngineUpgradeDecider:
         change = self.view.apply(event, now)
         if change is NO_IMPACT:  # the most frequent answer: a status update, a duplicate…
             return
-        if type(change) is VolumeRecord:  # the next most frequent: one volume's facts changed
+        if isinstance(change, VolumeRecord):  # the next most frequent: one volume's facts changed
             if self._bootstrapped:
                 if not _settled_in_progress(change):
                     self._observe(change)
