@@ -164,7 +164,20 @@ async def test_commands_follow_the_limit_and_a_refusal_is_redecided_from_fresh_s
             assert [(c.path, c.value) for c in first.changes] == [("/spec/image", NEW)]
             assert ("/status/state", "attached") in [(p.path, p.value) for p in first.preconditions]
 
-            # The actuator refuses it (vol-a detached meanwhile); the view then shows vol-a detached.
+            # vol-a detaches meanwhile, so the actuator refuses the command. The service must see the
+            # detach before the refusal: LH_OBJECTS and LH_RESULTS are read by separate consumers, and
+            # a refusal read first would free the slot while the view still holds only the state the
+            # command was decided on — vol-a would then wait out its backoff and vol-b (same owner
+            # node) would rightly take the slot, which is not what this test is about.
+            await cluster.put(volume("vol-a", state="detached"))
+
+            async def detach_in_view() -> bool:
+                record = service.runner.decider.view.volume(NS, "vol-a")
+                return record is not None and record.state == "detached"
+
+            await eventually(detach_in_view, what="the service's view to show vol-a detached")
+            # Fresher state alone frees nothing: the command is still pending, so the slot stays taken.
+            assert [c.target.name for _, c in seen] == ["vol-a"]
             refusal = CommandResult(
                 command_id=first.id,
                 service="engine-upgrade",
@@ -176,7 +189,6 @@ async def test_commands_follow_the_limit_and_a_refusal_is_redecided_from_fresh_s
                 codec.encode(refusal),
                 headers={MSG_ID_HEADER: f"{first.id}:precondition-failed"},
             )
-            await cluster.put(volume("vol-a", state="detached"))
 
             async def redecided() -> list[Command]:
                 return [c for _, c in seen[1:] if c.target.name == "vol-a"]
