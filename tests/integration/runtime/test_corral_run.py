@@ -12,6 +12,8 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
@@ -24,6 +26,52 @@ from tests.fixtures.processes import free_port
 
 DEADLINE_S = 60.0
 READY_DEADLINE_S = 180.0  # service imports alone take seconds on a loaded 2-core machine
+
+
+@dataclass(frozen=True)
+class CorralRun:
+    proc: subprocess.Popen[str]
+    nats_port: int
+
+
+def start_corral_run(
+    run_dir: Path, *options: str, env: Mapping[str, str] | None = None, quiet: bool = False
+) -> CorralRun:
+    """`corral run` from the checkout, as a user starts it, with nothing shared between tests:
+    its own run dir, free NATS and health ports, no NATS monitor, no installed plugins. `options`
+    add to that (they come last, so a trailing `--services` may list nothing); `env` adds to this
+    process's environment. Output (stdout and stderr) is a text pipe, or discarded when `quiet`."""
+    nats_port = free_port()
+    corral = Path(sys.executable).with_name("corral")
+    argv = [
+        str(corral),
+        "run",
+        *("--run-dir", str(run_dir)),
+        *("--nats-port", str(nats_port)),
+        *("--nats-monitor-port", "0"),
+        *("--health-base-port", str(free_port())),
+        "--no-plugins",
+        *options,
+    ]
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL if quiet else subprocess.PIPE,
+        stderr=subprocess.DEVNULL if quiet else subprocess.STDOUT,
+        text=True,
+        cwd=repo_root(),
+        env={**os.environ, **(env or {})},
+    )
+    return CorralRun(proc, nats_port)
+
+
+def wait_for_nats(run: CorralRun) -> None:
+    """Until the run's NATS server answers; fails if `corral run` exits first or DEADLINE_S passes."""
+    deadline = time.monotonic() + DEADLINE_S
+    while not nats_answers("127.0.0.1", run.nats_port):
+        assert run.proc.poll() is None, f"corral run exited: {run.proc.communicate()[0]}"
+        assert time.monotonic() < deadline, "NATS never answered"
+        time.sleep(0.05)
 
 
 def descendants(pid: int) -> set[int]:
@@ -94,36 +142,14 @@ def test_corral_run_starts_everything_and_stops_cleanly(
     # Until the sandbox command exists in the checkout, the services that need a cluster may exit;
     # then only the clean stop is checked.
     with_sandbox = sandbox and sandbox_available()
-    nats_port = free_port()
-    corral = Path(sys.executable).with_name("corral")
-    proc = subprocess.Popen(
-        [
-            str(corral),
-            "run",
-            "--run-dir",
-            str(tmp_path),
-            "--nats-port",
-            str(nats_port),
-            "--nats-monitor-port",
-            "0",
-            "--health-base-port",
-            str(free_port()),
-            "--no-plugins",
-            *(["--no-demo"] if sandbox else ["--no-sandbox"]),  # the demo has a test of its own
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=repo_root(),
-        env={**os.environ, "CORRAL_LOG_LEVEL": "info"},
+    run = start_corral_run(
+        tmp_path,
+        "--no-demo" if sandbox else "--no-sandbox",  # the demo has a test of its own
+        env={"CORRAL_LOG_LEVEL": "info"},
     )
+    proc, nats_port = run.proc, run.nats_port
     try:
-        deadline = time.monotonic() + DEADLINE_S
-        while not nats_answers("127.0.0.1", nats_port):
-            assert proc.poll() is None, proc.communicate()[0]
-            assert time.monotonic() < deadline, "NATS never answered"
-            time.sleep(0.05)
+        wait_for_nats(run)
         assert (tmp_path / "nats").is_dir()
         assert (tmp_path / "logs" / "nats.log").is_file()
         # Wait for the "where to look" banner: every component has been started by then.
@@ -157,30 +183,11 @@ def test_corral_run_starts_everything_and_stops_cleanly(
 
 @pytest.mark.integration
 def test_an_exited_service_is_restarted_after_a_backoff(tmp_path: Path) -> None:
-    nats_port = free_port()
-    corral = Path(sys.executable).with_name("corral")
-    proc = subprocess.Popen(
-        [
-            str(corral),
-            "run",
-            "--run-dir",
-            str(tmp_path),
-            "--nats-port",
-            str(nats_port),
-            "--nats-monitor-port",
-            "0",
-            "--no-sandbox",
-            "--no-plugins",
-            "--services",
-            "tests.integration.runtime.crash_once",
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=repo_root(),
-        env={**os.environ, "CORRAL_TEST_MARKER_DIR": str(tmp_path)},
-    )
+    proc = start_corral_run(
+        tmp_path,
+        *("--no-sandbox", "--services", "tests.integration.runtime.crash_once"),
+        env={"CORRAL_TEST_MARKER_DIR": str(tmp_path)},
+    ).proc
     try:
         assert proc.stdout is not None
         seen: list[str] = []
@@ -206,22 +213,10 @@ def test_an_exited_service_is_restarted_after_a_backoff(tmp_path: Path) -> None:
 
 @pytest.mark.integration
 def test_losing_nats_stops_everything_with_status_1(tmp_path: Path) -> None:
-    nats_port = free_port()
-    corral = Path(sys.executable).with_name("corral")
-    args = ["--nats-port", str(nats_port), "--nats-monitor-port", "0", "--no-sandbox", "--no-plugins"]
-    proc = subprocess.Popen(
-        [str(corral), "run", "--run-dir", str(tmp_path), *args, "--services"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=repo_root(),
-    )
+    run = start_corral_run(tmp_path, "--no-sandbox", "--services")  # NATS alone
+    proc = run.proc
     try:
-        deadline = time.monotonic() + DEADLINE_S
-        while not nats_answers("127.0.0.1", nats_port):
-            assert proc.poll() is None and time.monotonic() < deadline, "NATS never answered"
-            time.sleep(0.05)
+        wait_for_nats(run)
         [nats_pid] = descendants(proc.pid)
         os.kill(nats_pid, signal.SIGKILL)
         output, _ = proc.communicate(timeout=DEADLINE_S)
@@ -233,22 +228,11 @@ def test_losing_nats_stops_everything_with_status_1(tmp_path: Path) -> None:
 
 @pytest.mark.integration
 def test_children_die_with_a_killed_corral_run(tmp_path: Path) -> None:
-    nats_port = free_port()
-    corral = Path(sys.executable).with_name("corral")
-    args = ["--nats-port", str(nats_port), "--nats-monitor-port", "0", "--no-sandbox", "--no-plugins"]
-    proc = subprocess.Popen(
-        [str(corral), "run", "--run-dir", str(tmp_path), *args, "--services"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=repo_root(),
-    )
+    run = start_corral_run(tmp_path, "--no-sandbox", "--services", quiet=True)  # NATS alone
+    proc, nats_port = run.proc, run.nats_port
     try:
+        wait_for_nats(run)
         deadline = time.monotonic() + DEADLINE_S
-        while not nats_answers("127.0.0.1", nats_port):
-            assert proc.poll() is None and time.monotonic() < deadline, "NATS never answered"
-            time.sleep(0.05)
         children = descendants(proc.pid)
         proc.kill()  # no chance to stop anything itself
         proc.wait()
@@ -328,30 +312,12 @@ def test_the_demo_shows_the_engine_upgrade_wave_until_it_is_over(tmp_path: Path)
     wave per owner node until every eligible volume is on it; the figures never show more in
     flight than the limit, and the last ones are what the cluster holds."""
     assert sandbox_available()
-    corral = Path(sys.executable).with_name("corral")
-    proc = subprocess.Popen(
-        [
-            str(corral),
-            "run",
-            "--run-dir",
-            str(tmp_path),
-            "--nats-port",
-            str(free_port()),
-            "--nats-monitor-port",
-            "0",
-            "--health-base-port",
-            str(free_port()),
-            "--no-plugins",
-            # a small demo: 2 nodes, 10 volumes (a degraded and a DR volume among them), quick upgrades
-            *("--nodes", "2", "--volumes", "10"),
-            *("--live-upgrade-seconds", "1", "--offline-upgrade-seconds", "0.3"),
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=repo_root(),
-    )
+    proc = start_corral_run(
+        tmp_path,
+        # a small demo: 2 nodes, 10 volumes (a degraded and a DR volume among them), quick upgrades
+        *("--nodes", "2", "--volumes", "10"),
+        *("--live-upgrade-seconds", "1", "--offline-upgrade-seconds", "0.3"),
+    ).proc
     try:
         output = Output(proc, tmp_path / "logs")
         seen = list(output.until("engine-upgrade wave ", DEMO_DEADLINE_S))
