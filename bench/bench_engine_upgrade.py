@@ -60,6 +60,7 @@ import msgspec
 
 from bench.report import write_report
 from corral_engine_upgrade.core import EngineUpgradeDecider
+from corral_engine_upgrade.image_facts import EngineImageFacts
 from corral_engine_upgrade.view import DEFAULT_IMAGE_SETTING, LIMIT_SETTING, REQUIRED_KINDS
 from corral_model import longhorn as lh
 from corral_model.envelopes import EventType, ObjectEvent
@@ -124,7 +125,7 @@ class Cluster:
                 ),
             )
             self.engine_images[ei.metadata.name] = ei
-            events.append(self.event("engineimage", ei))
+            events.append(self.event("engineimage", as_decoded(ei)))
         events.append(self.event("setting", _setting(DEFAULT_IMAGE_SETTING, default_image)))
         events.append(self.event("setting", _setting(LIMIT_SETTING, str(LIMIT))))
         for i in range(self.size):
@@ -163,6 +164,12 @@ class Cluster:
         volume = msgspec.structs.replace(volume, status=msgspec.structs.replace(volume.status, **status))
         self.volumes[volume.metadata.name] = volume
         return self.event("volume", volume)
+
+
+def as_decoded(ei: lh.EngineImage) -> EngineImageFacts:
+    """An EngineImage as the runner decodes it off the bus (its node map kept as raw JSON,
+    image_facts.py): every other kind's event is the slim Struct the runner decodes it into."""
+    return msgspec.json.decode(msgspec.json.encode(ei), type=EngineImageFacts)
 
 
 def _setting(name: str, value: str) -> lh.Setting:
@@ -267,17 +274,15 @@ class Wave:
         return event
 
     def engine_image_update(self) -> ObjectEvent[Any]:
-        """An EngineImage whose refCount moved (every upgrade moves two): read, no impact."""
+        """An EngineImage whose refCount moved (every upgrade moves two): read, no impact. Built
+        (untimed) as the runner decodes it: from the JSON the watcher published."""
         self._ref_count += 1
         name = self.images[self._ref_count % 2]
         ei = self.cluster.engine_images[name]
-        # a fresh node map, as a freshly decoded event carries
-        status = msgspec.structs.replace(
-            ei.status, ref_count=self._ref_count, node_deployment_map=dict(ei.status.node_deployment_map)
-        )
+        status = msgspec.structs.replace(ei.status, ref_count=self._ref_count)
         ei = msgspec.structs.replace(ei, status=status)
         self.cluster.engine_images[name] = ei
-        return self._emit("engineimage", self.cluster.event("engineimage", ei))
+        return self._emit("engineimage", self.cluster.event("engineimage", as_decoded(ei)))
 
     def upgrade(self, name: str, live: bool) -> Iterator[ObjectEvent[Any]]:
         """One upgrade's events, in the order the sandbox showed them; each built when reached."""

@@ -20,6 +20,7 @@ from operator import countOf
 
 import msgspec
 
+from corral_engine_upgrade.image_facts import AnyEngineImage, DeploymentStatus, NodeMap, node_map
 from corral_model import longhorn as lh
 
 _intern = sys.intern
@@ -177,13 +178,15 @@ class ImageRecord(msgspec.Struct, frozen=True, gc=False):
     # Longhorn's EngineImage sync returns before the auto-upgrade step when the image is being
     # deleted or its CLI API is incompatible (§1.2): then it cannot be the upgrade target.
     usable: bool = True
-    # The nodeDeploymentMap the record was built from, to tell cheaply that a later one is the same.
-    deployment: dict[str, bool] = msgspec.field(default_factory=dict)
+    # The nodeDeploymentMap the record was built from (image_facts.py), to tell cheaply that a
+    # later one is the same.
+    deployment: NodeMap = msgspec.field(default_factory=dict)
 
     @classmethod
-    def from_object(cls, ei: lh.EngineImage, rv: int) -> ImageRecord:
+    def from_object(cls, ei: AnyEngineImage, rv: int) -> ImageRecord:
+        """Raises msgspec.ValidationError / DecodeError for a node map that is not {node: bool}."""
         status = ei.status
-        deployment = status.node_deployment_map
+        deployment = node_map(status.node_deployment_map)
         return cls(
             name=_intern(ei.metadata.name),
             image=_intern(ei.spec.image),
@@ -194,14 +197,14 @@ class ImageRecord(msgspec.Struct, frozen=True, gc=False):
             controller_api_version=status.controller_api_version,
             controller_api_min_version=status.controller_api_min_version,
             usable=_usable(ei),
-            deployment=deployment,
+            deployment=status.node_deployment_map,
         )
 
-    def holds_facts_of(self, ei: lh.EngineImage) -> bool:
+    def holds_facts_of(self, ei: AnyEngineImage) -> bool:
         """`ei` says exactly what this record holds (typically only its refCount moved, as it does
-        with every upgrade). The node map is compared with the one the record was built from (a
-        dict comparison in C, no set built); only when they differ are the ready nodes compared:
-        equal when there are as many and each is already in ours."""
+        with every upgrade). The node map is compared with the one the record was built from (raw
+        JSON bytes, or dicts, compared in C); only when they differ are the ready nodes compared:
+        equal when there are as many and each is already in ours. Raises as `from_object`."""
         status = ei.status
         if not (
             self.image == ei.spec.image
@@ -214,15 +217,16 @@ class ImageRecord(msgspec.Struct, frozen=True, gc=False):
         deployment = status.node_deployment_map
         if deployment is self.deployment or deployment == self.deployment:
             return True
-        return countOf(deployment.values(), True) == len(self.ready_nodes) and self.ready_nodes.issuperset(
-            compress(deployment, deployment.values())
+        nodes = node_map(deployment)
+        return countOf(nodes.values(), True) == len(self.ready_nodes) and self.ready_nodes.issuperset(
+            compress(nodes, nodes.values())
         )
 
 
-def _state_ok(status: lh.EngineImageStatus) -> bool:
+def _state_ok(status: lh.EngineImageStatus | DeploymentStatus) -> bool:
     """§1.3: an image `deployed` or `deploying` counts as ready where its nodes say so."""
     return status.state in ("deployed", "deploying")
 
 
-def _usable(ei: lh.EngineImage) -> bool:
+def _usable(ei: AnyEngineImage) -> bool:
     return not ei.status.incompatible and ei.metadata.deletion_timestamp is None

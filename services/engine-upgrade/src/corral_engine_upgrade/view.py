@@ -28,6 +28,7 @@ from typing import Any
 
 import msgspec
 
+from corral_engine_upgrade.image_facts import AnyEngineImage, EngineImageFacts
 from corral_engine_upgrade.records import ImageRecord, ReplicaEntry, VolumeRecord
 from corral_model import longhorn as lh
 from corral_model.envelopes import EventType, ObjectEvent
@@ -39,11 +40,13 @@ LIMIT_SETTING = "concurrent-automatic-engine-upgrade-per-node-limit"
 KIND_STRUCTS: dict[str, type[Any]] = {
     "volume": lh.Volume,
     "replica": lh.Replica,
-    "engineimage": lh.EngineImage,
+    "engineimage": EngineImageFacts,  # its node map kept raw (image_facts.py)
     "node": lh.Node,
     "setting": lh.Setting,
 }
 REQUIRED_KINDS = frozenset(KIND_STRUCTS)
+# Also taken as they are: the shared slim EngineImage (tests, snapshots, the simulator's objects).
+_ALSO_TAKEN: dict[type[Any], type[Any]] = {EngineImageFacts: lh.EngineImage}
 
 _intern = sys.intern
 _RESYNCED = EventType.RESYNCED
@@ -285,7 +288,7 @@ class ClusterView:
             self._orphan_replicas.pop((namespace, volume_name), None)
 
     def _apply_engine_image(
-        self, namespace: str, name: str, engine_image: lh.EngineImage, rv: int, deleted: bool, now: float
+        self, namespace: str, name: str, engine_image: AnyEngineImage, rv: int, deleted: bool, now: float
     ) -> Impact:
         old = self.images.get(name)
         if old is not None:
@@ -300,13 +303,16 @@ class ClusterView:
             new: ImageRecord | None = None
             del self.images[name]
         else:
-            if old is not None and old.holds_facts_of(engine_image):
-                # Only refCount moved, as it does on every upgrade: keep the record the volumes'
-                # rules already read, with the newer resourceVersion.
-                self.images[name] = msgspec.structs.replace(old, rv=rv)
-                self._refresh_default_ei()
-                return NO_IMPACT
-            new = ImageRecord.from_object(engine_image, rv)
+            try:
+                if old is not None and old.holds_facts_of(engine_image):
+                    # Only refCount moved, as it does on every upgrade: keep the record the
+                    # volumes' rules already read, with the newer resourceVersion.
+                    self.images[name] = msgspec.structs.replace(old, rv=rv)
+                    self._refresh_default_ei()
+                    return NO_IMPACT
+                new = ImageRecord.from_object(engine_image, rv)
+            except (msgspec.ValidationError, msgspec.DecodeError) as e:
+                raise InvalidEvent(f"engineimage {namespace}/{name}: nodeDeploymentMap: {e}") from e
             self.images[_intern(name)] = new
         self._refresh_default_ei()
         is_default = bool(self.default_image) and name == self.image_name(self.default_image)
@@ -404,13 +410,14 @@ def _parse_limit(value: str) -> tuple[int, str]:
 
 
 def _as_struct(obj: Any, struct: type[Any], event: ObjectEvent[Any]) -> Any:
-    if isinstance(obj, struct):
+    if isinstance(obj, struct) or type(obj) is _ALSO_TAKEN.get(struct):
         return obj
     if obj is None:
         if event.type is EventType.DELETED:
             return struct(metadata=lh.ObjectMeta(name=event.name, namespace=event.namespace))
         raise InvalidEvent(f"{event.type} {event.kind} {event.namespace}/{event.name} carries no object")
     try:
-        return msgspec.convert(obj, struct)
+        # A plain mapping (not decoded from the bus): into the shared slim Struct where one is taken.
+        return msgspec.convert(obj, _ALSO_TAKEN.get(struct, struct))
     except msgspec.ValidationError as e:
         raise InvalidEvent(f"{event.kind} {event.namespace}/{event.name}: {e}") from e
