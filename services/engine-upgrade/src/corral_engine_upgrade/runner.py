@@ -13,17 +13,9 @@ Around the pure decider (core.py) this adds only plumbing:
 * every replica follows the service's own commands (command_feed.py) and adopts those it did not
   issue as expectations (`EngineUpgradeDecider.adopt_command`), so the in-flight count includes the
   commands of a predecessor (or a rival) that the view does not reflect yet;
-* takeover: a replica that becomes leader decides only once it has caught up with the bus, not after
-  a guessed delay: its readers have reached the ends LH_OBJECTS and LH_RESULTS had when it took
-  over, the commands still queued in LH_COMMANDS are read, and the writes the actuator reported
-  (within `applied_ttl_s`) are visible in its view. Then its view is at least as fresh as the one
-  every pending command was decided on, so it adopts them all once more (a standby's lagging view
-  may have skipped one as "already shown" or "image moved") and those verdicts now mean what they
-  say, never "not seen yet". `handover_timeout_s` bounds the wait for a bus that cannot be read to
-  the end (it then goes on and says so); the wait for reported writes has no such bound (a view
-  known to lag the cluster, say while the watcher is down, must not decide), only the writes' own
-  `applied_ttl_s`, the decider's bound on view lag; `handover_delay_s` is an optional extra pause, 0
-  by default;
+* takeover (takeover.py): a replica that becomes leader decides only once it has caught up with
+  the bus (LH_OBJECTS, LH_RESULTS, the writes the actuator reported) and adopted every pending
+  command once more, so the limit holds across a change of leader;
 * commands are published to `lh.cmd.engine-upgrade.volume.<ns>.<name>` with the command id as
   Nats-Msg-Id, so a republished identical decision is stored once; a command JetStream did not
   store is reported to the decider as an `error` result, which frees its slot;
@@ -35,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import time
 from collections.abc import Iterable
@@ -47,15 +40,15 @@ from prometheus_client.registry import Collector
 
 from corral_bus import BootstrapReader, Bus, Publisher, PublishError, StreamMessage
 from corral_engine_upgrade.adoption import SeenCommands
-from corral_engine_upgrade.command_feed import CommandFeed, stream_end
+from corral_engine_upgrade.command_feed import CommandFeed
 from corral_engine_upgrade.core import SERVICE, DeciderConfig, EngineUpgradeDecider
+from corral_engine_upgrade.takeover import Takeover
 from corral_engine_upgrade.view import KIND_STRUCTS, REQUIRED_KINDS, InvalidEvent
 from corral_model import codec
 from corral_model.codec import SchemaError
 from corral_model.envelopes import Command, CommandResult, ObjectEvent, Outcome
 from corral_model.subjects import (
     OBJECTS_PREFIX,
-    OBJECTS_STREAM,
     RESULTS_PREFIX,
     RESULTS_STREAM,
     command_subject,
@@ -220,6 +213,21 @@ class EngineUpgradeRunner:
         self.seen = SeenCommands(config.command_ttl_s, config.applied_ttl_s)
         self._pruned_at = 0.0
         self.commands = CommandFeed(bus, SERVICE, self._on_command, log)
+        self.takeover = Takeover(
+            bus,
+            self.decider,
+            objects=self.objects,
+            results=self.results,
+            commands=self.commands,
+            seen=self.seen,
+            adopt=self._adopt,
+            prune_seen=self._prune_seen,
+            wake=self._wake,
+            log=log,
+            seconds=self.metrics.takeover_seconds,
+            timeout_s=config.handover_timeout_s,
+            delay_s=config.handover_delay_s,
+        )
         self.bootstrapped = asyncio.Event()
 
     # --- leadership -----------------------------------------------------------------------------
@@ -278,85 +286,22 @@ class EngineUpgradeRunner:
             self.decider.record_result(result)  # `applied`: in flight until the view shows it
         self._wake.set()
 
-    def _prune_seen(self) -> None:
-        """Forget commands and writes too old to matter (at most once a second: it is a scan)."""
+    def _prune_seen(self, force: bool = False) -> None:
+        """Forget commands and writes too old to matter (unless forced, at most once a second: it
+        is a scan)."""
         now = time.monotonic()
-        if now - self._pruned_at >= 1.0:
+        if force or now - self._pruned_at >= 1.0:
             self._pruned_at = now
             self.seen.prune(time.time())
-
-    def _adopt_all_seen(self) -> None:
-        self._pruned_at = 0.0
-        self._prune_seen()
-        for command, result in self.seen.adoptable():
-            self._adopt(command, result)
 
     # --- decisions ----------------------------------------------------------------------------------
 
     def _may_decide(self) -> bool:
         return self.bootstrapped.is_set() and bool(self._is_leader())
 
-    def _lagging_writes(self) -> list[str]:
-        """Volumes the actuator reported writing that the view shows at an older resourceVersion."""
-        lagging = []
-        self._prune_seen()
-        for result in self.seen.writes():
-            target = result.target
-            volume = self.decider.view.volume(target.namespace, target.name)
-            with contextlib.suppress(ValueError):
-                if volume is not None and volume.rv < int(result.resource_version):
-                    lagging.append(f"{target.namespace}/{target.name}")
-        return lagging
-
-    async def _take_over(self, stop: asyncio.Event) -> bool:
-        """Catch up with the bus before the first decision as leader (see the module docstring).
-        False when leadership was lost or the service stops meanwhile."""
-        started, term = time.monotonic(), self._term
-        objects_end = await stream_end(self.bus, OBJECTS_STREAM, object_filters(self.config.namespace))
-        results_end = await stream_end(self.bus, RESULTS_STREAM, [RESULTS_FILTER])
-        queued = await self.commands.scan()
-        deadline, next_report = started + self.config.handover_timeout_s, started + 10.0
-        reads_waived = False
-        while True:
-            if stop.is_set() or not self._is_leader() or term != self._term:
-                return False
-            behind = []
-            if not reads_waived and self.objects.last_seq < objects_end:
-                behind.append(f"LH_OBJECTS at {self.objects.last_seq} of {objects_end}")
-            if not reads_waived and self.results.last_seq < results_end:
-                behind.append(f"LH_RESULTS at {self.results.last_seq} of {results_end}")
-            lagging = self._lagging_writes()
-            if not (behind or lagging):
-                break
-            now = time.monotonic()
-            if behind and now > deadline:
-                self.log.warning("reading the bus to its end takes too long; going on", behind=behind)
-                reads_waived = True
-            if lagging and now > next_report:
-                # The watcher is down or far behind: deciding now could exceed the limit.
-                self.log.warning(
-                    "waiting for the view to show writes the actuator reported", volumes=lagging[:5]
-                )
-                next_report = now + 10.0
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), 0.05)
-            self._wake.clear()
-        self._adopt_all_seen()
-        if self.config.handover_delay_s:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.config.handover_delay_s)
-            if stop.is_set() or not self._is_leader() or term != self._term:
-                return False
-        self.decider.reconsider_all()
-        took = time.monotonic() - started
-        self.metrics.takeover_seconds.observe(took)
-        self.log.info(
-            "took over",
-            seconds=round(took, 3),
-            queued_commands=queued,
-            in_flight=sum(self.decider.in_flight_by_node().values()),
-        )
-        return True
+    def _leads_in(self, term: int) -> bool:
+        """Still leader, in the same term (not lost and regained meanwhile)."""
+        return bool(self._is_leader()) and term == self._term
 
     async def _decide_once(self) -> list[Command]:
         started = time.perf_counter()
@@ -406,7 +351,8 @@ class EngineUpgradeRunner:
                 if not self._taken_over:
                     term = self._term
                     try:
-                        self._taken_over = await self._take_over(stop) and term == self._term
+                        leading = functools.partial(self._leads_in, term)
+                        self._taken_over = await self.takeover.run(stop, leading) and term == self._term
                     except Exception as e:  # NATS unreachable or slow: try again shortly
                         self.log.warning("takeover interrupted; retrying", error=str(e))
                         with contextlib.suppress(TimeoutError):
@@ -453,7 +399,7 @@ class EngineUpgradeRunner:
                 # The view is long-lived: keep the cyclic collector from walking it again and again.
                 gc.collect()
                 gc.freeze()
-                self._adopt_all_seen()  # what was seen while the view was incomplete
+                self.takeover.adopt_all_seen()  # what was seen while the view was incomplete
                 self.bootstrapped.set()
                 self.log.info(
                     "view bootstrapped",

@@ -1,0 +1,153 @@
+"""What a replica does between becoming leader and its first decision, so that the per-node limit
+holds across a change of leader.
+
+The predecessor's commands that the cluster does not show yet live only in its memory (its
+expectations). Every replica follows the service's commands and adopts them as they come
+(runner.py, command_feed.py), but a standby's view may lag the view the leader decided on, so an
+adoption judged on it ("already shown", "image moved", a volume not seen yet) may be wrong. Deciding
+on such a view could put a node over the limit. So a new leader decides only once it has caught up
+with the bus, not after a guessed delay:
+
+* its readers have reached the ends LH_OBJECTS (its kinds) and LH_RESULTS (its results) had when it
+  took over, and the commands still queued in LH_COMMANDS are read (`CommandFeed.scan`);
+* every write the actuator reported (an `applied` result with a resourceVersion, kept for
+  `applied_ttl_s`) is visible in its view: this covers a command the actuator finished while this
+  replica was not subscribed, and a view that lags because the watcher is down.
+
+Then its view is at least as fresh as the one every pending command was decided on, so it adopts
+them all once more and those verdicts now mean what they say, never "not seen yet".
+`handover_timeout_s` bounds the wait for a bus that cannot be read to the end (it then goes on and
+says so); the wait for reported writes has no such bound (a view known to lag the cluster must not
+decide), only the writes' own `applied_ttl_s`, the decider's bound on view lag. `handover_delay_s`
+is an optional extra pause, 0 by default. A takeover is abandoned as soon as the service stops or
+this replica's leadership term ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+
+from prometheus_client import Histogram
+
+from corral_bus import BootstrapReader, Bus
+from corral_engine_upgrade.adoption import SeenCommands
+from corral_engine_upgrade.command_feed import CommandFeed, stream_end
+from corral_engine_upgrade.core import EngineUpgradeDecider
+from corral_model.envelopes import Command, CommandResult
+from corral_runtime.logs import Logger
+
+Adopt = Callable[[Command, CommandResult | None], None]
+"""Count one seen command (with its `applied` result, if any) as in flight, as the runner does
+for a command seen live."""
+PruneSeen = Callable[[bool], None]
+"""Forget seen commands and writes too old to matter; True prunes now, False at most once a second."""
+StillLeading = Callable[[], bool]
+"""True while the leadership term the takeover started in lasts."""
+
+REPORT_EVERY_S = 10.0
+
+
+class Takeover:
+    """The catch-up of one replica; `run` once per leadership term, before the first decision."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        decider: EngineUpgradeDecider,
+        *,
+        objects: BootstrapReader,
+        results: BootstrapReader,
+        commands: CommandFeed,
+        seen: SeenCommands,
+        adopt: Adopt,
+        prune_seen: PruneSeen,
+        wake: asyncio.Event,
+        log: Logger,
+        seconds: Histogram,
+        timeout_s: float,
+        delay_s: float,
+    ) -> None:
+        self.bus = bus
+        self.decider = decider
+        self.objects = objects
+        self.results = results
+        self.commands = commands
+        self.seen = seen
+        self.adopt = adopt
+        self.prune_seen = prune_seen
+        self.wake = wake  # set by the readers whenever they apply something
+        self.log = log
+        self.seconds = seconds
+        self.timeout_s = timeout_s
+        self.delay_s = delay_s
+
+    def lagging_writes(self) -> list[str]:
+        """Volumes the actuator reported writing that the view shows at an older resourceVersion."""
+        lagging = []
+        self.prune_seen(False)
+        for result in self.seen.writes():
+            target = result.target
+            volume = self.decider.view.volume(target.namespace, target.name)
+            with contextlib.suppress(ValueError):
+                if volume is not None and volume.rv < int(result.resource_version):
+                    lagging.append(f"{target.namespace}/{target.name}")
+        return lagging
+
+    def adopt_all_seen(self) -> None:
+        """Adopt every command seen recently, judged on the view as it is now."""
+        self.prune_seen(True)
+        for command, result in self.seen.adoptable():
+            self.adopt(command, result)
+
+    async def run(self, stop: asyncio.Event, still_leading: StillLeading) -> bool:
+        """Catch up with the bus, adopt what was seen, and let every volume be judged again.
+        False when leadership was lost or the service stops meanwhile."""
+        started = time.monotonic()
+        objects_end = await stream_end(self.bus, self.objects.stream, self.objects.filter_subjects)
+        results_end = await stream_end(self.bus, self.results.stream, self.results.filter_subjects)
+        queued = await self.commands.scan()
+        deadline, next_report = started + self.timeout_s, started + REPORT_EVERY_S
+        reads_waived = False
+        while True:
+            if stop.is_set() or not still_leading():
+                return False
+            behind = []
+            if not reads_waived and self.objects.last_seq < objects_end:
+                behind.append(f"LH_OBJECTS at {self.objects.last_seq} of {objects_end}")
+            if not reads_waived and self.results.last_seq < results_end:
+                behind.append(f"LH_RESULTS at {self.results.last_seq} of {results_end}")
+            lagging = self.lagging_writes()
+            if not (behind or lagging):
+                break
+            now = time.monotonic()
+            if behind and now > deadline:
+                self.log.warning("reading the bus to its end takes too long; going on", behind=behind)
+                reads_waived = True
+            if lagging and now > next_report:
+                # The watcher is down or far behind: deciding now could exceed the limit.
+                self.log.warning(
+                    "waiting for the view to show writes the actuator reported", volumes=lagging[:5]
+                )
+                next_report = now + REPORT_EVERY_S
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), 0.05)
+            self.wake.clear()
+        self.adopt_all_seen()
+        if self.delay_s:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.delay_s)
+            if stop.is_set() or not still_leading():
+                return False
+        self.decider.reconsider_all()
+        took = time.monotonic() - started
+        self.seconds.observe(took)
+        self.log.info(
+            "took over",
+            seconds=round(took, 3),
+            queued_commands=queued,
+            in_flight=sum(self.decider.in_flight_by_node().values()),
+        )
+        return True
