@@ -204,7 +204,6 @@ class EngineUpgradeRunner:
         self.metrics = RunnerMetrics(registry, self.decider)
         self._is_leader = is_leader
         self._wake = asyncio.Event()
-        self._leading_since: float | None = None
         self._taken_over = False  # caught up with the bus since this replica became leader
         self._term = 0  # counts leadership changes: a takeover belongs to the term it started in
         self._publisher = Publisher(bus, window=1024)
@@ -233,7 +232,6 @@ class EngineUpgradeRunner:
     # --- leadership -----------------------------------------------------------------------------
 
     def leadership_changed(self, is_leader: bool) -> None:
-        self._leading_since = time.monotonic() if is_leader else None
         self._taken_over = False
         self._term += 1
         self._wake.set()
@@ -366,7 +364,8 @@ class EngineUpgradeRunner:
                 self.decider.catch_up(self.config.catch_up_batch)
 
     def _sleep_for(self) -> float:
-        """Until the decider's next timer, the end of a handover delay, or a periodic catch-up."""
+        """Until the decider's next timer or a periodic catch-up (a handover delay is waited in
+        takeover.py)."""
         delays = [5.0]
         due = self.decider.next_due()
         if due is not None:
