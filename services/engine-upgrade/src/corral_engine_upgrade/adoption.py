@@ -4,7 +4,7 @@ Every replica follows its service's commands (command_feed.py) and results. A st
 command into its decider as it arrives, but its view may lag the view the leader decided on, so
 `adopt_command` can skip a command whose spec.image test the standby's view does not show yet. When
 the replica becomes leader it first catches its view up with the bus and then adopts everything
-here once more, from a view at least as fresh as its predecessor's (runner.py, "takeover").
+here once more, from a view at least as fresh as its predecessor's (takeover.py).
 
 Only recent commands matter: one older than `horizon` (the decider's command_ttl) has been given up
 by its issuer, and the actuator refuses commands older than its max_command_age, which is

@@ -13,7 +13,7 @@ and a message is gone once the actuator acks it. So a replica follows the comman
 The subscription is made before the first scan, so between them nothing is missed; duplicates are
 harmless (adoption is idempotent). The scan runs at start, after every reconnect, and whenever the
 runner asks (a takeover). What neither can show, a command the actuator already finished while this
-replica was not subscribed, is in LH_RESULTS (an `applied` result); see adoption.py and runner.py.
+replica was not subscribed, is in LH_RESULTS (an `applied` result); see adoption.py and takeover.py.
 """
 
 from __future__ import annotations

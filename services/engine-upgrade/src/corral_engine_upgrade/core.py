@@ -108,7 +108,7 @@ class EngineUpgradeDecider:
             return
         if isinstance(change, VolumeRecord):  # the next most frequent: one volume's facts changed
             if self._bootstrapped:
-                if not _settled_in_progress(change):
+                if not _verdict_stands(change, self.view.default_image):
                     self._observe(change)
                 return
             impact = Impact(volumes=(change,))
@@ -414,24 +414,26 @@ class EngineUpgradeDecider:
             self._refresh(volume)
 
 
-def _settled_in_progress(volume: VolumeRecord) -> bool:
-    """An upgrade under way that already holds its slot on its owner node (and is listed there):
-    what changed (a replica of that upgrade, the actuator's own patch landing) can change no
-    verdict, so `_observe` would leave everything as it is. Most events of a wave are of such a
-    volume; this check spares them the rules. Clears an expectation the view now shows met, as
-    `_refresh` does."""
+def _verdict_stands(volume: VolumeRecord, default_image: str) -> bool:
+    """True when `volume` is placed as its verdict says and no change to its facts can alter that
+    verdict without also changing what this checks: an upgrade under way holding its slot on its
+    owner node (only currentImage or spec.image moving ends that), or a volume already on the
+    default image holding none. Most events of a wave are of such volumes (the new replicas of an
+    upgrade under way, the actuator's patch landing, the old replicas deleted after it), so this
+    spares them the rules and the placement `_observe` would find unchanged. Clears an expectation
+    the view now shows met, as `_refresh` does."""
     expectation = volume.expectation
     if expectation is not None:
         if volume.spec_image == expectation.from_image:
             return False
         volume.expectation = None  # observed (see _refresh)
     owner = volume.owner
-    return (
-        volume.spec_image != volume.current_image
-        and volume.slot_node == owner
-        and volume.member_of == owner
-        and volume.candidate_node is None
-    )
+    if volume.member_of != owner or volume.candidate_node is not None:
+        return False
+    spec_image = volume.spec_image
+    if spec_image != volume.current_image:
+        return volume.slot_node == owner
+    return spec_image == default_image and volume.slot_node is None
 
 
 def preconditions(volume: VolumeRecord) -> tuple[FieldValue, ...]:

@@ -263,7 +263,8 @@ class ClusterView:
             self._tombstone(("replica", namespace, name), max(rv, old.rv if old else -1), now)
             if old is None:
                 return NO_IMPACT
-            self._set_replicas(namespace, volume_name, record, tuple(e for e in entries if e is not old))
+            at = entries.index(old)  # found by identity first
+            self._set_replicas(namespace, volume_name, record, entries[:at] + entries[at + 1 :])
         elif old is not None:
             # The common case, a known replica changed: update its entry in place. Keep the newer
             # rv even when the node did not move, so older events stay ignored.
