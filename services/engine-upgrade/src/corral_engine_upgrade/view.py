@@ -90,7 +90,9 @@ class ClusterView:
         self._orphan_replicas: dict[tuple[str, str], tuple[ReplicaEntry, ...]] = {}
         self.images: dict[str, ImageRecord] = {}  # by EngineImage name (`ei-<hash>`); read-only outside
         self._image_names: dict[str, str] = {}  # image → `ei-<hash>` (hashing costs ~1 µs; cache it)
-        self._ei_users: collections.Counter[str] = collections.Counter()  # EI name → volumes on it
+        # EI name → volumes on it. A plain dict: a Counter is a Python subclass of dict, whose item
+        # access goes through a slot lookup on every upgrade completing (`_apply_volume`).
+        self._ei_users: dict[str, int] = {}
         self._nodes: dict[str, int] = {}  # Longhorn node name → rv (for progress views only)
         self._settings_rv: dict[str, int] = {}
         self._tombstones: dict[tuple[str, str, str], int] = {}
@@ -227,14 +229,14 @@ class ClusterView:
             return Impact(touched=(record,)) if record.hold_until > now else NO_IMPACT
         image = record.current_image
         if image is not old_image:  # update_from replaces a field only when its value changed
-            # _reindex_image, written out: an upgrade completing does this, on every upgrade
+            # _unindex, _current_ei, _index written out: every upgrade completing does this
             users = self._ei_users
             if record.current_ei:
-                users[record.current_ei] -= 1
+                users[record.current_ei] -= 1  # counted when it was set
             ei = (self._image_names.get(image) or self.image_name(image)) if image else ""
             record.current_ei = ei
             if ei:
-                users[ei] += 1
+                users[ei] = users.get(ei, 0) + 1
         return record
 
     def _apply_replica(
@@ -317,7 +319,7 @@ class ClusterView:
             self.images[_intern(name)] = new
         self._refresh_default_ei()
         is_default = bool(self.default_image) and name == self.image_name(self.default_image)
-        return EVERYTHING if is_default or self._ei_users[name] > 0 else NO_IMPACT
+        return EVERYTHING if is_default or self._ei_users.get(name, 0) > 0 else NO_IMPACT
 
     def _apply_setting(
         self, namespace: str, name: str, setting: lh.Setting, rv: int, deleted: bool, now: float
@@ -368,16 +370,12 @@ class ClusterView:
 
     def _index(self, record: VolumeRecord) -> None:
         if record.current_ei:
-            self._ei_users[record.current_ei] += 1
+            users = self._ei_users
+            users[record.current_ei] = users.get(record.current_ei, 0) + 1
 
     def _unindex(self, record: VolumeRecord) -> None:
         if record.current_ei:
             self._ei_users[record.current_ei] -= 1
-
-    def _reindex_image(self, record: VolumeRecord) -> None:
-        self._unindex(record)
-        record.current_ei = self._current_ei(record)
-        self._index(record)
 
     # --- tombstones -------------------------------------------------------------------------------
 
