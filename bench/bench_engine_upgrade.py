@@ -4,10 +4,12 @@ Figures per size (names as issue 6 sets them):
 * first_wave_ms: the default-engine-image setting moves to a new, deployed image with the view
   loaded and the limit set: applying that one event (a full recompute) plus `decide()` (the first
   wave's commands, limit x nodes of them).
-* per_event_us: mean cost of `apply(event)` + `decide()` over a stream of wave events in the mix
-  a real wave produces, measured (bench/measure_wave_events.py: a wave in the sandbox, whose
-  simulator plays Longhorn's volume controller, through watcher → NATS → engine-upgrade →
-  actuator, counting the events on the subjects the service subscribes to per command issued).
+* per_event_us: mean cost per event of `apply(event)` for every event of a burst and one
+  `decide()` after it, as the runner does (it decides once per burst, `debounce_s`), over a stream
+  of wave events in the mix a real wave produces, measured (bench/measure_wave_events.py: a wave
+  in the sandbox, whose simulator plays Longhorn's volume controller, through watcher → NATS →
+  engine-upgrade → actuator, counting the events on the subjects the service subscribes to per
+  command issued).
   Per upgrade, in order: the actuator's volume spec.image patch; offline, each replica's spec.image
   then the volume's status.currentImage; live (about half), one new replica created per replica,
   three updates of each (starting, running on the new image, made active), the volume's
@@ -18,8 +20,10 @@ Figures per size (names as issue 6 sets them):
   event in 8.5 builds a command (`command_event_share`). Plus the background the measurement
   showed on those subjects: an EngineImage refCount update per ~3 upgrades. The upgrades are
   interleaved at random across all in flight (limit x nodes of them), and the first wave's start
-  at a random point of their sequence, so the stream is a running wave's. per_command_event_us is
-  the mean over the events that built a command, per_event_without_command_us over the others.
+  at a random point of their sequence, so the stream is a running wave's.
+  per_event_us_decide_each is the same stream with `decide()` after every event (an upper bound:
+  a burst of one event each time); per_command_event_us is its mean over the events that built a
+  command, per_event_without_command_us over the others.
 * per_event_us_command_heavy (and its _cpu_, _p99 ...): the previous synthetic mix, kept side by
   side on a cluster of its own: half the events complete an upgrade in ONE event (spec.image and
   currentImage together, so each builds a command), a quarter unrelated volume churn, a quarter
@@ -34,12 +38,18 @@ per-event cost 100 k / 10 k, and each time figure again as this thread's CPU tim
 machine these run on is shared, and wall time includes waiting for a core. `calibration_*` is the
 cost of an empty Python call measured before and after, to compare runs across machines and loads.
 
-How the stream is timed: events are made in batches of BATCH, untimed, just before they are applied
-(as a runner decodes each event just before applying it). Every other batch is timed as a whole,
-with the wall clock and this thread's CPU clock read once per batch: per_event_us and
-per_event_cpu_us come from those, free of per-event timer calls (reading the thread CPU clock is a
-system call here, ~1-2 us, as much as a fifth of what is measured). The other batches time each
-event with perf_counter alone, for per_event_us_p99 and per_event_without_command_us.
+How the stream is timed: events are made in bursts of BATCH, untimed, just before they are applied
+(as a runner decodes each event just before applying it). A burst of 50 is what a large wave
+brings in one 50 ms debounce: 3 000 upgrades in flight at 100 k volumes, ~11 events each over
+tens of seconds, are hundreds to thousands of events a second. Every other burst is runner-style,
+timed as a whole with the wall clock and this thread's CPU clock read once per burst (free of
+per-event timer calls: reading the thread CPU clock is a system call here, ~1-2 us). Those bursts
+are grouped in ROUNDS rounds in stream order, and per_event_us (per_event_cpu_us) is the median of
+the rounds' means: the machine is shared, its speed swings by half within seconds, and a median
+of rounds is robust to a round that fell in such a swing where a mean over all of them is not
+(every round is in `per_event_us_rounds`). The other bursts are decided event by event, each
+event timed with perf_counter alone, for per_event_us_decide_each, per_event_us_p99 and the split
+by command.
 Measures only; asserts nothing.
 """
 
@@ -71,9 +81,11 @@ NEW = "longhornio/longhorn-engine:v1.10.0"
 NODES = [f"worker-{i:04d}.cluster.local" for i in range(1000)]
 LIMIT = 3
 SIZES = (10_000, 50_000, 100_000)
-WAVE_EVENTS = (
-    10_000  # command-heavy mix: half complete an upgrade; 3 k (first wave) + 5 k fit in 10 k volumes
-)
+WAVE_MIX_EVENTS = 20_000
+# The command-heavy mix completes an upgrade on half its events: 3 k (first wave) + 5 k fit in 10 k.
+COMMAND_HEAVY_EVENTS = 10_000
+# The runner-style bursts are timed in ROUNDS rounds; per_event_us is their median (see above).
+ROUNDS = 5
 # Events per batch: few enough that a batch is still in the CPU caches when it is applied, as an
 # event the runner just decoded is; enough that two clock reads per batch cost nothing per event.
 BATCH = 50
@@ -469,30 +481,35 @@ class Prepared:
         self.in_flight = [c.target.name for c in self.commands]
 
 
-def run_stream(decider: EngineUpgradeDecider, wave: Wave | CommandHeavyWave) -> dict[str, float]:
-    """WAVE_EVENTS events of `wave` through apply + decide; see the module docstring for the timing."""
-    walls: list[float] = []  # per event, from the batches timed event by event
+def run_stream(decider: EngineUpgradeDecider, wave: Wave | CommandHeavyWave, events: int) -> dict[str, Any]:
+    """`events` events of `wave`, in bursts of BATCH; see the module docstring for the timing."""
+    walls: list[float] = []  # per event, from the bursts decided event by event
     quiet: list[float] = []  # … of those, the events that built no command
     building: list[float] = []  # … and those that built at least one
-    batch_walls, batch_cpus, batch_events = 0.0, 0.0, 0
+    bursts = events // BATCH
+    per_round = max(1, bursts // 2 // ROUNDS)  # runner-style bursts per round
+    round_walls, round_cpus, round_events = [0.0] * ROUNDS, [0.0] * ROUNDS, [0] * ROUNDS
     issued = 0
     perf, cpu = time.perf_counter, time.thread_time
-    for number in range(WAVE_EVENTS // BATCH):
+    apply, decide = decider.apply, decider.decide
+    for number in range(bursts):
         batch = [wave.next() for _ in range(BATCH)]
         made: list[Any] = []
-        if number % 2:
+        if number % 2:  # as the runner: every event of the burst applied, then one decide
             w, c = perf(), cpu()
             for event in batch:
-                decider.apply(event)
-                made += decider.decide()
-            batch_cpus += cpu() - c
-            batch_walls += perf() - w
-            batch_events += len(batch)
-        else:
+                apply(event)
+            made = decide()
+            c, w = cpu() - c, perf() - w
+            at = min(number // 2 // per_round, ROUNDS - 1)
+            round_walls[at] += w
+            round_cpus[at] += c
+            round_events[at] += len(batch)
+        else:  # decided after every event, each event timed
             for event in batch:
                 w = perf()
-                decider.apply(event)
-                decided = decider.decide()
+                apply(event)
+                decided = decide()
                 wall = perf() - w
                 walls.append(wall)
                 if decided:
@@ -502,14 +519,18 @@ def run_stream(decider: EngineUpgradeDecider, wave: Wave | CommandHeavyWave) -> 
                     quiet.append(wall)
         issued += len(made)
         wave.started(made)
+    rounds = [w / n * 1e6 for w, n in zip(round_walls, round_events, strict=True)]
+    cpu_rounds = [c / n * 1e6 for c, n in zip(round_cpus, round_events, strict=True)]
     return {
-        "per_event_us": batch_walls / batch_events * 1e6,
-        "per_event_cpu_us": batch_cpus / batch_events * 1e6,
+        "per_event_us": statistics.median(rounds),
+        "per_event_us_rounds": [round(r, 2) for r in rounds],
+        "per_event_cpu_us": statistics.median(cpu_rounds),
+        "per_event_us_decide_each": statistics.fmean(walls) * 1e6,
         "per_event_us_p99": sorted(walls)[int(len(walls) * 0.99)] * 1e6,
         "per_event_without_command_us": statistics.fmean(quiet) * 1e6,
         "per_command_event_us": statistics.fmean(building) * 1e6 if building else 0.0,
         "command_event_share": len(building) / len(walls),
-        "events": batch_events + len(walls),
+        "events": sum(round_events) + len(walls),
         "commands": issued,
     }
 
@@ -526,7 +547,7 @@ def measure_wave_mix(size: int) -> dict[str, Any]:
     cluster, decider = prepared.cluster, prepared.decider
     wave = Wave(cluster, prepared.in_flight)
     wave.warm_up(decider)
-    mix = run_stream(decider, wave)
+    mix = run_stream(decider, wave, WAVE_MIX_EVENTS)
     calibration = calibration_ns()  # right after the stream, under the same load
     events_per_upgrade = {k: round(v, 2) for k, v in Wave.expected_per_upgrade().items()}
 
@@ -569,7 +590,9 @@ def measure_wave_mix(size: int) -> dict[str, Any]:
         "limit": LIMIT,
         **first,
         "per_event_us": round(per_event_us, 2),
+        "per_event_us_rounds": mix["per_event_us_rounds"],
         "per_event_cpu_us": round(mix["per_event_cpu_us"], 2),
+        "per_event_us_decide_each": round(mix["per_event_us_decide_each"], 2),
         "per_event_us_p99": round(mix["per_event_us_p99"], 2),
         "per_event_in_empty_calls": round(per_event_us * 1000 / calibration, 1),
         "calibration_empty_call_ns": round(calibration, 1),
@@ -600,13 +623,16 @@ def measure_command_heavy(size: int) -> dict[str, Any]:
         heavy_prepared.decider.apply(heavy_prepared.cluster.event("volume", volume))
     heavy_prepared.decider.decide()
     heavy = run_stream(
-        heavy_prepared.decider, CommandHeavyWave(heavy_prepared.cluster, heavy_prepared.in_flight)
+        heavy_prepared.decider,
+        CommandHeavyWave(heavy_prepared.cluster, heavy_prepared.in_flight),
+        COMMAND_HEAVY_EVENTS,
     )
     gc.unfreeze()
     del heavy_prepared
     gc.collect()
     return {
         "per_event_us_command_heavy": round(heavy["per_event_us"], 2),
+        "per_event_us_decide_each_command_heavy": round(heavy["per_event_us_decide_each"], 2),
         "per_event_cpu_us_command_heavy": round(heavy["per_event_cpu_us"], 2),
         "per_event_us_p99_command_heavy": round(heavy["per_event_us_p99"], 2),
         "per_event_without_command_us_command_heavy": round(heavy["per_event_without_command_us"], 2),

@@ -108,7 +108,7 @@ class EngineUpgradeDecider:
             return
         if isinstance(change, VolumeRecord):  # the next most frequent: one volume's facts changed
             if self._bootstrapped:
-                if not _verdict_stands(change, self.view.default_image):
+                if not self._place_without_rules(change):
                     self._observe(change)
                 return
             impact = Impact(volumes=(change,))
@@ -301,6 +301,32 @@ class EngineUpgradeDecider:
         self._owners.new_epoch()
         self._dirty.update(self._owners.names())
 
+    def _place_without_rules(self, volume: VolumeRecord) -> bool:
+        """Place `volume` when its verdict follows from its images alone; True when done.
+
+        An upgrade under way that holds its slot on its owner node keeps it (only currentImage or
+        spec.image moving can end that), and a volume on the default image holds no slot and is no
+        candidate (the upgrade that just completed frees its slot here). Most events of a wave are
+        of such volumes (the new replicas of an upgrade under way, the actuator's patch landing,
+        the upgrade completing, the old replicas deleted after it), so this spares them the rules.
+        Clears an expectation the view now shows met, as `_refresh` does."""
+        expectation = volume.expectation
+        if expectation is not None:
+            if volume.spec_image == expectation.from_image:
+                return False
+            volume.expectation = None  # observed (see _refresh)
+        owner = volume.owner
+        if volume.member_of != owner or volume.candidate_node is not None:
+            return False
+        spec_image = volume.spec_image
+        if spec_image != volume.current_image:
+            return volume.slot_node == owner
+        if spec_image != self.view.default_image:
+            return False
+        if volume.slot_node is not None:
+            self._owners.place(volume, None, None)
+        return True
+
     def _observe(self, volume: VolumeRecord) -> None:
         """An event changed a fact of `volume` that the rules read.
 
@@ -412,28 +438,6 @@ class EngineUpgradeDecider:
             if expectation is not None and expectation.deadline <= now:
                 volume.expectation = None  # lost command (or a view lagging past applied_ttl)
             self._refresh(volume)
-
-
-def _verdict_stands(volume: VolumeRecord, default_image: str) -> bool:
-    """True when `volume` is placed as its verdict says and no change to its facts can alter that
-    verdict without also changing what this checks: an upgrade under way holding its slot on its
-    owner node (only currentImage or spec.image moving ends that), or a volume already on the
-    default image holding none. Most events of a wave are of such volumes (the new replicas of an
-    upgrade under way, the actuator's patch landing, the old replicas deleted after it), so this
-    spares them the rules and the placement `_observe` would find unchanged. Clears an expectation
-    the view now shows met, as `_refresh` does."""
-    expectation = volume.expectation
-    if expectation is not None:
-        if volume.spec_image == expectation.from_image:
-            return False
-        volume.expectation = None  # observed (see _refresh)
-    owner = volume.owner
-    if volume.member_of != owner or volume.candidate_node is not None:
-        return False
-    spec_image = volume.spec_image
-    if spec_image != volume.current_image:
-        return volume.slot_node == owner
-    return spec_image == default_image and volume.slot_node is None
 
 
 def preconditions(volume: VolumeRecord) -> tuple[FieldValue, ...]:
