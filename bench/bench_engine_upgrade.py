@@ -86,6 +86,7 @@ WAVE_MIX_EVENTS = 20_000
 COMMAND_HEAVY_EVENTS = 10_000
 # The runner-style bursts are timed in ROUNDS rounds; per_event_us is their median (see above).
 ROUNDS = 5
+FIRST_WAVE_TRIES = 3  # see Prepared
 # Events per batch: few enough that a batch is still in the CPU caches when it is applied, as an
 # event the runner just decoded is; enough that two clock reads per batch cost nothing per event.
 BATCH = 50
@@ -452,33 +453,55 @@ def timed(fn: Any) -> tuple[Any, float, float]:
 
 
 class Prepared:
-    """A decider with a cluster of `size` volumes bootstrapped, and the first wave decided."""
+    """A decider with a cluster of `size` volumes bootstrapped, and the first wave decided.
+
+    The first wave is one call of a few tens of milliseconds, so a swing of this shared machine's
+    speed can land on all of it: it is decided FIRST_WAVE_TRIES times, each on a decider freshly
+    bootstrapped from the same events, and its figures are the median try (every try is reported).
+    The last decider goes on to the stream."""
 
     def __init__(self, size: int) -> None:
         gc.collect()
         self.cluster = Cluster(size)
         events = self.cluster.bootstrap(default_image=OLD)
-        self.decider = decider = EngineUpgradeDecider(fixed_clock())
-
-        def bootstrap() -> None:
-            for event in events:
-                decider.apply(event)
-
-        _, self.bootstrap_s, self.bootstrap_cpu = timed(bootstrap)
-        events = []  # drop the bootstrap events, as a runner does
-        assert decider.ready
-        # As the runner does after bootstrap: the view is long-lived, keep the collector off it.
-        gc.collect()
-        gc.freeze()
         # first wave: the default image moves to NEW (deployed everywhere)
         setting_event = self.cluster.event("setting", _setting(DEFAULT_IMAGE_SETTING, NEW))
-
-        def first_wave() -> list[Any]:
-            decider.apply(setting_event)
-            return decider.decide()
-
-        self.commands, self.first_wave_s, self.first_wave_cpu = timed(first_wave)
+        tries: list[tuple[float, float, float, float]] = []
+        for _ in range(FIRST_WAVE_TRIES):
+            self.decider, self.commands, figures = _first_wave(events, setting_event)
+            tries.append(figures)
+        events = []  # drop the bootstrap events, as a runner does
+        self.first_wave_tries_ms = [round(t[0] * 1000, 2) for t in tries]
+        self.first_wave_s, self.first_wave_cpu, self.bootstrap_s, self.bootstrap_cpu = sorted(tries)[
+            len(tries) // 2
+        ]
         self.in_flight = [c.target.name for c in self.commands]
+
+
+def _first_wave(
+    events: list[ObjectEvent[Any]], setting_event: ObjectEvent[Any]
+) -> tuple[EngineUpgradeDecider, list[Any], tuple[float, float, float, float]]:
+    """A decider bootstrapped from `events`, then the first wave: `setting_event` applied and one
+    `decide()`. Returns it, the wave's commands and (wave s, wave CPU s, bootstrap s, its CPU s)."""
+    decider = EngineUpgradeDecider(fixed_clock())
+    gc.collect()
+
+    def bootstrap() -> None:
+        for event in events:
+            decider.apply(event)
+
+    _, bootstrap_s, bootstrap_cpu = timed(bootstrap)
+    assert decider.ready
+    # As the runner does after bootstrap: the view is long-lived, keep the collector off it.
+    gc.collect()
+    gc.freeze()
+
+    def first_wave() -> list[Any]:
+        decider.apply(setting_event)
+        return decider.decide()
+
+    commands, wave_s, wave_cpu = timed(first_wave)
+    return decider, commands, (wave_s, wave_cpu, bootstrap_s, bootstrap_cpu)
 
 
 def run_stream(decider: EngineUpgradeDecider, wave: Wave | CommandHeavyWave, events: int) -> dict[str, Any]:
@@ -577,6 +600,7 @@ def measure_wave_mix(size: int) -> dict[str, Any]:
         "bootstrap_ms": round(prepared.bootstrap_s * 1000, 1),
         "bootstrap_cpu_ms": round(prepared.bootstrap_cpu * 1000, 1),
         "first_wave_ms": round(prepared.first_wave_s * 1000, 2),
+        "first_wave_ms_tries": prepared.first_wave_tries_ms,
         "first_wave_cpu_ms": round(prepared.first_wave_cpu * 1000, 2),
         "first_wave_commands": len(prepared.commands),
     }
