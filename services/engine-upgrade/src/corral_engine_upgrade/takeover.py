@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable
 
@@ -50,39 +51,24 @@ StillLeading = Callable[[], bool]
 REPORT_EVERY_S = 10.0
 
 
+@dataclasses.dataclass
 class Takeover:
     """The catch-up of one replica; `run` once per leadership term, before the first decision."""
 
-    def __init__(
-        self,
-        bus: Bus,
-        decider: EngineUpgradeDecider,
-        *,
-        objects: BootstrapReader,
-        results: BootstrapReader,
-        commands: CommandFeed,
-        seen: SeenCommands,
-        adopt: Adopt,
-        prune_seen: PruneSeen,
-        wake: asyncio.Event,
-        log: Logger,
-        seconds: Histogram,
-        timeout_s: float,
-        delay_s: float,
-    ) -> None:
-        self.bus = bus
-        self.decider = decider
-        self.objects = objects
-        self.results = results
-        self.commands = commands
-        self.seen = seen
-        self.adopt = adopt
-        self.prune_seen = prune_seen
-        self.wake = wake  # set by the readers whenever they apply something
-        self.log = log
-        self.seconds = seconds
-        self.timeout_s = timeout_s
-        self.delay_s = delay_s
+    bus: Bus
+    decider: EngineUpgradeDecider
+    _: dataclasses.KW_ONLY
+    objects: BootstrapReader
+    results: BootstrapReader
+    commands: CommandFeed
+    seen: SeenCommands
+    adopt: Adopt
+    prune_seen: PruneSeen
+    wake: asyncio.Event  # set by the readers whenever they apply something
+    log: Logger
+    seconds: Histogram
+    timeout_s: float
+    delay_s: float
 
     def lagging_writes(self) -> list[str]:
         """Volumes the actuator reported writing that the view shows at an older resourceVersion."""
