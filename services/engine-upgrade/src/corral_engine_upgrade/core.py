@@ -374,7 +374,7 @@ class EngineUpgradeDecider:
             slot, candidate = owner, None
         else:
             if reason is _RETRY_BACKOFF:
-                heapq.heappush(self._timers, (volume.hold_until, next(self._timer_seq), volume))
+                self._schedule(volume.hold_until, volume)
             slot = candidate = None
         if volume.slot_node != slot or volume.candidate_node != candidate:
             owners.place(volume, slot, candidate)
@@ -414,15 +414,10 @@ class EngineUpgradeDecider:
         deadline = now + self.config.command_ttl
         # (command id, from image, to image, the rv decided on, issued at, deadline)
         volume.expectation = Expectation(id_, spec_image, default_image, volume.rv, now, deadline)
-        heapq.heappush(self._timers, (deadline, next(self._timer_seq), volume))
-        # It was a candidate a moment ago, so it held no slot and is no longer queued (the walk
-        # took it): now it holds a slot on its owner node. No rule needs re-checking.
-        node = self._owners.nodes.get(owner)
-        if node is not None and volume.slot_node is None and volume.candidate_node is None:
-            volume.slot_node = owner
-            node.in_flight += 1
-        else:
-            self._owners.place(volume, owner, None)
+        self._schedule(deadline, volume)
+        # It was a candidate a moment ago (the walk took it): now it holds a slot on its owner
+        # node. No rule needs re-checking.
+        self._owners.place(volume, owner, None)
         return command
 
     def _schedule(self, due: float, volume: VolumeRecord) -> None:

@@ -93,7 +93,7 @@ class ClusterView:
         self.images: dict[str, ImageRecord] = {}  # by EngineImage name (`ei-<hash>`); read-only outside
         self._image_names: dict[str, str] = {}  # image → `ei-<hash>` (hashing costs ~1 µs; cache it)
         # EI name → volumes on it. A plain dict: a Counter is a Python subclass of dict, whose item
-        # access goes through a slot lookup on every upgrade completing (`_apply_volume`).
+        # access goes through a slot lookup on every upgrade completing (`_reindex_image`).
         self._ei_users: dict[str, int] = {}
         self._nodes: dict[str, int] = {}  # Longhorn node name → rv (for progress views only)
         self._settings_rv: dict[str, int] = {}
@@ -229,16 +229,8 @@ class ClusterView:
             # Nothing the rules read changed: fresher state itself matters only to a volume
             # waiting for it after a refusal (core.py), so only then is it news.
             return Impact(touched=(record,)) if record.hold_until > now else NO_IMPACT
-        image = record.current_image
-        if image is not old_image:  # update_from replaces a field only when its value changed
-            # _unindex, _current_ei, _index written out: every upgrade completing does this
-            users = self._ei_users
-            if record.current_ei:
-                users[record.current_ei] -= 1  # counted when it was set
-            ei = (self._image_names.get(image) or self.image_name(image)) if image else ""
-            record.current_ei = ei
-            if ei:
-                users[ei] = users.get(ei, 0) + 1
+        if record.current_image is not old_image:  # update_from replaces only a changed value
+            self._reindex_image(record)  # every upgrade completing does this
         return record
 
     def _apply_replica(
@@ -378,6 +370,11 @@ class ClusterView:
     def _unindex(self, record: VolumeRecord) -> None:
         if record.current_ei:
             self._ei_users[record.current_ei] -= 1
+
+    def _reindex_image(self, record: VolumeRecord) -> None:
+        self._unindex(record)
+        record.current_ei = self._current_ei(record)
+        self._index(record)
 
     # --- tombstones -------------------------------------------------------------------------------
 
