@@ -575,24 +575,12 @@ def measure_wave_mix(size: int) -> dict[str, Any]:
     events_per_upgrade = {k: round(v, 2) for k, v in Wave.expected_per_upgrade().items()}
 
     # --- the same kind of events through a Longhorn-style full scan ------------------------------
-    eis = {
-        lh.engine_image_name(image): lh.EngineImage(
-            metadata=lh.ObjectMeta(name=lh.engine_image_name(image)),
-            spec=lh.EngineImageSpec(image=image),
-            status=lh.EngineImageStatus(
-                state="deployed",
-                node_deployment_map=dict.fromkeys(NODES, True),
-                controller_api_version=api,
-                controller_api_min_version=4,
-            ),
-        )
-        for image, api in ((OLD, 5), (NEW, 6))
-    }
-    # The stream's objects are already in the builder's dicts (the full scan's informer cache);
-    # folding an event into a dict is negligible next to the scan, so only the scan is timed.
+    # The stream's objects (engine images included) are already in the builder's dicts (the full
+    # scan's informer cache); folding an event into a dict is negligible next to the scan, so only
+    # the scan is timed.
     scan_walls, scan_cpus = [], []
     for _ in range(SCAN_EVENTS):
-        _, w, c = timed(lambda: longhorn_style_step(cluster, eis, NEW, LIMIT))
+        _, w, c = timed(lambda: longhorn_style_step(cluster, cluster.engine_images, NEW, LIMIT))
         scan_walls.append(w)
         scan_cpus.append(c)
     gc.unfreeze()
