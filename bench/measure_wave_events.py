@@ -7,7 +7,7 @@ an old engine image, limit 2 per owner node, a few held back on purpose) with th
 sandbox (Longhorn's controllers simulated) → watcher → LH_OBJECTS → engine-upgrade → LH_COMMANDS →
 actuator → the emulator; brings a new default engine image as a Longhorn upgrade does
 (corral_cli.demo.engine_wave), waits for the whole wave to end, then reads back every message on
-the subjects the engine-upgrade service subscribes to (`runner.object_filters`) and on LH_COMMANDS
+the subjects the engine-upgrade service subscribes to (`DecisionService.object_filters`) and on LH_COMMANDS
 and LH_RESULTS.
 
 Each object event after the new default image is classified against the previous version of the
@@ -34,7 +34,7 @@ from bench.report import write_report
 from corral_bus import connect, ensure_streams
 from corral_cli.demo.engine_wave import bring_engine_image
 from corral_cli.demo.show import DEMO_IMAGE
-from corral_engine_upgrade.runner import object_filters
+from corral_engine_upgrade.service import DEFINITION
 from corral_engine_upgrade.view import KIND_STRUCTS
 from corral_kube.client import api_client
 from corral_model.envelopes import EventType, ObjectEvent
@@ -157,7 +157,7 @@ async def measure() -> dict[str, Any]:
 def tally(
     namespace: str, objects: list[Any], published: int, results: list[Any], upgraded: int
 ) -> dict[str, Any]:
-    subscribed = [f.removesuffix(".>") + "." for f in object_filters(namespace)]
+    subscribed = [f.removesuffix(".>") + "." for f in DEFINITION.object_filters(namespace)]
     commanded: collections.Counter[str] = collections.Counter()
     for message in results:
         _, _, service, kind, _, name = message.subject.split(".")

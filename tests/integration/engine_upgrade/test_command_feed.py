@@ -12,7 +12,7 @@ import pytest
 from nats.js.api import AckPolicy, ConsumerConfig
 
 from corral_bus import MSG_ID_HEADER, Bus
-from corral_engine_upgrade.command_feed import CommandFeed, stream_end
+from corral_decision.command_feed import CommandFeed, stream_end
 from corral_model import codec
 from corral_model.envelopes import Command, FieldValue, Target, Verb, new_command
 from corral_model.subjects import COMMANDS_STREAM, RESULTS_STREAM, command_subject

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from nats.aio.msg import Msg
 
 from corral_bus import Bus
+from corral_engine_upgrade.core import EngineUpgradeDecider
 from corral_model import codec
 from corral_model.envelopes import Command
 from corral_sandbox.simulator import SimConfig
@@ -126,7 +127,7 @@ async def test_a_new_leader_counts_its_predecessors_queued_commands(
 
             await eventually(taken_over, within=30, what="B to catch up with the bus")
             # B counts A's queued commands: its view of node-1 is full, so it commands nothing more.
-            assert runner.decider.in_flight_by_node() == {"node-1": LIMIT}
+            assert cast("EngineUpgradeDecider", runner.decider).in_flight_by_node() == {"node-1": LIMIT}
 
             async def nothing_new() -> bool:
                 return {c.target.name for c in seen} == first_wave

@@ -12,10 +12,12 @@ new leader deciding from the stale view would command those, not repeat the old 
 from __future__ import annotations
 
 import contextlib
+from typing import cast
 
 import pytest
 
 from corral_bus import Bus
+from corral_engine_upgrade.core import EngineUpgradeDecider
 from corral_model.envelopes import Outcome
 from corral_model.subjects import COMMANDS_STREAM, RESULTS_STREAM
 from corral_sandbox.simulator import SimConfig
@@ -69,7 +71,8 @@ async def test_a_new_leader_waits_for_the_writes_the_actuator_reported(
 
             async def late_in_view() -> bool:
                 assert a.runner is not None
-                views = [a.runner.decider.view.volume(sandbox.namespace, name) for name in LATE]
+                view = cast("EngineUpgradeDecider", a.runner.decider).view
+                views = [view.volume(sandbox.namespace, name) for name in LATE]
                 return all(v is not None and v.robustness == "healthy" for v in views)
 
             await eventually(late_in_view, within=20, what="the new volumes healthy in LH_OBJECTS")

@@ -13,7 +13,8 @@ import pytest
 from nats.aio.msg import Msg
 
 from corral_bus import MSG_ID_HEADER, Bus
-from corral_engine_upgrade.runner import BOOTSTRAP, EngineUpgradeConfig, main
+from corral_decision import BOOTSTRAP, service_main
+from corral_engine_upgrade.service import DEFINITION, EngineUpgradeConfig
 from corral_engine_upgrade.view import DEFAULT_IMAGE_SETTING, LIMIT_SETTING, REQUIRED_KINDS
 from corral_model import codec
 from corral_model.envelopes import Command, CommandResult, EventType, ObjectEvent, Outcome
@@ -100,7 +101,7 @@ class Service:
 
     async def _main(self, ctx: ServiceContext[EngineUpgradeConfig]) -> None:
         self.ctx = ctx
-        await main(ctx, on_runner=self._runner)
+        await service_main(DEFINITION, on_runner=self._runner)(ctx)
 
     def _runner(self, runner: Any) -> None:
         self.runner = runner

@@ -18,8 +18,8 @@ import pytest
 from corral_actuator.config import ActuatorConfig
 from corral_actuator.runner import main as actuator_main
 from corral_bus import Bus
-from corral_engine_upgrade.runner import BOOTSTRAP, EngineUpgradeConfig, EngineUpgradeRunner
-from corral_engine_upgrade.runner import main as engine_upgrade_main
+from corral_decision import BOOTSTRAP, DecisionRunner, service_main
+from corral_engine_upgrade.service import DEFINITION, EngineUpgradeConfig
 from corral_runtime.service import ServiceContext, serve
 from corral_watcher.config import WatcherConfig
 from corral_watcher.runner import main as watcher_main
@@ -43,18 +43,15 @@ class Running:
     def __init__(self, name: str, config: Any, main: Any, ready_when: list[str]) -> None:
         self.name = name
         self.ctx: ServiceContext[Any] | None = None
-        self.runner: EngineUpgradeRunner | None = None
+        self.runner: DecisionRunner | None = None
 
         async def body(ctx: ServiceContext[Any]) -> None:
             self.ctx = ctx
-            if main is engine_upgrade_main:
-                await main(ctx, on_runner=self._on_runner)
-            else:
-                await main(ctx)
+            await main(ctx)
 
         self.task = asyncio.create_task(serve(config, body, leader_election=True, ready_when=ready_when))
 
-    def _on_runner(self, runner: EngineUpgradeRunner) -> None:
+    def on_runner(self, runner: DecisionRunner) -> None:
         self.runner = runner
 
     @property
@@ -113,12 +110,13 @@ def engine_upgrade(url: str, instance: str = "eu-1") -> Running:
         "debounce_s": 0.01,
         "handover_delay_s": 0.0,
     }
-    return Running(
+    running: Running = Running(
         f"engine-upgrade {instance}",
         msgspec.convert(config, EngineUpgradeConfig),
-        engine_upgrade_main,
+        lambda ctx: service_main(DEFINITION, on_runner=running.on_runner)(ctx),
         [BOOTSTRAP],
     )
+    return running
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from corral_actuator.config import ActuatorConfig
 from corral_actuator.expiry import DEFAULT_MAX_COMMAND_AGE, overage
 from corral_actuator.kinds import EVENT, resolve_kind
 from corral_engine_upgrade.core import DeciderConfig
-from corral_engine_upgrade.runner import EngineUpgradeConfig
+from corral_engine_upgrade.service import EngineUpgradeConfig
 from corral_model.envelopes import Command, FieldValue, Target, Verb, new_command
 
 NOW = 1_800_000_000.0

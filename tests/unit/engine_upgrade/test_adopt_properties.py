@@ -15,7 +15,7 @@ import msgspec
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from corral_engine_upgrade.adoption import SeenCommands
+from corral_decision.seen import SeenCommands
 from corral_engine_upgrade.core import DeciderConfig, EngineUpgradeDecider
 from corral_engine_upgrade.view import DEFAULT_IMAGE_SETTING, LIMIT_SETTING, REQUIRED_KINDS
 from corral_model import longhorn as lh

@@ -3,7 +3,7 @@ adopt them at takeover; bounded by the command TTL, not by the cluster's size.""
 
 from __future__ import annotations
 
-from corral_engine_upgrade.adoption import SeenCommands
+from corral_decision.seen import SeenCommands
 from corral_model.envelopes import Command, CommandResult, FieldValue, Outcome, Target, Verb, new_command
 
 NOW = 1_800_000_000.0

@@ -8,7 +8,7 @@ import pytest
 from corral_bus.streams import StreamSettings
 from corral_engine_upgrade.core import DeciderConfig, EngineUpgradeDecider
 from corral_engine_upgrade.reasons import Reason
-from corral_engine_upgrade.runner import EngineUpgradeConfig
+from corral_engine_upgrade.service import EngineUpgradeConfig
 from corral_engine_upgrade.view import DEFAULT_IMAGE_SETTING, LIMIT_SETTING, InvalidEvent
 from corral_model.envelopes import EventType, ObjectEvent, Outcome
 from tests.unit.engine_upgrade.cluster import (
@@ -30,7 +30,7 @@ from tests.unit.engine_upgrade.cluster import (
 )
 
 
-def reasons(feed: Feed) -> dict[str, Reason]:
+def reasons(feed: Feed) -> dict[str, str]:
     return {e.name: e.reason for e in feed.decider.explain()}
 
 

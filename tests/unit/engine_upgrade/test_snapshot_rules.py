@@ -10,8 +10,9 @@ import pytest
 import yaml
 
 from corral_cli.main import main as corral
-from corral_engine_upgrade.plan import plan_snapshot
+from corral_decision.plan import plan_snapshot
 from corral_engine_upgrade.reasons import Reason
+from corral_engine_upgrade.service import DEFINITION
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "engine_upgrade"
 RULES = DATA / "rules.json"
@@ -53,16 +54,16 @@ EXPECTED: dict[str, Reason | None] = {
 
 
 def test_every_rule_names_its_volume() -> None:
-    commands, explanations = plan_snapshot(json.loads(RULES.read_text()), now=1000.0)
+    commands, explanations = plan_snapshot(DEFINITION, json.loads(RULES.read_text()), now=1000.0)
     chosen = {c.target.name for c in commands}
-    reasons: dict[str, Reason | None] = {e.name: e.reason for e in explanations}
+    reasons: dict[str, str | None] = {e.name: e.reason for e in explanations}
     reasons.update(dict.fromkeys(chosen))
     assert reasons == EXPECTED
     assert not chosen & {e.name for e in explanations}
 
 
 def test_commands_set_the_default_image_with_preconditions() -> None:
-    commands, _ = plan_snapshot(json.loads(RULES.read_text()), now=1000.0)
+    commands, _ = plan_snapshot(DEFINITION, json.loads(RULES.read_text()), now=1000.0)
     by_name = {c.target.name: c for c in commands}
     live, offline = by_name["cand-a"], by_name["offline-dr"]
     for command in (live, offline):

@@ -37,12 +37,12 @@ from prometheus_client import CollectorRegistry
 from corral_bus.connection import Bus, connect
 from corral_bus.streams import ensure_streams
 from corral_runtime.config import ConfigError, ServiceConfig, load_config
-from corral_runtime.gate import UpgradeGate
 from corral_runtime.health import HealthServer, Readiness
 from corral_runtime.leadership import Leadership
 from corral_runtime.logs import Logger, configure_logging
 from corral_runtime.metrics import ServiceMetrics, new_registry
 from corral_runtime.shutdown import StopSignals
+from corral_runtime.startup import StartupHook
 from corral_runtime.tracing import configure_tracing
 
 ConfigT = TypeVar("ConfigT", bound=ServiceConfig)
@@ -100,15 +100,15 @@ def run_service(
     *,
     leader_election: bool = False,
     ready_when: Sequence[str] = (),
-    upgrade_gate: UpgradeGate | None = None,
+    startup: Sequence[StartupHook] = (),
     environ: Mapping[str, str] | None = None,
 ) -> int:
     """Run `main` as the service `name` until it returns or a stop signal has been handled.
 
     `ready_when` names the readiness conditions `main` marks itself (`ctx.readiness.mark("bootstrap")`);
     they are declared before the health server starts, so /readyz never answers 200 too early.
-    `upgrade_gate` (e.g. `corral_runtime.gate.bus_gate`) runs before `main`; a blocked upgrade path
-    exits 1 without `main` ever running.
+    `startup` hooks (e.g. the upgrade-path gate, `corral_upgradepath.hooks.bus_gate`) run before
+    `main`, in order; the first that refuses exits 1 without `main` ever running.
     """
     try:
         config = load_config(config_cls, environ=environ)
@@ -125,7 +125,7 @@ def run_service(
                 main,
                 leader_election=leader_election,
                 ready_when=ready_when,
-                upgrade_gate=upgrade_gate,
+                startup=startup,
                 environ=environ,
             )
         )
@@ -139,7 +139,7 @@ async def serve(
     *,
     leader_election: bool = False,
     ready_when: Sequence[str] = (),
-    upgrade_gate: UpgradeGate | None = None,
+    startup: Sequence[StartupHook] = (),
     environ: Mapping[str, str] | None = None,
 ) -> int:
     """The body of `run_service` for a loaded configuration; usable from a running event loop."""
@@ -173,12 +173,12 @@ async def serve(
                 return EXIT_OK
             # Idempotent, and every service does it: whichever starts first creates the contract's streams.
             await ensure_streams(bus.js)
-            if upgrade_gate is not None and config.upgrade_gate:
-                decision = await upgrade_gate(bus, config)
-                if not decision.allowed:
-                    log.error("upgrade path blocked: not starting", summary=decision.summary())
+            for hook in startup if config.upgrade_gate else ():
+                verdict = await hook(bus, config)
+                if not verdict.allowed:
+                    log.error("start-up check refused: not starting", summary=verdict.summary())
                     return EXIT_FAILED
-                log.info("upgrade path allowed", summary=decision.summary())
+                log.info("start-up check passed", summary=verdict.summary())
             connected_bus = bus
             readiness.probe("nats", lambda: connected_bus.is_connected)
             gauges.ready.set_function(lambda: float(readiness.ready))

@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         ready_when=["policy"],
         # The bus view depends on the actuator, so it reads the gate's inputs live, and as the only
         # writer it records its own gate Events (corral_actuator.gate).
-        upgrade_gate=actuator_gate,
+        startup=[actuator_gate],
         environ=environ,
     )
 

@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import msgspec
 
+from corral_decision.decider import Clock, Explanation, Pending
 from corral_engine_upgrade.eligibility import step_gate, volume_reason
 from corral_engine_upgrade.reasons import Reason
 from corral_engine_upgrade.records import Expectation, VolumeRecord
@@ -49,13 +50,13 @@ from corral_model.envelopes import (
     command_id,
 )
 
+__all__ = ["SERVICE", "DeciderConfig", "EngineUpgradeDecider", "Explanation"]
+
 SERVICE = "engine-upgrade"
 _PATCH = Verb.PATCH
 _IN_PROGRESS = Reason.IN_PROGRESS
 _COMMAND_PENDING = Reason.COMMAND_PENDING
 _RETRY_BACKOFF = Reason.RETRY_BACKOFF
-
-Clock = Callable[[], float]
 
 
 class DeciderConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -70,18 +71,9 @@ class DeciderConfig(msgspec.Struct, frozen=True, kw_only=True):
     tombstone_ttl: float = 600.0
 
 
-class Explanation(msgspec.Struct, frozen=True, kw_only=True):
-    """Why one volume was not chosen. `detail` names the per-volume rule behind a global gate."""
-
-    kind: str = "Volume"
-    namespace: str
-    name: str
-    owner: str
-    reason: Reason
-    detail: str = ""
-
-
 class EngineUpgradeDecider:
+    """The engine-upgrade rules as a `corral_decision.Decider`."""
+
     def __init__(self, clock: Clock, config: DeciderConfig | None = None) -> None:
         self.config = config or DeciderConfig()
         self.view = ClusterView(tombstone_ttl=self.config.tombstone_ttl)
@@ -241,13 +233,21 @@ class EngineUpgradeDecider:
         self._now = self._clock()
         return self._owners.catch_up(budget, self._refresh)
 
-    def explain(self) -> list[Explanation]:
-        """For every volume not chosen (as of now): the first rule or gate that holds it back."""
+    def explain(self, key: str | None = None) -> list[Explanation]:
+        """For every volume (or the one `key` names), as of now: the first rule or gate that holds
+        it back, `command-pending` once chosen. `group` is its owner node."""
         now = self._clock()
         view = self.view
         gate = step_gate(view)
+        if key is None:
+            volumes = sorted(view.volumes(), key=lambda v: (v.namespace, v.name))
+        else:
+            kind, _, rest = key.partition("/")
+            namespace, _, name = rest.partition("/")
+            one = view.volume(namespace, name) if kind == "Volume" else None
+            volumes = [one] if one is not None else []
         out: list[Explanation] = []
-        for volume in sorted(view.volumes(), key=lambda v: (v.namespace, v.name)):
+        for volume in volumes:
             reason = volume_reason(volume, view, now)
             detail = ""
             if gate is not None:
@@ -255,13 +255,12 @@ class EngineUpgradeDecider:
             elif reason is None:
                 full = self._owners.in_flight(volume.owner) >= view.limit
                 reason = Reason.NODE_LIMIT_REACHED if full else Reason.AWAITING_DECISION
-            if reason is Reason.COMMAND_PENDING:
-                continue  # chosen: its command is out
             out.append(
                 Explanation(
+                    kind="Volume",
                     namespace=volume.namespace,
                     name=volume.name,
-                    owner=volume.owner,
+                    group=volume.owner,
                     reason=reason,
                     detail=detail,
                 )
@@ -292,6 +291,44 @@ class EngineUpgradeDecider:
     def next_due(self) -> float | None:
         """When `decide` next has timed work (a retry or an expiry), so a runner can sleep until then."""
         return self._timers[0][0] if self._timers else None
+
+    # --- the rest of the Decider protocol ------------------------------------------------------------
+
+    def adopt(self, command: Command, applied: CommandResult | None) -> bool:
+        """`adopt_command`, then its `applied` result: True when the command now holds a slot here
+        and did not before."""
+        target = command.target
+        volume = self.view.volume(target.namespace, target.name)
+        if volume is None or volume.expectation is not None:
+            return False  # gone, or already counted (our own command, or adopted before)
+        self.adopt_command(command)
+        if volume.expectation is None:
+            return False  # already shown by the view, or its spec.image test can no longer pass
+        if applied is not None:
+            self.record_result(applied)  # `applied`: in flight until the view shows it
+        return True
+
+    def observed_version(self, target: Target) -> int | None:
+        volume = self.view.volume(target.namespace, target.name) if target.kind == "Volume" else None
+        return volume.rv if volume is not None else None
+
+    def expectations(self) -> Iterator[Pending]:
+        """O(volumes): for metric scrapes, takeover logs and replay, never per event."""
+        for volume in self.view.volumes():
+            expectation = volume.expectation
+            if expectation is not None:
+                yield Pending(
+                    command_id=expectation.command_id,
+                    target=Target(kind="Volume", namespace=volume.namespace, name=volume.name),
+                    issued_at=expectation.issued_at,
+                    applied=expectation.applied,
+                )
+
+    def idle_work(self, budget: int) -> int:
+        """Judge up to `budget` volumes not yet judged under the current rules; how many are left."""
+        if budget:
+            self.catch_up(budget)
+        return self.unclassified()
 
     # --- internals ----------------------------------------------------------------------------------
 

@@ -30,10 +30,13 @@ from typing import Any
 
 import msgspec
 
+from corral_decision.decider import InvalidEvent
 from corral_engine_upgrade.image_facts import AnyEngineImage, EngineImageFacts
 from corral_engine_upgrade.records import ImageRecord, ReplicaEntry, VolumeRecord
 from corral_model import longhorn as lh
 from corral_model.envelopes import EventType, ObjectEvent
+
+__all__ = ["KIND_STRUCTS", "REQUIRED_KINDS", "ClusterView", "Impact", "InvalidEvent"]
 
 DEFAULT_IMAGE_SETTING = "default-engine-image"
 LIMIT_SETTING = "concurrent-automatic-engine-upgrade-per-node-limit"
@@ -53,10 +56,6 @@ _ALSO_TAKEN: dict[type[Any], type[Any]] = {EngineImageFacts: lh.EngineImage}
 _intern = sys.intern
 _RESYNCED = EventType.RESYNCED
 _DELETED = EventType.DELETED
-
-
-class InvalidEvent(ValueError):
-    """An event the view cannot use (unknown kind, malformed object): reported, never applied."""
 
 
 class Impact(msgspec.Struct, frozen=True, gc=False):

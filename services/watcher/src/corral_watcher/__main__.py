@@ -8,7 +8,7 @@ import sys
 import uvloop
 
 from corral_runtime import run_service
-from corral_runtime.gate import live_gate
+from corral_upgradepath.hooks import live_gate
 from corral_watcher.config import WatcherConfig
 from corral_watcher.runner import main
 
@@ -23,7 +23,7 @@ def run() -> int:
         ready_when=["synced"],
         # The bus view depends on the watcher, so its gate reads the version setting and engine
         # images live from the API server, not from the bus.
-        upgrade_gate=live_gate,
+        startup=[live_gate],
     )
 
 

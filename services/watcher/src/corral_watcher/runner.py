@@ -3,7 +3,7 @@
 The watcher needs no leader lease: two replicas publish the same event ids and JetStream stores
 each once. It is ready once every kind has been listed and published, so a rolling update does not
 take the old replica away before the new one has caught up. Like the actuator, it runs the
-upgrade-path gate on a live read of the API server (`corral_runtime.gate.live_gate`), because every
+upgrade-path gate on a live read of the API server (`corral_upgradepath.hooks.live_gate`), because every
 other service's view of the cluster depends on what the watcher publishes.
 """
 

@@ -5,61 +5,39 @@ YAML, e.g. `kubectl get volumes,replicas,engineimages,nodes,settings -n longhorn
 and prints the commands it would emit, one JSON object per line, so an operator can ask "what would
 happen on my cluster?" and tests can check a core on recorded clusters.
 
-Services plug in through the `corral.plan` entry-point group: the name is the sub-command, the value
-a callable `(document, now) -> (commands, explanations)`. The table below names the planners that
-ship with corral, so they work even where entry-point metadata is not installed.
+Every installed decision service (the decision kit's `corral.deciders` entry points) is a
+sub-command; its own `Decider` makes the plan (`corral_decision.plan`).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
-import importlib
-import importlib.metadata
 import json
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import yaml
 
+from corral_decision import decision_service, decision_services
+from corral_decision.plan import plan_snapshot
 from corral_model.envelopes import Command
-
-Planner = Callable[[Mapping[str, Any], float], tuple[Sequence[Command], Sequence[Any]]]
-
-BUILTIN_PLANNERS = {
-    "engine-upgrade": "corral_engine_upgrade.plan:plan_snapshot",
-}
-ENTRY_POINT_GROUP = "corral.plan"
-
-
-def planners() -> dict[str, str]:
-    """Sub-command name → "module:callable", built-ins first, installed entry points on top."""
-    found = dict(BUILTIN_PLANNERS)
-    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        found[entry.name] = entry.value
-    return found
-
-
-def _load(target: str) -> Planner:
-    module_name, _, attribute = target.partition(":")
-    planner: Planner = getattr(importlib.import_module(module_name), attribute)
-    return planner
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("plan", help="commands a decision service would emit on a snapshot")
     services = parser.add_subparsers(dest="service", required=True, metavar="SERVICE")
-    for name, target in sorted(planners().items()):
+    for name in sorted(decision_services()):
         sub = services.add_parser(name, help=f"plan of the {name} service")
         sub.add_argument("--snapshot", required=True, help="Kubernetes List (JSON or YAML); '-' reads stdin")
         sub.add_argument("--now", type=parse_now, default=None, help="decision time (epoch s or ISO-8601)")
         sub.add_argument("--explain", action="store_true", help="also print why each object was not chosen")
-        sub.set_defaults(func=_run, planner_target=target)
+        sub.set_defaults(func=_run)
 
 
 def parse_now(text: str) -> float:
@@ -107,9 +85,11 @@ def command_line(command: Command) -> dict[str, Any]:
 def _run(args: argparse.Namespace) -> int:
     try:
         document = read_snapshot(args.snapshot)
-        planner = _load(args.planner_target)
-        commands, explanations = planner(document, args.now if args.now is not None else time.time())
-    except (OSError, ValueError, ImportError) as e:
+        service = decision_service(args.service)
+        commands, explanations = plan_snapshot(
+            service, document, args.now if args.now is not None else time.time()
+        )
+    except (OSError, ValueError, LookupError) as e:
         print(f"corral plan {args.service}: {e}", file=sys.stderr)
         return 2
     out = sys.stdout

@@ -1,7 +1,7 @@
 """Following an engine-upgrade wave on the bus: LH_OBJECTS in, a progress view out, until it is over.
 
 It reads what the decision service reads, the way it reads it (a `BootstrapReader` over the same
-subjects, decoded by the service's own `decode_event`), so it needs nothing but a NATS URL: no
+subjects, decoded as the kit's runner decodes them), so it needs nothing but a NATS URL: no
 Kubernetes credentials, no service's metrics. Figures are drawn once the view is complete (a
 RESYNCED marker seen for every kind), at most every `interval` seconds, so a burst of events
 costs one redraw.
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from corral_bus import BootstrapReader, Bus
 from corral_cli.progress.model import NodeFigures, ProgressModel
 from corral_cli.progress.render import ProgressView, blocked_text
-from corral_engine_upgrade.runner import decode_event, object_filters
-from corral_engine_upgrade.view import InvalidEvent
+from corral_decision import InvalidEvent, decision_service
+from corral_decision.runner import EventDecoder
 from corral_model.codec import SchemaError
 
 QUIET_HINT_S = 10.0  # say why nothing shows when no complete view arrived after this long
@@ -57,7 +57,9 @@ async def follow_wave(
     """Draw the wave until it is finished (`ProgressModel.finished(target_image)`), forever with
     `follow`, or until `stop` is set. `on_note` gets one-line remarks (why nothing shows yet)."""
     model = ProgressModel()
-    reader = BootstrapReader(bus, object_filters(namespace))
+    service = decision_service("engine-upgrade")
+    decode_event = EventDecoder(service)
+    reader = BootstrapReader(bus, service.object_filters(namespace))
     changed = asyncio.Event()
     unreadable = 0
     started = time.monotonic()

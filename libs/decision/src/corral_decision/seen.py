@@ -1,8 +1,8 @@
-"""The engine-upgrade commands a replica has seen on the bus, kept for adopting them at takeover.
+"""The commands of its service a replica has seen on the bus, kept for adopting them at takeover.
 
 Every replica follows its service's commands (command_feed.py) and results. A standby adopts each
 command into its decider as it arrives, but its view may lag the view the leader decided on, so
-`adopt_command` can skip a command whose spec.image test the standby's view does not show yet. When
+`adopt` can skip a command whose precondition the standby's view does not show yet. When
 the replica becomes leader it first catches its view up with the bus and then adopts everything
 here once more, from a view at least as fresh as its predecessor's (takeover.py).
 

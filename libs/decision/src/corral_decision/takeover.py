@@ -1,11 +1,11 @@
-"""What a replica does between becoming leader and its first decision, so that the per-node limit
-holds across a change of leader.
+"""What a replica does between becoming leader and its first decision, so that a service's limits
+(engine-upgrade's per-node limit, one v2 node at a time…) hold across a change of leader.
 
 The predecessor's commands that the cluster does not show yet live only in its memory (its
 expectations). Every replica follows the service's commands and adopts them as they come
 (runner.py, command_feed.py), but a standby's view may lag the view the leader decided on, so an
-adoption judged on it ("already shown", "image moved", a volume not seen yet) may be wrong. Deciding
-on such a view could put a node over the limit. So a new leader decides only once it has caught up
+adoption judged on it ("already shown", "precondition moved", an object not seen yet) may be
+wrong. Deciding on such a view could break a limit. So a new leader decides only once it has caught up
 with the bus, not after a guessed delay:
 
 * its readers have reached the ends LH_OBJECTS (its kinds) and LH_RESULTS (its results) had when it
@@ -34,9 +34,9 @@ from collections.abc import Callable
 from prometheus_client import Histogram
 
 from corral_bus import BootstrapReader, Bus
-from corral_engine_upgrade.adoption import SeenCommands
-from corral_engine_upgrade.command_feed import CommandFeed, stream_end
-from corral_engine_upgrade.core import EngineUpgradeDecider
+from corral_decision.command_feed import CommandFeed, stream_end
+from corral_decision.decider import Decider
+from corral_decision.seen import SeenCommands
 from corral_model.envelopes import Command, CommandResult
 from corral_runtime.logs import Logger
 
@@ -56,7 +56,7 @@ class Takeover:
     """The catch-up of one replica; `run` once per leadership term, before the first decision."""
 
     bus: Bus
-    decider: EngineUpgradeDecider
+    decider: Decider
     _: dataclasses.KW_ONLY
     objects: BootstrapReader
     results: BootstrapReader
@@ -71,15 +71,15 @@ class Takeover:
     delay_s: float
 
     def lagging_writes(self) -> list[str]:
-        """Volumes the actuator reported writing that the view shows at an older resourceVersion."""
+        """Objects the actuator reported writing that the view shows at an older resourceVersion."""
         lagging = []
         self.prune_seen(False)
         for result in self.seen.writes():
             target = result.target
-            volume = self.decider.view.volume(target.namespace, target.name)
+            seen_rv = self.decider.observed_version(target)
             with contextlib.suppress(ValueError):
-                if volume is not None and volume.rv < int(result.resource_version):
-                    lagging.append(f"{target.namespace}/{target.name}")
+                if seen_rv is not None and seen_rv < int(result.resource_version):
+                    lagging.append(f"{target.kind}/{target.namespace}/{target.name}")
         return lagging
 
     def adopt_all_seen(self) -> None:
@@ -89,7 +89,7 @@ class Takeover:
             self.adopt(command, result)
 
     async def run(self, stop: asyncio.Event, still_leading: StillLeading) -> bool:
-        """Catch up with the bus, adopt what was seen, and let every volume be judged again.
+        """Catch up with the bus, adopt what was seen, and let every target be judged again.
         False when leadership was lost or the service stops meanwhile."""
         started = time.monotonic()
         objects_end = await stream_end(self.bus, self.objects.stream, self.objects.filter_subjects)
@@ -115,7 +115,7 @@ class Takeover:
             if lagging and now > next_report:
                 # The watcher is down or far behind: deciding now could exceed the limit.
                 self.log.warning(
-                    "waiting for the view to show writes the actuator reported", volumes=lagging[:5]
+                    "waiting for the view to show writes the actuator reported", objects=lagging[:5]
                 )
                 next_report = now + REPORT_EVERY_S
             with contextlib.suppress(TimeoutError):
@@ -134,6 +134,6 @@ class Takeover:
             "took over",
             seconds=round(took, 3),
             queued_commands=queued,
-            in_flight=sum(self.decider.in_flight_by_node().values()),
+            in_flight=sum(1 for _ in self.decider.expectations()),
         )
         return True

@@ -1,18 +1,17 @@
 """A cluster snapshot (a Kubernetes `List`, as `kubectl get … -o json` prints it) as ObjectEvents.
 
 `corral plan` and the snapshot tests feed the very same decider the service runs, through the very
-same events it would get from the bus: one ADDED per object, then a RESYNCED per kind, so the view
-is complete and the decider bootstraps exactly as it does after a relist.
+same events it would get from the bus: one ADDED per object, then a RESYNCED per kind it reads, so
+the view is complete and the decider bootstraps exactly as it does after a relist.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import msgspec
 
-from corral_engine_upgrade.view import REQUIRED_KINDS
 from corral_model.envelopes import EventType, ObjectEvent
 from corral_model.kinds import KINDS, LONGHORN_GROUP
 
@@ -34,9 +33,9 @@ def _token(item: Mapping[str, Any]) -> str | None:
 
 
 def snapshot_events(
-    document: Mapping[str, Any], namespace: str = "longhorn-system"
+    document: Mapping[str, Any], kinds: Iterable[str], namespace: str = "longhorn-system"
 ) -> list[ObjectEvent[Any]]:
-    """Events for every object in `document`, then RESYNCED for every kind the decider needs."""
+    """Events for every object in `document`, then RESYNCED for every kind token in `kinds`."""
     is_list = str(document.get("kind", "List")).endswith("List")
     items: Sequence[Any] = document.get("items", []) if is_list else [document]
     if not isinstance(items, list):
@@ -64,6 +63,6 @@ def snapshot_events(
                 object=obj,
             )
         )
-    for token in sorted(REQUIRED_KINDS):
+    for token in sorted(kinds):
         events.append(ObjectEvent(type=EventType.RESYNCED, kind=token, namespace=namespace, name=""))
     return events

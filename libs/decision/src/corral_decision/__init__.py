@@ -1,0 +1,32 @@
+"""The decision kit: a `Decider` (the rules) and one runner (everything else) per decision service.
+
+    DEFINITION = DecisionService(name="my-service", config=MyConfig, reads={"volume": Volume},
+                                 commands=frozenset({"volume"}), new_decider=MyDecider)
+    # __main__.py:
+    raise SystemExit(run(DEFINITION))
+
+See README.md for what a new service needs and where it is listed.
+"""
+
+from corral_decision.decider import Clock, Decider, Explanation, InvalidEvent, Pending, target_key
+from corral_decision.harness import run, service_main
+from corral_decision.registry import decision_service, decision_services
+from corral_decision.runner import BOOTSTRAP, DecisionRunner
+from corral_decision.service import DecisionConfig, DecisionService
+
+__all__ = [
+    "BOOTSTRAP",
+    "Clock",
+    "Decider",
+    "DecisionConfig",
+    "DecisionRunner",
+    "DecisionService",
+    "Explanation",
+    "InvalidEvent",
+    "Pending",
+    "decision_service",
+    "decision_services",
+    "run",
+    "service_main",
+    "target_key",
+]

@@ -1,0 +1,27 @@
+"""`corral plan <service>`: what a decision service would do on a snapshot of a cluster.
+
+The service's own `Decider`, bootstrapped from the snapshot at a fixed time, decides once; the plan
+is its first wave and its explanation of every other target.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from corral_decision.decider import Explanation
+from corral_decision.service import DecisionService
+from corral_decision.snapshot import snapshot_events
+from corral_model.envelopes import Command
+
+
+def plan_snapshot(
+    service: DecisionService[Any], document: Mapping[str, Any], now: float
+) -> tuple[Sequence[Command], list[Explanation]]:
+    decider = service.new_decider(service.config(), lambda: now)
+    for event in snapshot_events(document, service.reads):
+        decider.apply(event)
+    commands = decider.decide()
+    pending = {(c.target.kind, c.target.namespace, c.target.name) for c in commands}
+    explanations = [e for e in decider.explain() if (e.kind, e.namespace, e.name) not in pending]
+    return commands, explanations

@@ -1,0 +1,307 @@
+"""The one runner every decision service stands on: LH_OBJECTS, LH_RESULTS and the service's own
+LH_COMMANDS in, LH_COMMANDS out, around a `Decider` that only decides.
+
+Parametrised by a `DecisionService` (name, kinds read, kinds commanded, config, decider factory),
+it adds only plumbing:
+
+* the view is bootstrapped from LH_OBJECTS (the last event per object, then every new one) and
+  results are followed on LH_RESULTS; nothing is decided before both snapshots are read and the
+  decider has seen a RESYNCED marker for every kind it reads (`decider.ready`);
+* decisions are batched: after an event the loop waits `debounce_s` for the rest of a burst, then
+  calls `decide()` once; it also wakes for the decider's own timers (`next_due`);
+* only the leader (NATS KV lease, through the runtime harness) decides and publishes; a standby
+  keeps its view warm and does the decider's deferred work (`idle_work`);
+* every replica follows the service's own commands (command_feed.py) and adopts those it did not
+  issue (`Decider.adopt`), so its expectations include a predecessor's (or a rival's) commands;
+* takeover (takeover.py): a replica that becomes leader decides only once it has caught up with
+  the bus and adopted every pending command once more, so the service's limits hold across a
+  change of leader;
+* commands are published to `lh.cmd.<service>.<kind>.<ns>.<name>` with the command id as
+  Nats-Msg-Id, so a republished identical decision is stored once; a command JetStream did not
+  store is reported to the decider as an `error` result, which frees what it held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import gc
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from corral_bus import BootstrapReader, Bus, Publisher, PublishError, StreamMessage
+from corral_decision.command_feed import CommandFeed
+from corral_decision.decider import Decider, InvalidEvent
+from corral_decision.metrics import RunnerMetrics
+from corral_decision.seen import SeenCommands
+from corral_decision.service import DecisionConfig, DecisionService
+from corral_decision.takeover import Takeover
+from corral_model import codec
+from corral_model.codec import SchemaError
+from corral_model.envelopes import Command, CommandResult, ObjectEvent, Outcome
+from corral_model.subjects import RESULTS_PREFIX, RESULTS_STREAM, command_subject, escape_token
+from corral_runtime.logs import Logger
+
+BOOTSTRAP = "bootstrap"
+"""The readiness condition the runner marks once its view is bootstrapped."""
+
+
+class EventDecoder:
+    """Decodes `lh.obj.<kind>.<ns>.<name>` by its kind token, straight into the service's Struct."""
+
+    def __init__(self, service: DecisionService[Any]) -> None:
+        self._types = {kind: ObjectEvent[struct] for kind, struct in service.reads.items()}  # type: ignore[valid-type]
+
+    def __call__(self, message: StreamMessage) -> ObjectEvent[Any]:
+        kind = message.subject.split(".", 3)[2]
+        type_ = self._types.get(kind)
+        if type_ is None:
+            raise SchemaError(f"subject {message.subject} is not a kind this service reads")
+        event: ObjectEvent[Any] = message.decode(type_)
+        return event
+
+
+class DecisionRunner:
+    """One replica of a decision service: `run(stop)` until stopped."""
+
+    def __init__(
+        self,
+        service: DecisionService[Any],
+        bus: Bus,
+        config: DecisionConfig,
+        log: Logger,
+        registry: CollectorRegistry | None = None,
+        *,
+        is_leader: Callable[[], bool] = lambda: True,
+        decider: Decider | None = None,
+    ) -> None:
+        self.service = service
+        self.bus = bus
+        self.config = config
+        self.log = log
+        self.decider = decider if decider is not None else service.new_decider(config, time.time)
+        self.metrics = RunnerMetrics(service.metric_prefix, registry, self.decider, service.gauges)
+        self.decode_event = EventDecoder(service)
+        self._is_leader = is_leader
+        self._wake = asyncio.Event()
+        self._taken_over = False  # caught up with the bus since this replica became leader
+        self._term = 0  # counts leadership changes: a takeover belongs to the term it started in
+        self._publisher = Publisher(bus, window=1024)
+        self.objects = BootstrapReader(bus, service.object_filters(config.namespace))
+        self.results = BootstrapReader(
+            bus, [f"{RESULTS_PREFIX}.{escape_token(service.name)}.>"], stream=RESULTS_STREAM
+        )
+        self.seen = SeenCommands(config.command_ttl_s, config.applied_ttl_s)
+        self._pruned_at = 0.0
+        self.commands = CommandFeed(bus, service.name, self._on_command, log)
+        self.takeover = Takeover(
+            bus,
+            self.decider,
+            objects=self.objects,
+            results=self.results,
+            commands=self.commands,
+            seen=self.seen,
+            adopt=self._adopt,
+            prune_seen=self._prune_seen,
+            wake=self._wake,
+            log=log,
+            seconds=self.metrics.takeover_seconds,
+            timeout_s=config.handover_timeout_s,
+            delay_s=config.handover_delay_s,
+        )
+        self.bootstrapped = asyncio.Event()
+
+    # --- leadership -----------------------------------------------------------------------------
+
+    def leadership_changed(self, is_leader: bool) -> None:
+        self._taken_over = False
+        self._term += 1
+        self._wake.set()
+
+    # --- inputs -----------------------------------------------------------------------------------
+
+    async def _follow_objects(self) -> None:
+        handled = 0
+        decode, apply, events = self.decode_event, self.decider.apply, self.metrics.events
+        async for message in self.objects:
+            try:
+                event = decode(message)
+                apply(event)
+                events.labels(event.kind).inc()
+            except (SchemaError, InvalidEvent) as e:
+                # Nothing was applied; the next event for that object (or a resync) brings it in.
+                self.metrics.bad_events.inc()
+                self.log.warning("skipping an unreadable object event", subject=message.subject, error=str(e))
+            self._wake.set()
+            handled += 1
+            if handled % 1000 == 0:
+                await asyncio.sleep(0)  # a long burst must not starve the decision loop
+
+    async def _follow_results(self) -> None:
+        async for message in self.results:
+            try:
+                result = message.decode(CommandResult)
+            except SchemaError as e:
+                self.log.warning("skipping an unreadable result", subject=message.subject, error=str(e))
+                continue
+            self.decider.record_result(result)
+            self.seen.result(result, time.time())
+            self.metrics.results.labels(str(result.outcome)).inc()
+            self._wake.set()
+
+    def _on_command(self, command: Command) -> None:
+        """A command of this service on the bus: ours coming back, or another replica's to count."""
+        if self.seen.command(command, time.time()) and self.decider.ready:
+            self._adopt(command, self.seen.applied(command.id))
+
+    def _adopt(self, command: Command, result: CommandResult | None) -> None:
+        if self.decider.adopt(command, result):
+            self.metrics.adopted.inc()
+            self._wake.set()
+
+    def _prune_seen(self, force: bool = False) -> None:
+        """Forget commands and writes too old to matter (unless forced, at most once a second: it
+        is a scan)."""
+        now = time.monotonic()
+        if force or now - self._pruned_at >= 1.0:
+            self._pruned_at = now
+            self.seen.prune(time.time())
+
+    # --- decisions ----------------------------------------------------------------------------------
+
+    def _may_decide(self) -> bool:
+        return self.bootstrapped.is_set() and bool(self._is_leader())
+
+    def _leads_in(self, term: int) -> bool:
+        """Still leader, in the same term (not lost and regained meanwhile)."""
+        return bool(self._is_leader()) and term == self._term
+
+    async def _publish(self, commands: Sequence[Command]) -> None:
+        service = self.service
+        for command in commands:
+            target = command.target
+            token = service.command_token(target.kind)
+            if token is None:  # a decider bug: never send what the actuator's policy would refuse
+                self.log.error("decider commanded a kind it does not own", kind=target.kind)
+                continue
+            subject = command_subject(service.name, token, target.namespace, target.name)
+            await self._publisher.publish(subject, codec.encode(command), msg_id=command.id)
+        try:
+            await self._publisher.flush()
+        except PublishError as e:
+            failed = {f.msg_id for f in e.failures}
+            self.metrics.publish_failures.inc(len(failed))
+            self.log.warning("commands not stored; what they held is freed", count=len(failed), error=str(e))
+            for command in commands:
+                if command.id in failed:
+                    self.decider.record_result(
+                        CommandResult(
+                            command_id=command.id,
+                            service=service.name,
+                            target=command.target,
+                            outcome=Outcome.ERROR,
+                            detail="not stored in LH_COMMANDS",
+                        )
+                    )
+
+    async def _decide_once(self) -> Sequence[Command]:
+        started = time.perf_counter()
+        commands = self.decider.decide()
+        self.metrics.decision_seconds.observe(time.perf_counter() - started)
+        if not commands:
+            return commands
+        await self._publish(commands)
+        mode = self.service.command_mode
+        for command in commands:
+            self.metrics.commands.labels(mode(command)).inc()
+        self.log.info("commands published", count=len(commands))
+        return commands
+
+    async def _take_over(self, stop: asyncio.Event) -> bool:
+        """Run the takeover for the current term; False when it must be tried again."""
+        term = self._term
+        try:
+            leading = functools.partial(self._leads_in, term)
+            self._taken_over = await self.takeover.run(stop, leading) and term == self._term
+        except Exception as e:  # NATS unreachable or slow: try again shortly
+            self.log.warning("takeover interrupted; retrying", error=str(e))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.5)
+            self._wake.set()
+            return False
+        return self._taken_over
+
+    async def _decision_loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._sleep_for())
+            self._wake.clear()
+            if stop.is_set():
+                return
+            self._prune_seen()
+            if self.config.debounce_s:
+                await asyncio.sleep(self.config.debounce_s)  # let the rest of a burst arrive
+            if self._may_decide():
+                if self._taken_over or await self._take_over(stop):
+                    await self._decide_once()
+            elif self.bootstrapped.is_set() and self.config.idle_batch:
+                self.decider.idle_work(self.config.idle_batch)
+
+    def _sleep_for(self) -> float:
+        """Until the decider's next timer or a periodic round of idle work (a handover delay is
+        waited in takeover.py)."""
+        delays = [5.0]
+        due = self.decider.next_due()
+        if due is not None:
+            delays.append(max(0.0, due - time.time()))
+        if self.config.idle_batch and self.decider.idle_work(0):
+            delays.append(0.5)
+        return min(delays)
+
+    async def _wait_bootstrapped(self, stop: asyncio.Event) -> bool:
+        """Both snapshots read and a RESYNCED marker seen for every kind."""
+        while not stop.is_set():
+            if self.objects.ready.is_set() and self.results.ready.is_set() and self.decider.ready:
+                return True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), 0.5)
+            self._wake.clear()
+        return False
+
+    async def run(self, stop: asyncio.Event, on_bootstrapped: Callable[[], None] | None = None) -> None:
+        await self.commands.start()
+        await self.results.start()
+        await self.objects.start()
+        name = self.service.name
+        tasks = [
+            asyncio.create_task(self._follow_results(), name=f"{name}-results"),
+            asyncio.create_task(self._follow_objects(), name=f"{name}-objects"),
+            asyncio.create_task(self.commands.run(stop), name=f"{name}-commands"),
+        ]
+        try:
+            if await self._wait_bootstrapped(stop):
+                # The view is long-lived: keep the cyclic collector from walking it again and again.
+                gc.collect()
+                gc.freeze()
+                self.takeover.adopt_all_seen()  # what was seen while the view was incomplete
+                self.bootstrapped.set()
+                self.log.info("view bootstrapped", in_flight=sum(1 for _ in self.decider.expectations()))
+                if on_bootstrapped is not None:
+                    on_bootstrapped()
+                self._wake.set()
+                await self._decision_loop(stop)
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await self.objects.close()
+            await self.results.close()
+            await self.commands.close()
+            with contextlib.suppress(PublishError):
+                await self._publisher.flush()

@@ -1,0 +1,88 @@
+"""What a decision service is to the kit: a name, the kinds it reads, the kinds it commands, its
+configuration and a way to build its `Decider`. Nothing else.
+
+Every place that needs to know the decision services (the runner, `corral plan`, `corral replay`,
+`corral progress`, `corral run`) reads these definitions, found through the `corral.deciders` entry
+point group (registry.py), never by looking at the checkout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Generic, TypeVar
+
+import msgspec
+from prometheus_client.core import Metric
+
+from corral_decision.decider import Clock, Decider
+from corral_model.envelopes import Command
+from corral_model.kinds import KINDS
+from corral_model.subjects import OBJECTS_PREFIX, escape_token
+from corral_runtime.config import ServiceConfig
+from corral_runtime.startup import StartupHook
+
+
+class DecisionConfig(ServiceConfig, kw_only=True, frozen=True):
+    """What the kit's runner reads; a service subclasses it to add its rules' own settings."""
+
+    debounce_s: Annotated[float, msgspec.Meta(ge=0)] = 0.05
+    """After an event, wait this long for the rest of a burst before deciding."""
+    handover_delay_s: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    """An extra pause after a new leader has caught up with the bus (takeover), before it decides.
+    Not needed for any limit: the takeover adopts the predecessor's pending commands."""
+    handover_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    """The longest a new leader waits to read LH_OBJECTS and LH_RESULTS to their ends; then it goes
+    on (logged). Writes the actuator reported are waited for regardless (up to applied_ttl_s)."""
+    command_ttl_s: Annotated[float, msgspec.Meta(gt=0)] = 60.0
+    """A command with neither a result nor a visible effect after this long is presumed lost.
+    Keep it above the actuator's `max_command_age_s` (default 30 s) plus the worst clock skew
+    between pods: the actuator then refuses a command before its issuer forgets it."""
+    applied_ttl_s: Annotated[float, msgspec.Meta(gt=0)] = 600.0
+    """After an `applied` result, how long the view may lag before the command stops counting."""
+    idle_batch: Annotated[int, msgspec.Meta(ge=0)] = 5000
+    """When not deciding, let the decider do this much deferred work per round (`idle_work`)."""
+
+
+ConfigT = TypeVar("ConfigT", bound=DecisionConfig)
+
+
+def _by_verb(command: Command) -> str:
+    return str(command.verb)
+
+
+@dataclass(frozen=True, eq=False)
+class DecisionService(Generic[ConfigT]):
+    """One decision service, as the kit runs it."""
+
+    name: str
+    config: type[ConfigT]
+    reads: Mapping[str, type[Any]]
+    """Kind token (`volume`, `setting`…) → the Struct its LH_OBJECTS events decode into."""
+    commands: frozenset[str]
+    """Kind tokens of the objects it commands (`lh.cmd.<name>.<token>.…`)."""
+    new_decider: Callable[[ConfigT, Clock], Decider]
+    gauges: Callable[[Any], Iterable[Metric]] | None = None
+    """Figures read from the decider when Prometheus scrapes (per node, per setting…)."""
+    command_mode: Callable[[Command], str] = _by_verb
+    """The `mode` label of the commands counter."""
+    startup: tuple[StartupHook, ...] = ()
+    """Hooks the harness runs before the service acts (the upgrade-path gate)."""
+    _subject_tokens: dict[str, str] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for token in self.commands:
+            self._subject_tokens[KINDS[token].kind] = token
+
+    @property
+    def metric_prefix(self) -> str:
+        return "corral_" + self.name.replace("-", "_")
+
+    def object_filters(self, namespace: str) -> list[str]:
+        """LH_OBJECTS subjects of the kinds the decider reads, in `namespace`."""
+        ns = escape_token(namespace)
+        return [f"{OBJECTS_PREFIX}.{kind}.{ns}.>" for kind in sorted(self.reads)]
+
+    def command_token(self, kind: str) -> str | None:
+        """The subject token for a command on `kind` (`Volume` → `volume`); None: not its to command."""
+        return self._subject_tokens.get(kind)

@@ -1,0 +1,79 @@
+"""engine-upgrade as a decision service on the kit: its configuration, the kinds it reads and
+commands, its decider and its scrape-time gauges. Everything else is the kit's runner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Annotated
+
+import msgspec
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from corral_decision import Clock, DecisionConfig, DecisionService
+from corral_engine_upgrade.core import SERVICE, DeciderConfig, EngineUpgradeDecider
+from corral_engine_upgrade.view import KIND_STRUCTS
+from corral_model.envelopes import Command
+from corral_upgradepath.hooks import bus_gate
+
+
+class EngineUpgradeConfig(DecisionConfig, kw_only=True, frozen=True):
+    retry_backoff_s: Annotated[float, msgspec.Meta(gt=0)] = 120.0
+    """After a refusal with no fresher state in view, wait this long before deciding again."""
+    tombstone_ttl_s: Annotated[float, msgspec.Meta(gt=0)] = 600.0
+    """How long a deleted object's resourceVersion is remembered to reject late, older events."""
+
+    def decider_config(self) -> DeciderConfig:
+        return DeciderConfig(
+            command_ttl=self.command_ttl_s,
+            applied_ttl=self.applied_ttl_s,
+            retry_backoff=self.retry_backoff_s,
+            tombstone_ttl=self.tombstone_ttl_s,
+        )
+
+
+def new_decider(config: EngineUpgradeConfig, clock: Clock) -> EngineUpgradeDecider:
+    return EngineUpgradeDecider(clock, config.decider_config())
+
+
+def gauges(decider: EngineUpgradeDecider) -> Iterable[Metric]:
+    """Per owner node, read from the decider when Prometheus scrapes, not on every event."""
+    in_flight = GaugeMetricFamily(
+        "corral_engine_upgrade_in_flight",
+        "Upgrades in flight per owner node (view + commands not yet reflected).",
+        labels=["node"],
+    )
+    for node, count in sorted(decider.in_flight_by_node().items()):
+        in_flight.add_metric([node], count)
+    candidates = GaugeMetricFamily(
+        "corral_engine_upgrade_candidates",
+        "Volumes waiting for a slot per owner node (known so far under the current rules).",
+        labels=["node"],
+    )
+    for node, count in sorted(decider.candidates_by_node().items()):
+        candidates.add_metric([node], count)
+    unjudged = GaugeMetricFamily(
+        "corral_engine_upgrade_unjudged_volumes",
+        "Volumes not yet judged under the current rules (judged lazily after a rules change).",
+    )
+    unjudged.add_metric([], decider.unclassified())
+    volumes = GaugeMetricFamily("corral_engine_upgrade_volumes", "Volumes in the view.")
+    volumes.add_metric([], decider.view.volume_count)
+    return [in_flight, candidates, unjudged, volumes]
+
+
+def upgrade_mode(command: Command) -> str:
+    return "live" if command.reason.startswith("live") else "offline"
+
+
+DEFINITION = DecisionService(
+    name=SERVICE,
+    config=EngineUpgradeConfig,
+    reads=KIND_STRUCTS,
+    commands=frozenset({"volume"}),
+    new_decider=new_decider,
+    gauges=gauges,
+    command_mode=upgrade_mode,
+    # Decided from the watcher's view on the bus: this service holds no API credentials.
+    startup=(bus_gate,),
+)
