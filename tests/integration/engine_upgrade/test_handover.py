@@ -10,17 +10,14 @@ per owner node never exceed the limit, and the wave still finishes.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import pytest
-from nats.aio.msg import Msg
 
 from corral_bus import Bus
 from corral_engine_upgrade.core import EngineUpgradeDecider
-from corral_model import codec
-from corral_model.envelopes import Command
 from corral_sandbox.simulator import SimConfig
+from tests.fixtures.bus_traffic import commands_seen
 from tests.fixtures.nats import NatsServer
 from tests.fixtures.processes import eventually
 from tests.fixtures.sandbox import DEFAULT_IMAGE, UPGRADE_IMAGE, Sandbox, fast_config
@@ -40,20 +37,6 @@ LATE = ["aaa-0", "aaa-1"]
 def sandbox_config() -> SimConfig:
     # Upgrades long enough that several observations fall inside each one.
     return fast_config(live_upgrade_seconds=1.0)
-
-
-@contextlib.asynccontextmanager
-async def commands_seen(bus: Bus) -> AsyncIterator[list[Command]]:
-    seen: list[Command] = []
-
-    async def on_message(msg: Msg) -> None:
-        seen.append(codec.decode(msg.data, Command))
-
-    sub = await bus.nc.subscribe("lh.cmd.engine-upgrade.>", cb=on_message)
-    try:
-        yield seen
-    finally:
-        await sub.unsubscribe()
 
 
 async def deploy_old_image(sandbox: Sandbox) -> None:
@@ -99,14 +82,14 @@ async def test_a_new_leader_counts_its_predecessors_queued_commands(
             services.append(warm)
             await eventually(lambda: warm.bootstrapped, within=60, what="the standby B to bootstrap")
 
-        async with commands_seen(bus) as seen:
+        async with commands_seen(bus, "engine-upgrade") as seen:
             await sandbox.set_setting(LIMIT_SETTING, str(LIMIT))
 
             async def a_commanded() -> bool:
                 return len(seen) >= LIMIT
 
             await eventually(a_commanded, within=20, what="A's first wave")
-            first_wave = {c.target.name for c in seen}
+            first_wave = {c.target.name for _, c in seen}
             assert len(first_wave) == LIMIT
             # No actuator yet: the commands wait in LH_COMMANDS, the cluster shows nothing.
             assert (await observer.in_flight()) == {}
@@ -130,7 +113,7 @@ async def test_a_new_leader_counts_its_predecessors_queued_commands(
             assert cast("EngineUpgradeDecider", runner.decider).in_flight_by_node() == {"node-1": LIMIT}
 
             async def nothing_new() -> bool:
-                return {c.target.name for c in seen} == first_wave
+                return {c.target.name for _, c in seen} == first_wave
 
             await sandbox.stays(nothing_new, 1.0, what="B issuing nothing while A's commands are queued")
 

@@ -21,11 +21,11 @@ from corral_engine_upgrade.core import EngineUpgradeDecider
 from corral_model.envelopes import Outcome
 from corral_model.subjects import COMMANDS_STREAM, RESULTS_STREAM
 from corral_sandbox.simulator import SimConfig
+from tests.fixtures.bus_traffic import commands_seen
 from tests.fixtures.nats import NatsServer
 from tests.fixtures.processes import eventually
 from tests.fixtures.sandbox import DEFAULT_IMAGE, Sandbox, fast_config
 from tests.integration.engine_upgrade.test_handover import (
-    commands_seen,
     deploy_old_image,
     healthy_on_old_image,
 )
@@ -59,14 +59,14 @@ async def test_a_new_leader_waits_for_the_writes_the_actuator_reported(
         a = engine_upgrade(url, "eu-a")
         services.append(a)
         await eventually(lambda: a.ready, within=60, what="engine-upgrade A to lead")
-        async with commands_seen(bus) as seen:
+        async with commands_seen(bus, "engine-upgrade") as seen:
             await sandbox.set_setting(LIMIT_SETTING, str(LIMIT))
 
             async def a_commanded() -> bool:
                 return len(seen) >= LIMIT
 
             await eventually(a_commanded, within=20, what="A's first wave")
-            first_wave = {c.target.name for c in seen}
+            first_wave = {c.target.name for _, c in seen}
             await healthy_on_old_image(sandbox, LATE)
 
             async def late_in_view() -> bool:
@@ -99,7 +99,7 @@ async def test_a_new_leader_waits_for_the_writes_the_actuator_reported(
 
             async def nothing_new() -> bool:
                 await limit_holds()
-                return {c.target.name for c in seen} == first_wave
+                return {c.target.name for _, c in seen} == first_wave
 
             await sandbox.stays(nothing_new, 2.0, what="B deciding nothing from its stale view")
             assert b.runner is not None and not b.runner._taken_over
