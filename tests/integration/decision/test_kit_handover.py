@@ -9,37 +9,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import msgspec
 import pytest
 
 from corral_bus import Bus
-from corral_decision import DecisionConfig, DecisionService
 from corral_model.envelopes import Outcome
 from corral_model.longhorn import ObjectMeta, Setting
 from tests.fixtures.bus_traffic import FakeWatcher, commands_seen, report
 from tests.fixtures.nats import NatsServer
 from tests.fixtures.processes import eventually
-from tests.fixtures.services import Running
+from tests.fixtures.services import decision_replica
 from tests.integration.decision.toy import LIMIT, TOY
 
 pytestmark = pytest.mark.integration
 NAMES = [f"s{i}" for i in range(5)]
-
-
-def replica(service: DecisionService[DecisionConfig], url: str, instance: str) -> Running:
-    config = {
-        "service": service.name,
-        "instance": instance,
-        "nats_url": url,
-        "health_port": 0,
-        "health_host": "127.0.0.1",
-        "log_level": "warning",
-        "lease_ttl_s": 2.0,
-        "shutdown_grace_s": 5.0,
-        "debounce_s": 0.01,
-        "upgrade_gate": False,
-    }
-    return Running.decision(service, msgspec.convert(config, service.config))
 
 
 @pytest.fixture
@@ -56,7 +38,7 @@ async def test_a_leader_publishes_within_its_limit_and_expects_what_it_published
     bus: Bus, nats_server: NatsServer, cluster: FakeWatcher
 ) -> None:
     async with commands_seen(bus, "toy") as seen:
-        leader = replica(TOY, nats_server.url, "a")
+        leader = decision_replica(TOY, nats_server.url, "a")
         try:
             await eventually(lambda: len(seen) >= LIMIT, within=60, what="the first commands")
             assert leader.runner is not None
@@ -84,9 +66,9 @@ async def test_a_new_leader_adopts_its_predecessors_commands_and_keeps_the_limit
     bus: Bus, nats_server: NatsServer, cluster: FakeWatcher
 ) -> None:
     async with commands_seen(bus, "toy") as seen:
-        a = replica(TOY, nats_server.url, "a")
+        a = decision_replica(TOY, nats_server.url, "a")
         await eventually(lambda: a.ready, within=60, what="A to lead")
-        b = replica(TOY, nats_server.url, "b")
+        b = decision_replica(TOY, nats_server.url, "b")
         try:
             await eventually(lambda: len(seen) >= LIMIT, within=30, what="A's commands")
             await eventually(lambda: b.bootstrapped, within=60, what="B warm")

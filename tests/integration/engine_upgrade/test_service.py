@@ -10,7 +10,7 @@ import pytest
 
 from corral_bus import MSG_ID_HEADER, Bus
 from corral_engine_upgrade.core import EngineUpgradeDecider
-from corral_engine_upgrade.service import DEFINITION, EngineUpgradeConfig
+from corral_engine_upgrade.service import DEFINITION
 from corral_engine_upgrade.view import DEFAULT_IMAGE_SETTING, LIMIT_SETTING
 from corral_model import codec
 from corral_model.envelopes import Command, CommandResult, Outcome
@@ -19,7 +19,7 @@ from corral_model.subjects import object_subject, result_subject
 from tests.fixtures.bus_traffic import FakeWatcher, commands_seen
 from tests.fixtures.nats import NatsServer
 from tests.fixtures.processes import eventually
-from tests.fixtures.services import Running
+from tests.fixtures.services import Running, decision_replica
 from tests.unit.engine_upgrade.cluster import (
     NEW,
     NODES,
@@ -36,20 +36,7 @@ pytestmark = pytest.mark.integration
 
 
 def service(url: str, instance: str = "eu-1", handover_delay_s: float = 0.0) -> Running:
-    config = {
-        "service": "engine-upgrade",
-        "instance": instance,
-        "nats_url": url,
-        "health_port": 0,
-        "health_host": "127.0.0.1",
-        "log_level": "warning",
-        "lease_ttl_s": 2.0,
-        "shutdown_grace_s": 5.0,
-        "debounce_s": 0.01,
-        "handover_delay_s": handover_delay_s,
-        "upgrade_gate": False,
-    }
-    return Running.decision(DEFINITION, msgspec.convert(config, EngineUpgradeConfig))
+    return decision_replica(DEFINITION, url, instance, handover_delay_s=handover_delay_s)
 
 
 async def seeded(bus: Bus) -> tuple[FakeWatcher, Volume]:

@@ -5,11 +5,8 @@ kubernetes-asyncio, never a service's own view."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import pytest
@@ -17,28 +14,22 @@ import pytest
 from corral_actuator.config import ActuatorConfig
 from corral_actuator.runner import main as actuator_main
 from corral_bus import Bus
-from corral_engine_upgrade.service import DEFINITION, EngineUpgradeConfig
+from corral_engine_upgrade.service import DEFINITION
 from corral_watcher.config import WatcherConfig
 from corral_watcher.runner import main as watcher_main
 from tests.fixtures.nats import NatsServer
+from tests.fixtures.processes import eventually
 from tests.fixtures.sandbox import Sandbox
-from tests.fixtures.services import Running
+from tests.fixtures.services import IN_LOOP, Running, decision_replica
 
 __all__ = ["Running", "actuator", "engine_upgrade", "stack", "watcher"]
 
 POLICY_FILE = Path(__file__).resolve().parents[3] / "deploy" / "policy" / "actuator-policy.yaml"
-COMMON: dict[str, Any] = {
-    "health_port": 0,
-    "health_host": "127.0.0.1",
-    "log_level": "warning",
-    "lease_ttl_s": 2.0,
-    "shutdown_grace_s": 5.0,
-}
 
 
 def watcher(kubeconfig: str, url: str) -> Running:
     config = {
-        **COMMON,
+        **IN_LOOP,
         "service": "watcher",
         "instance": "w-1",
         "nats_url": url,
@@ -50,7 +41,7 @@ def watcher(kubeconfig: str, url: str) -> Running:
 
 def actuator(kubeconfig: str, url: str) -> Running:
     config = {
-        **COMMON,
+        **IN_LOOP,
         "service": "actuator",
         "instance": "a-1",
         "nats_url": url,
@@ -65,15 +56,7 @@ def actuator(kubeconfig: str, url: str) -> Running:
 
 
 def engine_upgrade(url: str, instance: str = "eu-1") -> Running:
-    config = {
-        **COMMON,
-        "service": "engine-upgrade",
-        "instance": instance,
-        "nats_url": url,
-        "debounce_s": 0.01,
-        "handover_delay_s": 0.0,
-    }
-    return Running.decision(DEFINITION, msgspec.convert(config, EngineUpgradeConfig))
+    return decision_replica(DEFINITION, url, instance, handover_delay_s=0.0)
 
 
 @pytest.fixture
@@ -83,12 +66,7 @@ async def stack(sandbox: Sandbox, bus: Bus, nats_server: NatsServer) -> AsyncIte
     services = [watcher(kubeconfig, url), actuator(kubeconfig, url), engine_upgrade(url)]
     try:
         # Generous: the machine is shared, and three services import and connect at once.
-        deadline = time.monotonic() + 120
-        while not all(s.ready for s in services):
-            if time.monotonic() > deadline:
-                waiting = [s.name for s in services if not s.ready]
-                raise AssertionError(f"not ready within 120 s: {waiting}")
-            await asyncio.sleep(0.05)
+        await eventually(lambda: all(s.ready for s in services), within=120, what="the stack to lead")
         yield services
     finally:
         for service in reversed(services):
