@@ -206,9 +206,21 @@ def sandbox_component(plan: RunPlan, options: list[str] | None = None) -> Compon
     )
 
 
-def discover_services(repo: Path) -> list[str]:
-    """Service packages that have an entry point yet: services/<dir>/src/corral_<pkg>/__main__.py."""
-    return sorted(main.parent.name for main in repo.glob("services/*/src/corral_*/__main__.py"))
+SERVICES_GROUP = "corral.services"
+
+
+def discover_services() -> dict[str, str]:
+    """Installed services, name → the package `python -m` runs (the `corral.services` entry points:
+    an installed wheel and a checkout see the same ones)."""
+    return {entry.name: entry.value for entry in metadata.entry_points(group=SERVICES_GROUP)}
+
+
+def service_packages(requested: list[str] | None) -> list[str]:
+    """Every installed service by default; a requested one by service name or by package."""
+    installed = discover_services()
+    if requested is None:
+        return [installed[name] for name in sorted(installed)]
+    return [installed.get(name, name) for name in requested]
 
 
 def service_components(plan: RunPlan, packages: list[str], health_base_port: int) -> list[Component]:
@@ -359,7 +371,7 @@ def run(args: argparse.Namespace) -> int:
         plan.infrastructure.append(sandbox_component(plan, sandbox_options(args, with_demo)))
     if not args.no_plugins:
         load_plugins(plan, out)
-    packages = discover_services(repo) if args.services is None else args.services
+    packages = service_packages(args.services)
     plan.services.extend(service_components(plan, packages, args.health_base_port))
 
     stop = threading.Event()
@@ -441,8 +453,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--services",
         nargs="*",
-        metavar="PACKAGE",
-        help="service packages to run (default: every services/*/src/corral_*/__main__.py)",
+        metavar="SERVICE",
+        help=f"services to run, by name or package (default: every `{SERVICES_GROUP}` entry point)",
     )
     parser.add_argument(
         "--no-sandbox", action="store_true", help="run without the sandbox cluster (and demo)"
