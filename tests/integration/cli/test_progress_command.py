@@ -19,7 +19,6 @@ from corral_model import codec
 from corral_model.envelopes import EventType, ObjectEvent
 from corral_model.subjects import object_subject, resync_subject
 from tests.fixtures.nats import NatsServer, reset_jetstream
-from tests.unit.cli.test_progress_model import Events, with_replicas
 from tests.unit.engine_upgrade.cluster import (
     NEW,
     NODES,
@@ -30,6 +29,7 @@ from tests.unit.engine_upgrade.cluster import (
     upgraded,
     volume,
 )
+from tests.unit.engine_upgrade.test_progress_model import Events, with_replicas
 
 pytestmark = pytest.mark.integration
 DEADLINE_S = 60.0

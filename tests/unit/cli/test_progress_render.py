@@ -6,10 +6,11 @@ from __future__ import annotations
 import io
 
 from corral_cli.progress.follow import StallWatch
-from corral_cli.progress.model import NodeFigures, ProgressModel
 from corral_cli.progress.render import LineView, TerminalView
-from tests.unit.cli.test_progress_model import Events, cluster, put, with_replicas
+from corral_decision.progress import GroupFigures
+from corral_engine_upgrade.progress import ProgressModel
 from tests.unit.engine_upgrade.cluster import NEW, OLD, upgraded, volume
+from tests.unit.engine_upgrade.test_progress_model import Events, cluster, put, with_replicas
 
 
 def wave() -> tuple[ProgressModel, Events]:
@@ -76,7 +77,7 @@ def test_a_note_on_the_terminal_stays_above_the_table() -> None:
 def test_a_wave_that_stops_moving_is_said_to_be_stuck_once_per_stall() -> None:
     notes: list[str] = []
     watch = StallWatch(notes.append, after=-1.0)  # any repeat counts as a stall: no waiting in tests
-    busy, other = NodeFigures("total", in_flight=2, waiting=3), NodeFigures("total", in_flight=1, done=4)
+    busy, other = GroupFigures("total", in_flight=2, waiting=3), GroupFigures("total", in_flight=1, done=4)
     watch.saw(busy)
     assert notes == []  # it just moved
     watch.saw(busy)
@@ -86,6 +87,6 @@ def test_a_wave_that_stops_moving_is_said_to_be_stuck_once_per_stall() -> None:
     watch.saw(other)
     assert len(notes) == 2
     idle = StallWatch(notes.append, after=-1.0)
-    idle.saw(NodeFigures("total", done=9))
-    idle.saw(NodeFigures("total", done=9))
+    idle.saw(GroupFigures("total", done=9))
+    idle.saw(GroupFigures("total", done=9))
     assert len(notes) == 2  # nothing left to do is not a stall

@@ -16,6 +16,7 @@ import msgspec
 from prometheus_client.core import Metric
 
 from corral_decision.decider import Clock, Decider
+from corral_decision.progress import Progress
 from corral_model.envelopes import Command
 from corral_model.kinds import KINDS
 from corral_model.subjects import OBJECTS_PREFIX, escape_token
@@ -68,6 +69,8 @@ class DecisionService(Generic[ConfigT]):
     """The `mode` label of the commands counter."""
     startup: tuple[StartupHook, ...] = ()
     """Hooks the harness runs before the service acts (the upgrade-path gate)."""
+    progress: Callable[[], Progress] | None = None
+    """A fresh figures model for `corral progress <name>`, where the service offers one."""
     _subject_tokens: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:

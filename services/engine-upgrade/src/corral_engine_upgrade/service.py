@@ -12,6 +12,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from corral_decision import Clock, DecisionConfig, DecisionService
 from corral_engine_upgrade.core import SERVICE, DeciderConfig, EngineUpgradeDecider
+from corral_engine_upgrade.progress import ProgressModel
 from corral_engine_upgrade.view import KIND_STRUCTS
 from corral_model.envelopes import Command
 from corral_upgradepath.hooks import bus_gate
@@ -76,4 +77,5 @@ DEFINITION = DecisionService(
     command_mode=upgrade_mode,
     # Decided from the watcher's view on the bus: this service holds no API credentials.
     startup=(bus_gate,),
+    progress=ProgressModel,
 )

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from corral_bus import BootstrapReader, Bus
-from corral_cli.progress.model import NodeFigures, ProgressModel
 from corral_cli.progress.render import ProgressView, blocked_text
 from corral_decision import InvalidEvent, decision_service
+from corral_decision.progress import GroupFigures
 from corral_decision.runner import EventDecoder
 from corral_model.codec import SchemaError
 
@@ -32,7 +32,7 @@ class WaveReport:
 
     finished: bool
     elapsed: float
-    total: NodeFigures
+    total: GroupFigures
     limit: int
     default_image: str
     max_in_flight: dict[str, int] = field(default_factory=dict)
@@ -54,10 +54,11 @@ async def follow_wave(
     interval: float = 0.1,
     on_note: Callable[[str], None] | None = None,
 ) -> WaveReport:
-    """Draw the wave until it is finished (`ProgressModel.finished(target_image)`), forever with
+    """Draw the wave until it is finished (`Progress.finished(target_image)`), forever with
     `follow`, or until `stop` is set. `on_note` gets one-line remarks (why nothing shows yet)."""
-    model = ProgressModel()
     service = decision_service("engine-upgrade")
+    assert service.progress is not None, "engine-upgrade offers progress"
+    model = service.progress()
     decode_event = EventDecoder(service)
     reader = BootstrapReader(bus, service.object_filters(namespace))
     changed = asyncio.Event()
@@ -93,7 +94,7 @@ async def follow_wave(
                     on_note(f"no complete view of {namespace} on LH_OBJECTS yet (is the watcher running?)")
                 continue
             view.update(model, elapsed)
-            for row in model.nodes():
+            for row in model.groups():
                 max_in_flight[row.node] = max(max_in_flight.get(row.node, 0), row.in_flight)
             if not follow and model.finished(target_image):
                 finished = True
@@ -114,7 +115,7 @@ async def follow_wave(
         elapsed=time.monotonic() - started,
         total=model.total(),
         limit=model.limit,
-        default_image=model.default_image,
+        default_image=model.target,
         max_in_flight=max_in_flight,
         unreadable=unreadable,
         lost=lost,
@@ -132,7 +133,7 @@ class StallWatch:
         self._moved_at = time.monotonic()
         self._noted = False
 
-    def saw(self, total: NodeFigures) -> None:
+    def saw(self, total: GroupFigures) -> None:
         now = time.monotonic()
         if total.key() != self._key:
             self._key, self._moved_at, self._noted = total.key(), now, False

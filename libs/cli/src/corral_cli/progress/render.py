@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import IO, Protocol
 
-from corral_cli.progress.model import NodeFigures, ProgressModel
+from corral_decision.progress import GroupFigures, Progress
 
 ERASE_LINE = "\x1b[2K"
 ERASE_BELOW = "\x1b[J"
@@ -24,7 +24,7 @@ FLIGHT_WIDTH = 18
 
 
 class ProgressView(Protocol):
-    def update(self, model: ProgressModel, elapsed: float) -> None: ...
+    def update(self, model: Progress, elapsed: float) -> None: ...
 
     def note(self, text: str) -> None:
         """A remark beside the figures (it must not tear a table drawn in place)."""
@@ -32,24 +32,19 @@ class ProgressView(Protocol):
     def close(self) -> None: ...
 
 
-def blocked_text(row: NodeFigures) -> str:
+def blocked_text(row: GroupFigures) -> str:
     if not row.blocked:
         return "0"
     reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(row.blocked.items()))
     return f"{row.blocked_total} ({reasons})"
 
 
-def figures_line(row: NodeFigures, limit: int) -> str:
+def figures_line(row: GroupFigures, limit: int) -> str:
     """`node-1  limit 2  in flight 1  done 5  waiting 2  blocked 1 (degraded 1)`"""
     return (
         f"{row.node:<12} limit {limit}  in flight {row.in_flight}  done {row.done}"
         f"  waiting {row.waiting}  blocked {blocked_text(row)}"
     )
-
-
-def heading(model: ProgressModel) -> str:
-    image = model.default_image or "(no default image)"
-    return f"engine-upgrade: default image {image}, limit {model.limit} per owner node"
 
 
 class LineView:
@@ -60,14 +55,14 @@ class LineView:
         self._heading = ""
         self._shown: dict[str, tuple[object, ...]] = {}
 
-    def update(self, model: ProgressModel, elapsed: float) -> None:
+    def update(self, model: Progress, elapsed: float) -> None:
         lines = []
-        title = heading(model)
+        title = model.heading()
         if title != self._heading:
             self._heading = title
             lines.append(f"{elapsed:7.1f}s {title}")
         limit = model.limit
-        for row in [*model.nodes(), model.total()]:
+        for row in [*model.groups(), model.total()]:
             key = (limit, *row.key())
             if self._shown.get(row.node) != key:
                 self._shown[row.node] = key
@@ -92,7 +87,7 @@ class TerminalView:
         self._drawn = 0
         self._frame: list[str] = []
 
-    def update(self, model: ProgressModel, elapsed: float) -> None:
+    def update(self, model: Progress, elapsed: float) -> None:
         self._draw(self.frame(model, elapsed))
 
     def note(self, text: str) -> None:
@@ -111,19 +106,19 @@ class TerminalView:
         else:
             self._frame, self._drawn = lines, len(lines)
 
-    def frame(self, model: ProgressModel, elapsed: float) -> list[str]:
+    def frame(self, model: Progress, elapsed: float) -> list[str]:
         limit = model.limit
-        lines = [f"{BOLD}{heading(model)}{RESET}  {DIM}{elapsed:.0f}s{RESET}"]
+        lines = [f"{BOLD}{model.heading()}{RESET}  {DIM}{elapsed:.0f}s{RESET}"]
         lines.append(
             f"{DIM}{'NODE':<14}{'IN FLIGHT':<{FLIGHT_WIDTH}}{'DONE':>6}{'WAITING':>9}  BLOCKED{RESET}"
         )
-        for row in model.nodes():
+        for row in model.groups():
             lines.append(self._row(row, limit))
         lines.append(self._row(model.total(), limit, slots=False))
         return lines
 
     @staticmethod
-    def _row(row: NodeFigures, limit: int, slots: bool = True) -> str:
+    def _row(row: GroupFigures, limit: int, slots: bool = True) -> str:
         if slots and 0 < limit <= SLOTS_SHOWN:
             used = min(row.in_flight, limit)
             bar = f"{YELLOW}{'■' * used}{RESET}{DIM}{'□' * (limit - used)}{RESET}"

@@ -9,8 +9,9 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from corral_cli.progress.model import NodeFigures, Phase, ProgressModel
+from corral_decision.progress import GroupFigures, Phase
 from corral_engine_upgrade.core import EngineUpgradeDecider
+from corral_engine_upgrade.progress import ProgressModel
 from corral_engine_upgrade.reasons import Reason
 from corral_engine_upgrade.view import DEFAULT_IMAGE_SETTING, LIMIT_SETTING, REQUIRED_KINDS
 from corral_model import longhorn as lh
@@ -90,12 +91,12 @@ def with_replicas(vol: lh.Volume, nodes: tuple[str, ...] = NODES) -> list[Any]:
     return [vol, *(replica(vol.metadata.name, i, n) for i, n in enumerate(nodes))]
 
 
-def row(model: ProgressModel, node: str) -> NodeFigures:
-    [found] = [r for r in model.nodes() if r.node == node]
+def row(model: ProgressModel, node: str) -> GroupFigures:
+    [found] = [r for r in model.groups() if r.node == node]
     return found
 
 
-def figures(r: NodeFigures) -> tuple[int, int, int, dict[str, int]]:
+def figures(r: GroupFigures) -> tuple[int, int, int, dict[str, int]]:
     return (r.in_flight, r.done, r.waiting, dict(r.blocked))
 
 
@@ -160,7 +161,7 @@ def test_owner_and_node_changes_move_volumes_between_rows() -> None:
     assert (row(model, "n1").in_flight, row(model, "n2").in_flight) == (0, 1)
     # a Longhorn node that goes away loses its row once it owns nothing …
     model.apply(events.event(longhorn_node("n3"), EventType.DELETED))
-    assert [r.node for r in model.nodes()] == ["n1", "n2"]
+    assert [r.node for r in model.groups()] == ["n1", "n2"]
     # … but a node that still owns volumes keeps it
     model.apply(events.event(longhorn_node("n2"), EventType.DELETED))
     assert row(model, "n2").in_flight == 1

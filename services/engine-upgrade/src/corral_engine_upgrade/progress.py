@@ -1,4 +1,5 @@
-"""Events in, per-owner-node figures out: the state of an engine-upgrade wave as an operator sees it.
+"""Events in, per-owner-node figures out: the state of an engine-upgrade wave as an operator sees it
+(`corral progress engine-upgrade`, and the `make run` demo).
 
 The figures must never disagree with what the engine-upgrade service decides, so this model holds
 the service's own `ClusterView` (same event ordering, tombstones, records) and judges every volume
@@ -18,70 +19,23 @@ image, an EngineImage change or a new limit re-judges every volume (rare events)
 
 from __future__ import annotations
 
-import enum
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
+from corral_decision.progress import GroupFigures, Phase
 from corral_engine_upgrade.eligibility import step_gate, volume_reason
 from corral_engine_upgrade.reasons import Reason
 from corral_engine_upgrade.records import VolumeRecord
 from corral_engine_upgrade.view import ClusterView, Impact
 from corral_model.envelopes import ObjectEvent
 
-
-class Phase(enum.StrEnum):
-    IN_FLIGHT = "in-flight"
-    DONE = "done"
-    WAITING = "waiting"
-    BLOCKED = "blocked"
-
-
 # Reasons that clear up on their own in moments (an image still deploying, a volume between
 # attached and detached): while any volume shows one, a wave is not over yet.
 SETTLING = frozenset(
     {Reason.DEFAULT_IMAGE_MISSING, Reason.DEFAULT_IMAGE_NOT_READY, Reason.NOT_ATTACHED_OR_DETACHED}
 )
-
-
-@dataclass
-class NodeFigures:
-    """One owner node's row (or the total): counts per phase, blocked counts per reason."""
-
-    node: str
-    in_flight: int = 0
-    done: int = 0
-    waiting: int = 0
-    blocked: Counter[str] = field(default_factory=Counter)
-
-    @property
-    def blocked_total(self) -> int:
-        return sum(self.blocked.values())
-
-    @property
-    def volumes(self) -> int:
-        return self.in_flight + self.done + self.waiting + self.blocked_total
-
-    def add(self, phase: Phase, reason: str, delta: int) -> None:
-        if phase is Phase.IN_FLIGHT:
-            self.in_flight += delta
-        elif phase is Phase.DONE:
-            self.done += delta
-        elif phase is Phase.WAITING:
-            self.waiting += delta
-        else:
-            self.blocked[reason] += delta
-            if not self.blocked[reason]:
-                del self.blocked[reason]
-
-    def key(self) -> tuple[int, int, int, tuple[tuple[str, int], ...]]:
-        """What a change is measured by (a line is printed when it moves)."""
-        return (self.in_flight, self.done, self.waiting, tuple(sorted(self.blocked.items())))
-
-    def copy(self) -> NodeFigures:
-        return NodeFigures(self.node, self.in_flight, self.done, self.waiting, Counter(self.blocked))
 
 
 NO_OWNER = "-"  # the row of volumes without status.ownerID (Longhorn sets one on every volume)
@@ -102,13 +56,14 @@ def judge(volume: VolumeRecord, view: ClusterView, gate: Reason | None, now: flo
 
 
 class ProgressModel:
-    """Apply ObjectEvents (volume, replica, engineimage, node, setting); read per-node figures."""
+    """Apply ObjectEvents (volume, replica, engineimage, node, setting); read per-node figures.
+    A `corral_decision.progress.Progress`: what `corral progress engine-upgrade` draws."""
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.view = ClusterView()
         self._clock = clock
         self._judged: dict[tuple[str, str], tuple[str, Phase, str]] = {}  # volume → owner, phase, reason
-        self._rows: dict[str, NodeFigures] = {}
+        self._rows: dict[str, GroupFigures] = {}
         self._sizes: Counter[str] = Counter()  # volumes per row, so an emptied row goes in O(1)
         self._gate: Reason | None = step_gate(self.view)
 
@@ -156,7 +111,7 @@ class ProgressModel:
     def _count(self, owner: str, phase: Phase, reason: str, delta: int) -> None:
         row = self._rows.get(owner)
         if row is None:
-            row = self._rows[owner] = NodeFigures(owner)
+            row = self._rows[owner] = GroupFigures(owner)
         row.add(phase, reason, delta)
         size = self._sizes[owner] + delta
         if size:
@@ -180,17 +135,25 @@ class ProgressModel:
     def default_image(self) -> str:
         return self.view.default_image
 
+    @property
+    def target(self) -> str:
+        return self.view.default_image
+
+    def heading(self) -> str:
+        image = self.default_image or "(no default image)"
+        return f"engine-upgrade: default image {image}, limit {self.limit} per owner node"
+
     def phase_of(self, namespace: str, name: str) -> tuple[Phase, str] | None:
         held = self._judged.get((namespace, name))
         return (held[1], held[2]) if held is not None else None
 
-    def nodes(self) -> list[NodeFigures]:
+    def groups(self) -> list[GroupFigures]:
         """One row per Longhorn node and per owner node with volumes, sorted by name."""
         names = set(self.view.node_names()) | set(self._rows)
-        return [self._rows[n].copy() if n in self._rows else NodeFigures(n) for n in sorted(names)]
+        return [self._rows[n].copy() if n in self._rows else GroupFigures(n) for n in sorted(names)]
 
-    def total(self) -> NodeFigures:
-        total = NodeFigures("total")
+    def total(self) -> GroupFigures:
+        total = GroupFigures("total")
         for row in self._rows.values():
             total.in_flight += row.in_flight
             total.done += row.done
