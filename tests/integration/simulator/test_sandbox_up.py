@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-import time
 from pathlib import Path
 
 import aiohttp
 from kubernetes_asyncio import client
 
 from corral_kube.client import api_client
+from tests.fixtures.processes import eventually
 
 CORRAL = Path(sys.executable).with_name("corral")
 
@@ -38,13 +38,15 @@ async def test_sandbox_up_serves_a_seeded_cluster_and_stops_cleanly(tmp_path: Pa
     )
     head = ""  # the output read while the cluster runs
     try:
-        deadline = time.monotonic() + 120  # the machine is shared: imports alone can take seconds
-        while not kubeconfig.exists():
+
+        async def kubeconfig_written() -> bool:
             assert process.returncode is None, (
                 (await process.stderr.read()).decode() if process.stderr else ""
             )
-            assert time.monotonic() < deadline, "no kubeconfig within 120 s"
-            await asyncio.sleep(0.1)
+            return kubeconfig.exists()
+
+        # The machine is shared: imports alone can take seconds.
+        await eventually(kubeconfig_written, within=120, what="the kubeconfig", interval=0.1)
         api = await api_client(str(kubeconfig))
         try:
             volumes = await client.CustomObjectsApi(api).list_namespaced_custom_object(

@@ -7,7 +7,6 @@ them out) and reads LH_COMMANDS back as the actuator would.
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import pytest
@@ -18,6 +17,7 @@ from corral_model.codec import decode, encode
 from corral_model.envelopes import Command, EventType, ObjectEvent, Verb
 from corral_model.longhorn import EngineImage, EngineImageStatus, ObjectMeta, Setting
 from corral_upgradepath.busgate import GateUndecidable, enforce_startup_gate
+from tests.fixtures.processes import eventually
 
 NS = "longhorn-system"
 NOW = 1_790_000_000.0
@@ -135,10 +135,11 @@ async def test_gate_waits_for_the_watcher(bus: Bus) -> None:
     )
     await publish(bus, resynced("engineimage", "1"))
     # Once the gate's reader exists, it has bootstrapped from a view without any setting...
-    deadline = time.monotonic() + 20
-    while (await bus.js.stream_info(subjects.OBJECTS_STREAM)).state.consumer_count == 0:
-        assert time.monotonic() < deadline, "the gate never started reading LH_OBJECTS"
-        await asyncio.sleep(0.02)
+
+    async def reading() -> bool:
+        return (await bus.js.stream_info(subjects.OBJECTS_STREAM)).state.consumer_count > 0
+
+    await eventually(reading, within=20, what="the gate to start reading LH_OBJECTS")
     # ...which would read as a fresh install (allowed) if it decided now. It must wait for this:
     await watcher_lists(bus, "v1.8.0")
     decision = await asyncio.wait_for(gate, 20)

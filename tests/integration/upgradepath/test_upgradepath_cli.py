@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from corral_cli.main import main
+from tests.fixtures.processes import free_port
 
 DATA = Path(__file__).parents[2] / "data" / "upgradepath"
 
@@ -153,12 +153,6 @@ def test_cannot_decide_exits_2(args: list[str], complaint: str, capsys: pytest.C
     assert complaint in err
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_unreachable_api_server_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
@@ -166,7 +160,7 @@ def test_unreachable_api_server_exits_2(tmp_path: Path, capsys: pytest.CaptureFi
             {
                 "apiVersion": "v1",
                 "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{_closed_port()}"}}],
+                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{free_port()}"}}],
                 "users": [{"name": "u", "user": {"token": "t"}}],
                 "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
                 "current-context": "x",
