@@ -26,7 +26,21 @@ from corral_dangerzone.table import (
     default_log_path,
 )
 from corral_dangerzone.tolerations import distinct_tolerations, last_applied_annotation
-from corral_model.longhorn import InstanceManager, KubeNode, Node, Probe, ResourceRequirements, Toleration
+from corral_model.longhorn import (
+    Container,
+    HostPath,
+    InstanceManager,
+    KubeNode,
+    Node,
+    ObjectMeta,
+    Pod,
+    PodSpec,
+    PodVolume,
+    Probe,
+    ResourceRequirements,
+    Toleration,
+    VolumeMount,
+)
 
 IM_PROCESS_MANAGER_PORT = 8500
 IM_PROBE_INITIAL_DELAY_SECONDS = 3
@@ -76,6 +90,29 @@ class ExpectedInstanceManagerPod(msgspec.Struct, frozen=True, kw_only=True):
     liveness_probe: Probe
     log_host_path: str
     v2_status: V2Status | None = None
+
+    def to_pod(self, name: str, namespace: str = "", *, image: str = "") -> Pod:
+        """A Pod carrying exactly these fields (plus the `log` volume and its mount), for a
+        simulator that creates IM pods or a test that needs a pod in line with the settings."""
+        container = Container(
+            name="instance-manager",
+            image=image,
+            args=self.args,
+            resources=self.resources,
+            liveness_probe=self.liveness_probe,
+            volume_mounts=(VolumeMount(name="log", mount_path="/log"),),
+        )
+        return Pod(
+            metadata=ObjectMeta(name=name, namespace=namespace, annotations=dict(self.annotations)),
+            spec=PodSpec(
+                node_name=self.node_name,
+                node_selector=dict(self.node_selector),
+                tolerations=self.tolerations,
+                priority_class_name=self.priority_class_name,
+                containers=(container,),
+                volumes=(PodVolume(name="log", host_path=HostPath(path=self.log_host_path)),),
+            ),
+        )
 
 
 def _resolve_cpu_isolation(im: InstanceManager, settings: DangerZoneSettings) -> bool:
