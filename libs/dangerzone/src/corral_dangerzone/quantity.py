@@ -46,3 +46,36 @@ def milli_value(text: str) -> int:
 def same_quantity(a: str | None, b: str | None) -> bool:
     """Equal as quantities; a missing quantity is zero."""
     return parse_quantity(a or "0") == parse_quantity(b or "0")
+
+
+_BINARY_SUFFIXES = (("Ei", 6), ("Pi", 5), ("Ti", 4), ("Gi", 3), ("Mi", 2), ("Ki", 1))
+_DECIMAL_SUFFIXES = (
+    ("E", 18),
+    ("P", 15),
+    ("T", 12),
+    ("G", 9),
+    ("M", 6),
+    ("k", 3),
+    ("", 0),
+    ("m", -3),
+    ("u", -6),
+)
+
+
+def canonical_quantity(text: str) -> str:
+    """`Quantity.String()` for the whole-number quantities Longhorn prints in messages: the largest
+    suffix of the input's own family (binary `Ki…Ei` or decimal) that keeps the number whole."""
+    value = parse_quantity(text)
+    if value == 0:
+        return "0"
+    match = _QUANTITY.fullmatch(text.strip())
+    if match is not None and (match["suffix"] or "") in _BINARY and value.denominator == 1:
+        for suffix, power in _BINARY_SUFFIXES:
+            if value % (1024**power) == 0:
+                return f"{value // 1024**power}{suffix}"
+        return str(value)
+    for suffix, exponent in _DECIMAL_SUFFIXES:
+        scaled = value / Fraction(10) ** exponent
+        if scaled.denominator == 1:
+            return f"{scaled}{suffix}"
+    return f"{math.ceil(value * 10**9)}n"
