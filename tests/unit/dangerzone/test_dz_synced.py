@@ -204,6 +204,10 @@ def test_idle_synced_pod_verdict_and_message() -> None:
     assert not_synced_message(("taint-toleration", "priority-class")) == (
         "Settings [taint-toleration priority-class] are not synced"
     )
+    assert not_synced_message(("data-engine-hugepage-enabled",), hugepage_blocked=True) == (
+        "Settings [data-engine-hugepage-enabled] are not synced; "
+        "skipping pod deletion because sufficient hugepage capacity for rescheduling cannot be confirmed"
+    )
 
 
 def _v2_status(mask: str = "", cores: int = 0) -> InstanceManagerStatus:

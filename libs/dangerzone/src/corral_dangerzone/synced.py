@@ -46,6 +46,9 @@ from corral_model.longhorn import (
 
 N = SettingName
 ACTIVE_INSTANCE_STATES = frozenset({"running", "starting"})
+HUGEPAGE_BLOCKED_SUFFIX = (
+    "; skipping pod deletion because sufficient hugepage capacity for rescheduling cannot be confirmed"
+)
 
 
 class PodContext(msgspec.Struct, frozen=True, kw_only=True):
@@ -273,6 +276,10 @@ def danger_zone_sync(
     return SyncVerdict(synced=not unsynced, unsynced=unsynced)
 
 
-def not_synced_message(unsynced: tuple[str, ...]) -> str:
-    """The SettingSynced=False condition message, `Settings [a b] are not synced` (Go's `%v`)."""
-    return f"Settings [{' '.join(unsynced)}] are not synced"
+def not_synced_message(unsynced: tuple[str, ...], *, hugepage_blocked: bool = False) -> str:
+    """The SettingSynced=False condition message, `Settings [a b] are not synced` (Go's `%v`), with
+    §4.3 step 6's suffix when a hugepage mismatch on a node without capacity blocks deletion."""
+    message = f"Settings [{' '.join(unsynced)}] are not synced"
+    if hugepage_blocked:
+        message += HUGEPAGE_BLOCKED_SUFFIX
+    return message
