@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from corral_dangerzone.cpumask import mask_value
 from corral_dangerzone.errors import SettingNotSupportedError, SettingValueError
 from corral_dangerzone.table import DANGER_ZONE, definition
 from corral_dangerzone.validation import normalize_value, validate_value
@@ -253,3 +254,35 @@ def test_admitted_floats_read_back_equal(percent: float) -> None:
     stored = admit("guaranteed-instance-manager-cpu", repr(percent))
     values = parse_engine_values(definition("guaranteed-instance-manager-cpu"), stored)
     assert values == {"v1": percent, "v2": percent}
+
+
+_des_inputs = st.one_of(
+    st.tuples(st.just("guaranteed-instance-manager-cpu"), st.floats(0, 40, allow_nan=False).map(repr)),
+    st.tuples(st.just("data-engine-memory-size"), st.integers(0, 10**6).map(str)),
+    st.tuples(st.just("data-engine-hugepage-enabled"), st.sampled_from(["1", "t", "TRUE", "false", "F"])),
+    st.tuples(
+        st.just("data-engine-cpu-mask"),
+        st.sets(st.integers(0, 63), min_size=1, max_size=8).map(
+            lambda cpus: ",".join(map(str, sorted(cpus)))
+        ),
+    ),
+    st.tuples(
+        st.just("guaranteed-instance-manager-cpu"),
+        st.tuples(st.integers(0, 40), st.integers(0, 40)).map(lambda p: f'{{"v2":"{p[1]}","v1":"{p[0]}"}}'),
+    ),
+)
+
+
+@given(_des_inputs)
+def test_normalisation_is_idempotent_and_keeps_the_meaning(case: tuple[str, str]) -> None:
+    name, value = case
+    stored = admit(name, value)
+    assert normalize_value(name, stored) == stored
+    before = parse_engine_values(definition(name), value)
+    after = parse_engine_values(definition(name), stored)
+    if name == "data-engine-cpu-mask":
+        assert {e: mask_value(str(v)) for e, v in after.items()} == {
+            e: mask_value(str(v)) for e, v in before.items()
+        }
+    else:
+        assert after == before
