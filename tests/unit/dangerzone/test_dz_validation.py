@@ -193,6 +193,26 @@ def test_t3_1_message_contains_invalid_effect() -> None:
     assert "invalid effect" in _refusal("taint-toleration", "key1=value1:NoSchedule; key2:InvalidEffect")
 
 
+def test_json_null_is_stored_as_an_empty_object_then_refused() -> None:
+    stored = normalize_value("guaranteed-instance-manager-cpu", "null")
+    assert stored == "{}"
+    with pytest.raises(SettingValueError) as err:
+        validate_value("guaranteed-instance-manager-cpu", stored)
+    assert str(err.value).endswith(
+        "failed to parse value {} for setting Guaranteed Instance Manager CPU, value cannot be empty"
+    )
+
+
+def test_json_numbers_are_not_strings() -> None:
+    with pytest.raises(SettingValueError) as err:
+        normalize_value("guaranteed-instance-manager-cpu", '{"v1": 12, "v2": 12}')
+    assert str(err.value) == (
+        "failed to get valid value for setting guaranteed-instance-manager-cpu: "
+        'failed to parse JSON-formatted value {"v1": 12, "v2": 12}: '
+        "json: cannot unmarshal number into Go value of type string"
+    )
+
+
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [
