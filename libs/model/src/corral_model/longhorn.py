@@ -293,12 +293,19 @@ class Probe(_Slim, frozen=True):
     initial_delay_seconds: int = 0
 
 
+class VolumeMount(_Slim, frozen=True):
+    name: str = ""
+    mount_path: str = ""
+
+
 class Container(_Slim, frozen=True):
     name: str = ""
     image: str = ""
     args: tuple[str, ...] = ()
     resources: ResourceRequirements = ResourceRequirements()
     liveness_probe: Probe | None = None
+    # None (absent) differs from (): Longhorn's log-path check treats a container without mounts as synced.
+    volume_mounts: tuple[VolumeMount, ...] | None = None
 
 
 class HostPath(_Slim, frozen=True):
