@@ -37,7 +37,7 @@ from corral_engine_upgrade.eligibility import step_gate, volume_reason
 from corral_engine_upgrade.reasons import Reason
 from corral_engine_upgrade.records import Expectation, VolumeRecord
 from corral_engine_upgrade.slots import Owners
-from corral_engine_upgrade.view import NO_IMPACT, ClusterView, Impact
+from corral_engine_upgrade.view import NO_IMPACT, UNREADABLE, ClusterView, Impact
 from corral_model.envelopes import (
     Command,
     CommandResult,
@@ -248,6 +248,17 @@ class EngineUpgradeDecider:
         gate = step_gate(view)
         out: list[Explanation] = []
         for volume in sorted(view.volumes(), key=lambda v: (v.namespace, v.name)):
+            if volume.flags & UNREADABLE:  # before any gate: only the operator can mend it
+                out.append(
+                    Explanation(
+                        namespace=volume.namespace,
+                        name=volume.name,
+                        owner=volume.owner,
+                        reason=Reason.UNREADABLE,
+                        detail=view.unreadable_reason(volume),
+                    )
+                )
+                continue
             reason = volume_reason(volume, view, now)
             detail = ""
             if gate is not None:
