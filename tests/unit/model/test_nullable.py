@@ -10,9 +10,7 @@ the empty container, never None.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -20,8 +18,7 @@ import pytest
 
 from corral_engine_upgrade.image_facts import EngineImageFacts, node_map
 from corral_model import longhorn as lh
-
-NULLABLE_FIELDS = Path(__file__).parents[2] / "data" / "corpus" / "nullable-fields.md"
+from tests.fixtures.corpus import nullable_paths
 
 # The kinds of nullable-fields.md that corral models, and every slim Struct that decodes each.
 MODELLED: dict[str, tuple[type[Any], ...]] = {
@@ -34,26 +31,7 @@ MODELLED: dict[str, tuple[type[Any], ...]] = {
     "InstanceManager": (lh.InstanceManager,),
 }
 
-_PATH = re.compile(r"`([A-Za-z][A-Za-z.{}\[\]]*)`")
-
-
-def nullable_paths(text: str) -> dict[str, set[str]]:
-    """Kind → every path listed as nullable in some release, from the "Requested kinds" section:
-    each `### Kind` heading, then its `- **v…**` / `- **HEAD…**` bullets (baseline, added, removed
-    and full lists alike: a path nullable in any release may arrive as null)."""
-    section = text.split("## Requested kinds", 1)[1].split("\n## ", 1)[0]
-    paths: dict[str, set[str]] = {}
-    kind = ""
-    for line in section.splitlines():
-        if line.startswith("### "):
-            kind = line[4:].strip()
-            paths[kind] = set()
-        elif kind and (line.startswith("- **v") or line.startswith("- **HEAD")):
-            paths[kind].update(_PATH.findall(line.split(":", 1)[1]))
-    return paths
-
-
-PATHS = nullable_paths(NULLABLE_FIELDS.read_text())
+PATHS = nullable_paths()
 CASES = [
     pytest.param(struct, path, id=f"{struct.__name__}:{path}")
     for kind, structs in MODELLED.items()
