@@ -257,6 +257,7 @@ class KindWatcher:
         encode = self.encoder.object_message
         apply = self.view.apply
         unreadable = self.unreadable
+        unreadable_now = unreadable.current  # a dict: its test costs nothing while it is empty
         messages: list[Message] = []
         added = modified = deleted = 0
         for item in batch:
@@ -266,7 +267,7 @@ class KindWatcher:
                     self._undecodable(f"unknown watch event type {item.type!r}")
                     continue
                 obj = item.object
-                if unreadable and obj.metadata.name in unreadable:
+                if unreadable_now and obj.metadata.name in unreadable_now:
                     unreadable.readable(obj.metadata.name)
                 apply(event_type, obj)
                 messages.append(encode(event_type, obj, observed))

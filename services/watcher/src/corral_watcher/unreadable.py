@@ -93,12 +93,6 @@ class UnreadableObjects:
         # queued for it: a re-list that finds the same version again does not report it again.
         self._parked: dict[str, str] = {}
 
-    def __contains__(self, name: str) -> bool:
-        return name in self.current
-
-    def __bool__(self) -> bool:
-        return bool(self.current)
-
     def placeholder(self, item: Unreadable) -> Any:
         """A slim object holding only the metadata: what the published view keeps for an object
         it never could read, so that its disappearance still yields a tombstone."""
