@@ -15,8 +15,9 @@ from kubernetes_asyncio import client
 from nats.js.api import DeliverPolicy
 
 from corral_bus import Bus
-from corral_model.envelopes import EventType, ObjectEvent
-from corral_model.subjects import OBJECTS_STREAM, object_subject
+from corral_model import codec
+from corral_model.envelopes import DeadLetter, EventType, ObjectEvent
+from corral_model.subjects import DEAD_PREFIX, DEAD_STREAM, OBJECTS_STREAM, object_subject
 from corral_sandbox.emulator import Emulator
 
 NAMESPACE = "longhorn-system"
@@ -103,6 +104,23 @@ async def stream_history(bus: Bus, subjects: str = "lh.obj.>") -> list[Stored]:
     return out
 
 
+async def dead_letters(bus: Bus) -> list[DeadLetter]:
+    """Every dead letter LH_DEAD holds, in stream order."""
+    info = await bus.js.stream_info(DEAD_STREAM)
+    if info.state.messages == 0:
+        return []
+    sub = await bus.js.subscribe(f"{DEAD_PREFIX}.>", ordered_consumer=True, deliver_policy=DeliverPolicy.ALL)
+    out: list[DeadLetter] = []
+    try:
+        while True:
+            msg = await sub.next_msg(timeout=2.0)
+            out.append(codec.decode(msg.data, DeadLetter))
+            if msg.metadata.num_pending == 0:
+                return out
+    finally:
+        await sub.unsubscribe()
+
+
 def last_per_subject(history: list[Stored]) -> dict[str, ObjectEvent[Any]]:
     last: dict[str, ObjectEvent[Any]] = {}
     for stored in history:
@@ -122,6 +140,8 @@ def mismatches(
         rv = obj["metadata"]["resourceVersion"]
         if event is None:
             problems.append(f"{name}: never published (emulator at {rv})")
+        elif event.type is EventType.UNREADABLE:
+            problems.append(f"{name}: last message UNREADABLE at {event.resource_version}, emulator at {rv}")
         elif event.type is EventType.DELETED or event.resource_version != rv:
             problems.append(
                 f"{name}: last message {event.type} at {event.resource_version}, emulator at {rv}"

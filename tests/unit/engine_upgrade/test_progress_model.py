@@ -275,3 +275,24 @@ def test_every_volume_is_judged_as_the_service_explains_it(
             assert phase is Phase.WAITING, (name, explanation)
         else:
             assert (phase, reason) == (Phase.BLOCKED, str(explanation.reason)), (name, explanation)
+
+
+def test_an_unreadable_volume_is_blocked_as_unreadable() -> None:
+    """The watcher's UNREADABLE marker (the volume's latest version does not decode)."""
+    model, events = ProgressModel(), Events()
+    cluster(model, events)
+    put(model, events, *with_replicas(volume("a")), *with_replicas(volume("b")))
+    events.rv += 1
+    model.apply(
+        ObjectEvent(
+            type=EventType.UNREADABLE,
+            kind="volume",
+            namespace=NS,
+            name="b",
+            resource_version=str(events.rv),
+            reason="Expected `object`, got `null`",
+        )
+    )
+    assert figures(model.total()) == (0, 0, 1, {"unreadable": 1})
+    put(model, events, volume("b"))
+    assert figures(model.total()) == (0, 0, 2, {})

@@ -122,3 +122,18 @@ def test_engine_image_name_matches_longhorn() -> None:
     # Examples from longhorn-behaviour.md §1.1.
     assert engine_image_name("longhorn-engine:latest") == "ei-1752c2c7"
     assert engine_image_name(" longhorn-engine:upgraded ") == "ei-0704a3b1"
+
+
+def test_an_unreadable_marker_has_its_own_id_and_no_object() -> None:
+    marker = ObjectEvent[Volume](
+        type=EventType.UNREADABLE,
+        kind="volume",
+        namespace="longhorn-system",
+        name="pvc-1",
+        uid="u1",
+        resource_version="7",
+        reason="Expected `object`, got `null` - at `$.status`",
+    )
+    decoded = decode(encode(marker), ObjectEvent[Volume])
+    assert decoded == marker and decoded.object is None
+    assert decoded.event_id == "volume:u1:7:unreadable"  # not the id of the version's MODIFIED

@@ -215,3 +215,22 @@ def test_undecodable_version_setting_is_an_error_not_a_fresh_install() -> None:
         )
     with pytest.raises(ValueError, match="carries no object"):
         collector.apply(ev(EventType.MODIFIED, "setting", "current-longhorn-version", None))
+
+
+def test_unreadable_markers_version_setting_undecidable_engine_image_kept() -> None:
+    """The watcher's UNREADABLE marker: for the version setting the gate must not decide (it would
+    read as a fresh install); an EngineImage keeps what was last known of it."""
+    collector = StartupView(NS)
+    collector.apply(ev(EventType.ADDED, "engineimage", "ei-a", engine_image("ei-a", 7)))
+    marker = msgspec.structs.replace(
+        ev(EventType.UNREADABLE, "engineimage", "ei-a"), reason="Expected `int`, got `str`"
+    )
+    collector.apply(marker)
+    assert [e.metadata.name for e in collector.view().engine_images] == ["ei-a"]
+    with pytest.raises(ValueError, match="does not decode: Expected `int`"):
+        collector.apply(
+            msgspec.structs.replace(
+                ev(EventType.UNREADABLE, "setting", "current-longhorn-version"),
+                reason="Expected `int`, got `str`",
+            )
+        )

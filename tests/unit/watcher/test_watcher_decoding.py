@@ -131,6 +131,14 @@ def test_a_list_with_an_unreadable_item_keeps_the_others_and_names_the_bad_one()
     assert page.resource_version == "42"
     assert [r.name for r in page.rejected] == ["broken"]
     assert "numberOfReplicas" in page.rejected[0].error
+    # what the dead letter needs: where it lives, which version, and the object as sent
+    rejected = page.rejected[0]
+    assert (rejected.namespace, rejected.uid, rejected.resource_version) == (
+        "longhorn-system",
+        "uid-broken",
+        "41",
+    )
+    assert json.loads(rejected.raw) == bad
 
 
 def test_an_unreadable_watch_event_carries_the_object_name() -> None:
@@ -138,3 +146,10 @@ def test_an_unreadable_watch_event_carries_the_object_name() -> None:
     bad["spec"]["numberOfReplicas"] = "three"
     [item] = decoder.decode_lines(line("MODIFIED", bad))
     assert isinstance(item, UndecodableLine) and item.name == "broken"
+    assert (item.type, item.namespace, item.uid, item.resource_version) == (
+        "MODIFIED",
+        "longhorn-system",
+        "uid-broken",
+        "41",
+    )
+    assert json.loads(item.object) == bad

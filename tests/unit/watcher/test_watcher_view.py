@@ -74,3 +74,18 @@ def test_an_unreadable_object_is_not_tombstoned() -> None:
     assert view.resync([vol("a", 1)], unreadable={"b"}) == []
     assert view.objects == {"a": vol("a", 1), "b": vol("b", 2)}
     assert [c.type for c in view.resync([vol("a", 1)])] == [EventType.DELETED]
+
+
+def test_an_unreadable_object_keeps_its_last_state_or_a_placeholder_until_it_vanishes() -> None:
+    view = PublishedView()
+    view.resync([vol("a", 1)])
+    # "a" no longer decodes; "b" never did: neither is deleted, "b" is held by its placeholder.
+    changes = view.resync([], {"a", "b"}, {"a": vol("a", 4), "b": vol("b", 5)})
+    assert changes == []
+    assert view.objects == {"a": vol("a", 1), "b": vol("b", 5)}
+    # Both gone: tombstones, with the last state published (the placeholder for "b").
+    changes = view.resync([])
+    assert [(c.type, c.object) for c in changes] == [
+        (EventType.DELETED, vol("a", 1)),
+        (EventType.DELETED, vol("b", 5)),
+    ]

@@ -58,10 +58,18 @@ def dead_letter(
 
 
 async def publish_dead_letter(
-    js: JetStreamContext, letter: DeadLetter, reason_class: DeadReason, stream_seq: int
+    js: JetStreamContext,
+    letter: DeadLetter,
+    reason_class: DeadReason,
+    stream_seq: int,
+    *,
+    msg_id: str = "",
 ) -> None:
-    """Store `letter` in LH_DEAD and wait for the stream's ack (raises if it was not stored)."""
-    msg_id = f"dead:{letter.stream}:{stream_seq}" if stream_seq else ""
+    """Store `letter` in LH_DEAD and wait for the stream's ack (raises if it was not stored).
+
+    `msg_id`: the dedup id when the original is no stream message (the watcher's dead letters are
+    Kubernetes objects: kind, uid and resourceVersion name them)."""
+    msg_id = msg_id or (f"dead:{letter.stream}:{stream_seq}" if stream_seq else "")
     headers = {k: v for k, v in letter.headers.items() if k not in _CONTROL_HEADERS}
     if msg_id:
         headers[MSG_ID_HEADER] = msg_id

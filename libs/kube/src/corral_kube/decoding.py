@@ -56,6 +56,13 @@ class UndecodableLine(msgspec.Struct, frozen=True, gc=False):
     error: str
     name: str = ""
     """The object's name, when at least that could be read."""
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = ""
+    type: str = ""
+    """The watch event's type (ADDED, MODIFIED, DELETED), when readable."""
+    object: bytes = b""
+    """The event's object as the API server sent it, when the line is JSON at all."""
 
 
 class Rejected(msgspec.Struct, frozen=True, gc=False):
@@ -63,6 +70,11 @@ class Rejected(msgspec.Struct, frozen=True, gc=False):
 
     name: str
     error: str
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = ""
+    raw: bytes = b""
+    """The object as the API server sent it (for the dead letter)."""
 
 
 StreamItem = WatchEvent[Any] | Bookmark | WatchError | UndecodableLine
@@ -92,6 +104,8 @@ class ObjectList(msgspec.Struct, Generic[K], gc=False):
 
 class _LooseMeta(msgspec.Struct, rename="camel", gc=False):
     name: str = ""
+    namespace: str = ""
+    uid: str = ""
     resource_version: str = ""
 
 
@@ -116,6 +130,10 @@ class _LooseEvent(msgspec.Struct, gc=False):
     object: _LooseObject = msgspec.field(default_factory=_LooseObject)
 
 
+class _RawEvent(msgspec.Struct, gc=False):
+    object: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+
+
 class Status(msgspec.Struct, gc=False):
     """The body of an API error response."""
 
@@ -128,6 +146,7 @@ _loose = msgspec.json.Decoder(_LooseEvent)
 _status = msgspec.json.Decoder(Status)
 _raw_list = msgspec.json.Decoder(_RawList)
 _name_only = msgspec.json.Decoder(_NameOnly)
+_raw_event = msgspec.json.Decoder(_RawEvent)
 
 
 def decode_status(body: bytes) -> Status:
@@ -180,7 +199,17 @@ class KindDecoder(Generic[K]):
             try:
                 page.items.append(self._object.decode(item))
             except (msgspec.ValidationError, msgspec.DecodeError) as e:
-                page.rejected.append(Rejected(name=_name_of(item), error=str(e)))
+                meta = _meta_of(item)
+                page.rejected.append(
+                    Rejected(
+                        name=meta.name,
+                        error=str(e),
+                        namespace=meta.namespace,
+                        uid=meta.uid,
+                        resource_version=meta.resource_version,
+                        raw=bytes(item),
+                    )
+                )
         return page
 
     def decode_object(self, body: bytes) -> K:
@@ -210,11 +239,12 @@ class KindDecoder(Generic[K]):
         return event
 
 
-def _name_of(raw: bytes | msgspec.Raw) -> str:
+def _meta_of(raw: bytes | msgspec.Raw) -> _LooseMeta:
+    """What can be read of an object's metadata (empty fields when not even that decodes)."""
     try:
-        return _name_only.decode(raw).metadata.name
+        return _name_only.decode(raw).metadata
     except (msgspec.ValidationError, msgspec.DecodeError):
-        return ""
+        return _LooseMeta()
 
 
 def _decode_untyped(line: bytes, typed_error: Exception) -> StreamItem:
@@ -227,10 +257,16 @@ def _decode_untyped(line: bytes, typed_error: Exception) -> StreamItem:
     if loose.type == "ERROR":
         obj = loose.object
         return WatchError(code=obj.code, reason=obj.reason, message=obj.message)
+    meta = loose.object.metadata
     return UndecodableLine(
         line=line,
         error=f"{loose.type} event does not fit the slim object: {typed_error}",
-        name=loose.object.metadata.name,
+        name=meta.name,
+        namespace=meta.namespace,
+        uid=meta.uid,
+        resource_version=meta.resource_version,
+        type=loose.type,
+        object=bytes(_raw_event.decode(line).object),
     )
 
 

@@ -28,6 +28,10 @@ class EventType(enum.StrEnum):
     DELETED = "DELETED"
     # Marker published after every (re)list of a kind: the consumer's view of that kind is complete.
     RESYNCED = "RESYNCED"
+    # The object exists at this resourceVersion but does not decode into its slim Struct (the
+    # watcher parked it in LH_DEAD): no object, only `reason`. A consumer must not act on the last
+    # state it holds as if it were current; one that cannot tell may keep it (it is older, not wrong).
+    UNREADABLE = "UNREADABLE"
 
 
 class ObjectEvent(msgspec.Struct, Generic[K], frozen=True, kw_only=True, rename="camel"):
@@ -46,8 +50,10 @@ class ObjectEvent(msgspec.Struct, Generic[K], frozen=True, kw_only=True, rename=
     resource_version: str = ""
     # Wall-clock seconds when the watcher saw the change; used for lag metrics only.
     observed_at: float = 0.0
-    # The slim object (None for RESYNCED). A DELETED event carries the last known state.
+    # The slim object (None for RESYNCED and UNREADABLE). A DELETED event carries the last known state.
     object: K | None = None
+    # UNREADABLE only: the decoder's message.
+    reason: str = ""
 
     @property
     def event_id(self) -> str:
@@ -59,8 +65,11 @@ def event_id(type_: EventType, kind: str, namespace: str, name: str, uid: str, r
     if type_ is EventType.RESYNCED:
         # A resync marker is unique per list; the list's resourceVersion tells lists apart.
         return f"resync:{kind}:{namespace}:{resource_version}"
-    suffix = ":deleted" if type_ is EventType.DELETED else ""
-    return f"{kind}:{uid}:{resource_version}{suffix}"
+    if type_ is EventType.DELETED:
+        return f"{kind}:{uid}:{resource_version}:deleted"
+    if type_ is EventType.UNREADABLE:
+        return f"{kind}:{uid}:{resource_version}:unreadable"
+    return f"{kind}:{uid}:{resource_version}"
 
 
 class Verb(enum.StrEnum):
@@ -184,6 +193,11 @@ class DeadLetter(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     subject: str = ""
     consumer: str = ""
     deliveries: int = 0
+    # For a Kubernetes object that did not decode (the watcher's dead letters): which one.
+    kind: str = ""
+    namespace: str = ""
+    name: str = ""
+    resource_version: str = ""
     headers: dict[str, str] = {}
     # The original payload, as text when it was UTF-8, else base64 in payload_b64.
     payload: str = ""

@@ -6,6 +6,13 @@ path (`/spec/image`) names the same field in both. Unknown fields are ignored on
 drops `managedFields` and everything else corral does not read simply by not declaring it.
 Field meanings: ../shared/spec/longhorn-behaviour.md. `gc=False`: these hold no reference cycles, and
 a decision service keeps one per volume (100 k of them), so the collector should never walk them.
+
+What real API servers send (tests/data/corpus): every field may be absent (Go `omitempty`), so every
+field but `metadata.name` has a default; a field Longhorn's CRD marks `nullable: true` may be a
+literal null, which a `Nullable[...]` field reads as empty (nullable.py); empty strings stay empty
+strings; sizes are quoted int64 strings (`size: str`), other figures bare integers, int64 included.
+`metadata` and its `name` are required: the API server never serves an object without them, and
+without a name an object has no subject on the bus.
 """
 
 from __future__ import annotations
@@ -13,6 +20,9 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+from msgspec.structs import force_setattr
+
+from corral_model.nullable import Nullable
 
 
 class _Slim(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True, gc=False):
@@ -40,7 +50,7 @@ class ObjectMeta(_Slim, frozen=True):
 
 
 class Condition(_Slim, frozen=True):
-    type: str
+    type: str = ""
     status: str = "Unknown"
     reason: str = ""
     message: str = ""
@@ -110,10 +120,14 @@ class EngineStatus(_Slim, frozen=True):
     current_state: str = ""
     current_size: str = ""
     owner_id: str = msgspec.field(default="", name="ownerID")
-    replica_mode_map: dict[str, str] = {}
+    replica_mode_map: Nullable[dict[str, str]] = {}  # null on a stopped Engine
     current_target_node_id_for_live_upgrade: str = msgspec.field(
         default="", name="currentTargetNodeIDForLiveUpgrade"
     )
+
+    def __post_init__(self) -> None:
+        if self.replica_mode_map is None:
+            force_setattr(self, "replica_mode_map", {})
 
 
 class Engine(_Slim, frozen=True):
@@ -157,8 +171,8 @@ class EngineImageStatus(_Slim, frozen=True):
     ref_count: int = 0
     no_ref_since: str = ""
     incompatible: bool = False
-    node_deployment_map: dict[str, bool] = {}
-    conditions: tuple[Condition, ...] = ()
+    node_deployment_map: Nullable[dict[str, bool]] = {}
+    conditions: Nullable[tuple[Condition, ...]] = ()
     version: str = ""
     git_commit: str = ""
     cli_api_version: int = msgspec.field(default=0, name="cliAPIVersion")
@@ -167,6 +181,12 @@ class EngineImageStatus(_Slim, frozen=True):
     controller_api_min_version: int = msgspec.field(default=0, name="controllerAPIMinVersion")
     data_format_version: int = 0
     data_format_min_version: int = 0
+
+    def __post_init__(self) -> None:
+        if self.node_deployment_map is None:
+            force_setattr(self, "node_deployment_map", {})
+        if self.conditions is None:
+            force_setattr(self, "conditions", ())
 
 
 class EngineImage(_Slim, frozen=True):
@@ -191,8 +211,12 @@ class NodeSpec(_Slim, frozen=True):
 
 
 class NodeStatus(_Slim, frozen=True):
-    conditions: tuple[Condition, ...] = ()
+    conditions: Nullable[tuple[Condition, ...]] = ()
     cpu_policy: str = ""
+
+    def __post_init__(self) -> None:
+        if self.conditions is None:
+            force_setattr(self, "conditions", ())
 
 
 class Node(_Slim, frozen=True):
@@ -257,11 +281,21 @@ class InstanceManagerStatus(_Slim, frozen=True):
     current_state: str = ""
     ip: str = ""
     owner_id: str = msgspec.field(default="", name="ownerID")
-    instance_engines: dict[str, InstanceProcess] = {}
-    instance_engine_frontends: dict[str, InstanceProcess] = {}
-    instance_replicas: dict[str, InstanceProcess] = {}
-    conditions: tuple[Condition, ...] = ()
+    instance_engines: Nullable[dict[str, InstanceProcess]] = {}
+    instance_engine_frontends: Nullable[dict[str, InstanceProcess]] = {}
+    instance_replicas: Nullable[dict[str, InstanceProcess]] = {}
+    conditions: Nullable[tuple[Condition, ...]] = ()  # from Longhorn 1.11
     data_engine_status: DataEngineStatus = DataEngineStatus()
+
+    def __post_init__(self) -> None:
+        if self.instance_engines is None:
+            force_setattr(self, "instance_engines", {})
+        if self.instance_engine_frontends is None:
+            force_setattr(self, "instance_engine_frontends", {})
+        if self.instance_replicas is None:
+            force_setattr(self, "instance_replicas", {})
+        if self.conditions is None:
+            force_setattr(self, "conditions", ())
 
 
 class InstanceManager(_Slim, frozen=True):

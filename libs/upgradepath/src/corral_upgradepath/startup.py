@@ -99,8 +99,9 @@ class StartupView:
 
     Feed it every `setting` and `engineimage` ObjectEvent (typed or `ObjectEvent[Any]`); it keeps
     the version setting and the engine images by name, and is `ready` once a RESYNCED marker has
-    been seen for both kinds. An event whose object cannot be decoded raises ValueError (the
-    caller dead-letters it): skipping a broken version setting would read as a fresh install.
+    been seen for both kinds. An event whose object cannot be decoded, or an UNREADABLE marker for
+    the version setting, raises ValueError (the caller dead-letters it): skipping a broken version
+    setting would read as a fresh install. An UNREADABLE EngineImage keeps its last known state.
     """
 
     def __init__(self, namespace: str) -> None:
@@ -125,9 +126,16 @@ class StartupView:
         if token == "setting":
             if event.name != CURRENT_VERSION_SETTING:
                 return
+            if event.type is EventType.UNREADABLE:
+                raise ValueError(f"the {event.name} setting does not decode: {event.reason}")
             self._version_setting = (
                 None if event.type is EventType.DELETED else _as(event.object, Setting, event.name)
             )
+        elif event.type is EventType.UNREADABLE:
+            # An EngineImage the watcher could not read (it is in LH_DEAD): the gate keeps what it
+            # last knew of it, as it did before such markers existed; only the version setting is
+            # worth refusing to decide for.
+            return
         elif event.type is EventType.DELETED:
             self._engine_images.pop(event.name, None)
         else:

@@ -38,7 +38,7 @@ from corral_engine_upgrade.eligibility import step_gate, volume_reason
 from corral_engine_upgrade.reasons import Reason
 from corral_engine_upgrade.records import Expectation, VolumeRecord
 from corral_engine_upgrade.slots import Owners
-from corral_engine_upgrade.view import NO_IMPACT, ClusterView, Impact
+from corral_engine_upgrade.view import NO_IMPACT, UNREADABLE, ClusterView, Impact
 from corral_model.envelopes import (
     Command,
     CommandResult,
@@ -248,6 +248,18 @@ class EngineUpgradeDecider:
             volumes = [one] if one is not None else []
         out: list[Explanation] = []
         for volume in volumes:
+            if volume.flags & UNREADABLE:  # before any gate: only the operator can mend it
+                out.append(
+                    Explanation(
+                        kind="Volume",
+                        namespace=volume.namespace,
+                        name=volume.name,
+                        group=volume.owner,
+                        reason=Reason.UNREADABLE,
+                        detail=view.unreadable_reason(volume),
+                    )
+                )
+                continue
             reason = volume_reason(volume, view, now)
             detail = ""
             if gate is not None:

@@ -24,7 +24,7 @@ from corral_engine_upgrade.records import (
     V2,
     VolumeRecord,
 )
-from corral_engine_upgrade.view import ClusterView
+from corral_engine_upgrade.view import UNREADABLE, ClusterView
 
 # Members bound once: this function runs for every volume an event touches, and a module global
 # is cheaper to read than an attribute of the enum class.
@@ -48,6 +48,8 @@ _NO_REPLICA_NODES = Reason.NO_REPLICA_NODES
 _IMAGE_NOT_READY = Reason.IMAGE_NOT_READY
 _DEFAULT_IMAGE_NOT_READY = Reason.DEFAULT_IMAGE_NOT_READY
 _RETRY_BACKOFF = Reason.RETRY_BACKOFF
+_UNREADABLE = Reason.UNREADABLE
+_HELD = V2 | UNREADABLE
 
 
 def volume_reason(volume: VolumeRecord, view: ClusterView, now: float) -> Reason | None:
@@ -61,8 +63,10 @@ def volume_reason(volume: VolumeRecord, view: ClusterView, now: float) -> Reason
     if volume.expectation is not None:
         return _COMMAND_PENDING
     flags = volume.flags
-    if flags & V2:  # deviation (§1.4): never let a v2 volume take a slot it cannot use
-        return _V2_VOLUME
+    if flags & _HELD:  # one test for both
+        if flags & UNREADABLE:  # its last version did not decode: the facts held are stale
+            return _UNREADABLE
+        return _V2_VOLUME  # deviation (§1.4): never let a v2 volume take a slot it cannot use
     default_image = view.default_image
     if not default_image:
         return _NO_DEFAULT_IMAGE

@@ -21,7 +21,8 @@ from corral_model import longhorn as lh
 NodeMap = dict[str, bool] | msgspec.Raw
 
 _EMPTY = msgspec.Raw(b"{}")
-_decode_map = msgspec.json.Decoder(dict[str, bool]).decode
+# The map is `nullable: true` in Longhorn's CRD: the raw bytes may be `null`, read as no node.
+_decode_map = msgspec.json.Decoder(dict[str, bool] | None).decode
 
 
 class DeploymentStatus(msgspec.Struct, frozen=True, kw_only=True, rename="camel", gc=False):
@@ -49,5 +50,5 @@ AnyEngineImage = EngineImageFacts | lh.EngineImage
 def node_map(deployment: NodeMap) -> dict[str, bool]:
     """The map as a dict, decoding raw JSON (raises msgspec.ValidationError / DecodeError)."""
     if isinstance(deployment, msgspec.Raw):
-        return _decode_map(deployment)
+        return _decode_map(deployment) or {}
     return deployment

@@ -15,6 +15,11 @@ index of volumes would cost more memory than the whole rest of a volume's record
 none; EngineImages that only change their refCount (every upgrade does) have no impact at all, and
 telling so costs one comparison of raw bytes (image_facts.py).
 
+An UNREADABLE marker (the watcher could not decode the object and parked it in LH_DEAD) holds a
+volume back until a readable version arrives (flag `UNREADABLE`, reason `unreadable`); its record
+keeps the facts last read, so an upgrade it had under way still counts on its owner node. Markers
+of the other kinds change nothing: their last known state stays.
+
 Ordering: an event whose resourceVersion is not newer than the one held for that object is
 ignored (duplicates, replays, reordering). Deleted objects leave a tombstone for `tombstone_ttl`
 seconds so a late, older event cannot resurrect them; it is looked up only for an object the view
@@ -56,6 +61,11 @@ _ALSO_TAKEN: dict[type[Any], type[Any]] = {EngineImageFacts: lh.EngineImage}
 _intern = sys.intern
 _RESYNCED = EventType.RESYNCED
 _DELETED = EventType.DELETED
+_UNREADABLE = EventType.UNREADABLE
+
+# VolumeRecord.flags bit (beside records.py's): the volume's last event was an UNREADABLE marker.
+# `VolumeRecord.update_from` recomputes the flags from a readable Volume, which clears it.
+UNREADABLE = 32
 
 
 class Impact(msgspec.Struct, frozen=True, gc=False):
@@ -105,6 +115,9 @@ class ClusterView:
         self.limit = 0
         self.limit_error = ""  # the setting's value when it is not an integer (then: disabled)
         self.volume_count = 0
+        # The decoder's message per unreadable volume; read only while its UNREADABLE flag is set
+        # (pruned on the next marker, never on the per-event path).
+        self._unreadable: dict[tuple[str, str], str] = {}
 
     # --- queries --------------------------------------------------------------------------------
 
@@ -144,6 +157,12 @@ class ClusterView:
     def node_names(self) -> list[str]:
         return sorted(self._nodes)
 
+    def unreadable_reason(self, volume: VolumeRecord) -> str:
+        """Why the volume is unreadable ("" when it is not)."""
+        if not volume.flags & UNREADABLE:
+            return ""
+        return self._unreadable.get((volume.namespace, volume.name), "")
+
     # --- events ---------------------------------------------------------------------------------
 
     def apply(self, event: ObjectEvent[Any], now: float) -> Change:
@@ -165,6 +184,8 @@ class ClusterView:
             return Impact(resynced=kind)
         obj: Any = event.object
         if type(obj) is not struct:
+            if event_type is _UNREADABLE:
+                return self._apply_unreadable(kind, event, now)
             obj = _as_struct(obj, struct, event)
         # resourceVersions are opaque strings to Kubernetes, but every API server corral meets
         # (etcd, the sandbox) issues increasing integers; -1 means unknown, which ordering accepts.
@@ -230,6 +251,40 @@ class ClusterView:
             return Impact(touched=(record,)) if record.hold_until > now else NO_IMPACT
         if record.current_image is not old_image:  # update_from replaces only a changed value
             self._reindex_image(record)  # every upgrade completing does this
+        return record
+
+    def _apply_unreadable(self, kind: str, event: ObjectEvent[Any], now: float) -> Change:
+        """An object that exists at the event's resourceVersion but does not decode."""
+        if kind != "volume":
+            return NO_IMPACT  # the last known state stays (module docstring)
+        namespace, name = event.namespace, event.name
+        try:
+            rv = int(event.resource_version)
+        except ValueError:
+            rv = -1
+        by_name = self._volumes.get(namespace)
+        if by_name is None:
+            by_name = self._volumes[_intern(namespace)] = {}
+        record = by_name.get(name)
+        if record is not None:
+            if 0 <= rv <= record.rv:
+                return NO_IMPACT
+        elif self._buried("volume", namespace, name, rv, False):
+            return NO_IMPACT
+        else:
+            # Known only by name: no image, no owner, so it holds no slot and is nobody's candidate.
+            record = VolumeRecord(namespace=_intern(namespace), name=name)
+            record.replicas = self._orphan_replicas.pop((namespace, name), ())
+            by_name[name] = record
+            self.volume_count += 1
+        record.rv = rv
+        record.flags |= UNREADABLE
+        self._unreadable = {
+            key: reason
+            for key, reason in self._unreadable.items()
+            if (held := self.volume(*key)) is not None and held.flags & UNREADABLE
+        }
+        self._unreadable[(record.namespace, name)] = event.reason or "does not decode"
         return record
 
     def _apply_replica(

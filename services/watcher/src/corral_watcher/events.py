@@ -70,6 +70,23 @@ class EventEncoder:
         # corral_model.envelopes.event_id, inlined: this runs for every event.
         return subject, _encoder.encode(event), f"{self.kind}:{meta.uid}:{rv}", None
 
+    def unreadable_message(
+        self, namespace: str, name: str, uid: str, resource_version: str, reason: str, observed_at: float
+    ) -> Message:
+        """The marker for an object that exists at `resource_version` but does not decode."""
+        event: ObjectEvent[Any] = ObjectEvent(
+            type=EventType.UNREADABLE,
+            kind=self.kind,
+            namespace=namespace,
+            name=name,
+            uid=uid,
+            resource_version=resource_version,
+            observed_at=observed_at,
+            reason=reason,
+        )
+        msg_id = event_id(EventType.UNREADABLE, self.kind, namespace, name, uid, resource_version)
+        return self.subject(namespace, name), _encoder.encode(event), msg_id, None
+
     def resynced_message(self, namespace: str, resource_version: str) -> Message:
         """The marker after a (re)list: consumers' view of this kind is now complete."""
         event: ObjectEvent[Any] = ObjectEvent(

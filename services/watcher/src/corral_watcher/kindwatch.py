@@ -27,7 +27,7 @@ import nats.errors
 from kubernetes_asyncio.client import ApiClient
 
 from corral_bus import Bus
-from corral_kube.decoding import Bookmark, StreamItem, WatchEvent, kind_decoder
+from corral_kube.decoding import Bookmark, StreamItem, UndecodableLine, WatchEvent, kind_decoder
 from corral_kube.errors import KubeApiError, ResourceVersionGone, WatchStalled
 from corral_kube.listing import list_objects
 from corral_kube.watching import watch_batches
@@ -37,6 +37,7 @@ from corral_watcher.bootstrap import last_published
 from corral_watcher.events import EventEncoder, Message
 from corral_watcher.metrics import KindMetrics, WatcherMetrics
 from corral_watcher.publishing import OrderedPublisher
+from corral_watcher.unreadable import Unreadable, UnreadableObjects
 from corral_watcher.view import PublishedView
 
 log = logging.getLogger("corral.watcher")
@@ -109,6 +110,7 @@ class KindWatcher:
         self.decoder = kind_decoder(kind.struct)
         self.encoder = EventEncoder(kind.token, settings.tombstone_ttl)
         self.view = PublishedView()
+        self.unreadable = UnreadableObjects(kind, self.namespace, publisher.bus, self.encoder, self.metrics)
         self.resource_version = ""
         self.lists = 0
         """Completed (re)lists; `synced` is set after the first."""
@@ -156,12 +158,21 @@ class KindWatcher:
             page_size=self.settings.page_size,
             request_timeout=self.settings.list_timeout,
         )
-        for rejected in listed.rejected:
-            self._undecodable(f"{rejected.name or '?'}: {rejected.error}")
-        changes = self.view.resync(listed.items, {r.name for r in listed.rejected})
+        unreadable = self.unreadable
+        bad = [Unreadable.listed(rejected) for rejected in listed.rejected]
+        named = {item.name: item for item in bad if item.name}
+        changes = self.view.resync(
+            listed.items, named, {name: unreadable.placeholder(item) for name, item in named.items()}
+        )
         observed = time.time()
         encode = self.encoder.object_message
         messages: list[Message] = []
+        for item in bad:
+            marker = unreadable.report(item, observed)
+            if marker is not None:
+                messages.append(marker)
+        for name in [name for name in unreadable.current if name not in named]:
+            unreadable.readable(name)  # decodes again, or is gone (then a tombstone is below)
         for change in changes:
             if change.type is EventType.DELETED:
                 # The deletion happened at some version up to the list's: the tombstone carries the
@@ -172,6 +183,8 @@ class KindWatcher:
         messages.append(self.encoder.resynced_message(self.namespace, listed.resource_version))
         # One batch: a first list of 100 000 objects goes out pipelined, not one flush per object.
         await self.publisher.publish_batch(messages)
+        if unreadable.queued:
+            await unreadable.flush()
         for type_, counter in (
             (EventType.ADDED, self.metrics.added),
             (EventType.MODIFIED, self.metrics.modified),
@@ -243,6 +256,8 @@ class KindWatcher:
         observed = time.time()
         encode = self.encoder.object_message
         apply = self.view.apply
+        unreadable = self.unreadable
+        unreadable_now = unreadable.current  # a dict: its test costs nothing while it is empty
         messages: list[Message] = []
         added = modified = deleted = 0
         for item in batch:
@@ -252,6 +267,8 @@ class KindWatcher:
                     self._undecodable(f"unknown watch event type {item.type!r}")
                     continue
                 obj = item.object
+                if unreadable_now and obj.metadata.name in unreadable_now:
+                    unreadable.readable(obj.metadata.name)
                 apply(event_type, obj)
                 messages.append(encode(event_type, obj, observed))
                 if event_type is EventType.MODIFIED:
@@ -264,8 +281,16 @@ class KindWatcher:
             elif type(item) is Bookmark:
                 if item.resource_version:
                     self.resource_version = item.resource_version
+            elif type(item) is UndecodableLine:
+                message = self._unreadable_line(Unreadable.watched(item), observed)
+                if message is not None:
+                    messages.append(message)
+                    if item.type == "DELETED":
+                        deleted += 1
             else:
-                self._undecodable(f"{getattr(item, 'name', '') or '?'}: {getattr(item, 'error', item)}")
+                self._undecodable(f"{getattr(item, 'error', item)}")
+        if unreadable.queued:
+            await unreadable.flush()
         if messages:
             # Latency is observed once per batch, on its last event.
             await self.publisher.publish_batch(messages, self._on_batch_acked(observed))
@@ -283,6 +308,28 @@ class KindWatcher:
             self.metrics.lag.observe(max(0.0, time.time() - observed))
 
         return acked
+
+    def _unreadable_line(self, item: Unreadable, observed: float) -> Message | None:
+        """What to publish for a watch line whose object does not decode.
+
+        DELETED: the tombstone, carrying the last state published (or a placeholder with the
+        line's metadata), since the object is gone whatever it held. Otherwise: the object is
+        parked in LH_DEAD and announced UNREADABLE; the view keeps what was last published for
+        it, or a placeholder, so that its deletion later yields a tombstone."""
+        if item.resource_version:
+            self.resource_version = item.resource_version  # handled: a resumed watch skips it
+        if not item.name:
+            return self.unreadable.report(item, observed)  # LH_DEAD only: it has no subject
+        if item.watch_type == "DELETED":
+            obj = self.view.objects.get(item.name) or self.unreadable.placeholder(item)
+            self.view.apply(EventType.DELETED, obj)
+            self.unreadable.readable(item.name)
+            return self.encoder.object_message(
+                EventType.DELETED, obj, observed, item.resource_version or None
+            )
+        if item.name not in self.view.objects:
+            self.view.apply(EventType.ADDED, self.unreadable.placeholder(item))
+        return self.unreadable.report(item, observed)
 
     def _undecodable(self, error: str) -> None:
         self.metrics.undecodable.inc()

@@ -42,7 +42,14 @@ class WatcherMetrics:
         )
         self.undecodable = Counter(
             "corral_watcher_undecodable_lines",
-            "Watch lines that could not be decoded (skipped).",
+            "Objects (listed, or watch lines) that could not be decoded, once per resourceVersion:"
+            " each went to LH_DEAD.",
+            ["kind"],
+            registry=r,
+        )
+        self.unreadable_objects = Gauge(
+            "corral_watcher_unreadable_objects",
+            "Objects that exist but do not decode now (announced UNREADABLE on LH_OBJECTS), by kind.",
             ["kind"],
             registry=r,
         )
@@ -81,6 +88,8 @@ class KindMetrics:
         self.modified = metrics.events.labels(kind, "MODIFIED")
         self.deleted = metrics.events.labels(kind, "DELETED")
         self.resynced = metrics.events.labels(kind, "RESYNCED")
+        self.unreadable = metrics.events.labels(kind, "UNREADABLE")
+        self.unreadable_objects = metrics.unreadable_objects.labels(kind)
         self.gone = metrics.gone.labels(kind)
         self.undecodable = metrics.undecodable.labels(kind)
         self.lag = metrics.lag.labels(kind)

@@ -87,6 +87,10 @@ class OrderedPublisher:
         self.recoveries = 0
 
     @property
+    def bus(self) -> Bus:
+        return self._bus
+
+    @property
     def in_flight(self) -> int:
         return len(self._pending)
 

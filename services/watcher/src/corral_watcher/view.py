@@ -8,7 +8,7 @@ DELETED tombstones for the objects that vanished meanwhile. Pure, so it is unit-
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import msgspec
@@ -41,11 +41,17 @@ class PublishedView:
         else:
             self.objects[obj.metadata.name] = obj
 
-    def resync(self, listed: Iterable[Any], unreadable: Collection[str] = ()) -> list[Change]:
+    def resync(
+        self,
+        listed: Iterable[Any],
+        unreadable: Collection[str] = (),
+        placeholders: Mapping[str, Any] | None = None,
+    ) -> list[Change]:
         """Replace the view with `listed` and return the changes, in a stable order.
 
         `unreadable` names objects that exist but could not be decoded: they keep what was last
-        published for them (no tombstone: they did not vanish).
+        published for them (no tombstone: they did not vanish), or, when nothing was, their
+        `placeholders` entry (so that their disappearance later yields a tombstone).
 
         An object whose uid changed (deleted and re-created by name while unseen) yields only its
         ADDED: the subject is per name, and a tombstone between the two would carry a version newer
@@ -69,5 +75,9 @@ class PublishedView:
                 after[name] = previous
             else:
                 changes.append(Change(EventType.DELETED, previous))
+        if placeholders:
+            for name, placeholder in placeholders.items():
+                if name not in after and name in unreadable:
+                    after[name] = placeholder
         self.objects = after
         return changes

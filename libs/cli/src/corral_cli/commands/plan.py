@@ -1,9 +1,14 @@
 """`corral plan <service> --snapshot FILE`: what a decision service would do on a given cluster.
 
 Every decision service has a pure core; `plan` feeds it a snapshot (a Kubernetes `List` in JSON or
-YAML, e.g. `kubectl get volumes,replicas,engineimages,nodes,settings -n longhorn-system -o json`)
-and prints the commands it would emit, one JSON object per line, so an operator can ask "what would
-happen on my cluster?" and tests can check a core on recorded clusters.
+YAML, e.g. `kubectl get volumes,replicas,engineimages,nodes,settings -n longhorn-system -o json`, or
+a Longhorn support bundle: corral_cli.snapshots) and prints the commands it would emit, one JSON
+object per line, so an operator can ask "what would happen on my cluster?" and tests can check a
+core on recorded clusters.
+
+An object that does not decode is named on stderr with the decoder's message and left out, as the
+watcher leaves it out of the bus (the service sees it as UNREADABLE), and the plan goes on; with
+`--strict` such a snapshot is refused instead (exit 2).
 
 Every installed decision service (the decision kit's `corral.deciders` entry points) is a
 sub-command; its own `Decider` makes the plan (`corral_decision.plan`).
@@ -18,15 +23,15 @@ import os
 import sys
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import msgspec
-import yaml
 
+from corral_cli.snapshots import read_snapshot
 from corral_decision import decision_service, decision_services
 from corral_decision.plan import plan_snapshot
 from corral_model.envelopes import Command
+from corral_model.snapshot import read_items
 
 
 def register(subparsers: Any) -> None:
@@ -34,9 +39,16 @@ def register(subparsers: Any) -> None:
     services = parser.add_subparsers(dest="service", required=True, metavar="SERVICE")
     for name in sorted(decision_services()):
         sub = services.add_parser(name, help=f"plan of the {name} service")
-        sub.add_argument("--snapshot", required=True, help="Kubernetes List (JSON or YAML); '-' reads stdin")
+        sub.add_argument(
+            "--snapshot",
+            required=True,
+            help="Kubernetes List (JSON or YAML; '-' reads stdin), or a support bundle (zip or folder)",
+        )
         sub.add_argument("--now", type=parse_now, default=None, help="decision time (epoch s or ISO-8601)")
         sub.add_argument("--explain", action="store_true", help="also print why each object was not chosen")
+        sub.add_argument(
+            "--strict", action="store_true", help="refuse a snapshot holding an object that does not decode"
+        )
         sub.set_defaults(func=_run)
 
 
@@ -54,20 +66,6 @@ def parse_now(text: str) -> float:
     return moment.timestamp()
 
 
-def read_snapshot(path: str) -> Mapping[str, Any]:
-    text = sys.stdin.read() if path == "-" else Path(path).read_text()
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError:
-        try:
-            document = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            raise ValueError(f"{path}: neither JSON nor YAML: {e}") from e
-    if not isinstance(document, Mapping):
-        raise ValueError(f"{path}: expected a Kubernetes List object, got {type(document).__name__}")
-    return document
-
-
 def command_line(command: Command) -> dict[str, Any]:
     return {
         "service": command.service,
@@ -82,9 +80,25 @@ def command_line(command: Command) -> dict[str, Any]:
     }
 
 
+def undecodable(document: Mapping[str, Any]) -> list[str]:
+    """One line per object of a modelled kind that does not decode (raises SnapshotError, a
+    ValueError, for a document that cannot be read at all)."""
+    return [bad.describe() for bad in read_items(document).undecodable]
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
         document = read_snapshot(args.snapshot)
+        problems = undecodable(document)
+        for problem in problems:
+            what = "refused" if args.strict else "left out"
+            print(f"corral plan {args.service}: {what}: {problem}", file=sys.stderr)
+        if problems and args.strict:
+            print(
+                f"corral plan {args.service}: {len(problems)} object(s) do not decode (--strict)",
+                file=sys.stderr,
+            )
+            return 2
         service = decision_service(args.service)
         commands, explanations = plan_snapshot(
             service, document, args.now if args.now is not None else time.time()
