@@ -122,3 +122,24 @@ def test_engine_image_name_matches_longhorn() -> None:
     # Examples from longhorn-behaviour.md §1.1.
     assert engine_image_name("longhorn-engine:latest") == "ei-1752c2c7"
     assert engine_image_name(" longhorn-engine:upgraded ") == "ei-0704a3b1"
+
+
+def test_the_lease_term_travels_but_stays_out_of_the_command_id() -> None:
+    """A decision republished by the next leader (a newer term) is the same decision: same id, so
+    JetStream still drops it as a duplicate; the term itself survives the round trip."""
+    target = Target(kind="Volume", namespace="ns", name="v")
+
+    def make(term: int) -> Command:
+        return new_command(
+            service="engine-upgrade",
+            verb=Verb.PATCH,
+            target=target,
+            changes=(FieldValue(path="/spec/image", value="b"),),
+            term=term,
+        )
+
+    assert make(3).id == make(7).id
+    assert decode(encode(make(7)), Command).term == 7
+    assert b'"term":7' in encode(make(7))
+    # An older producer's command (no term) decodes as unfenced.
+    assert decode(encode(make(7)).replace(b',"term":7', b""), Command).term == 0

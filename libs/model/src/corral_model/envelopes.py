@@ -99,6 +99,10 @@ class Command(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     body: dict[str, Any] | None = None
     reason: str = ""
     created_at: float = 0.0
+    # The issuing decider's lease term (fencing): the actuator refuses a command from an older term
+    # than the newest it has seen from that service. 0 = unfenced (a producer that holds no lease).
+    # Not part of the id: a decision republished by the next leader is still the same decision.
+    term: int = 0
 
 
 # Canonical bytes for command ids: struct fields in their declared order, dict keys sorted.
@@ -135,6 +139,7 @@ def new_command(
     body: dict[str, Any] | None = None,
     reason: str = "",
     created_at: float = 0.0,
+    term: int = 0,
 ) -> Command:
     return Command(
         id=command_id(service, verb, target, changes, preconditions),
@@ -146,6 +151,7 @@ def new_command(
         body=body,
         reason=reason,
         created_at=created_at,
+        term=term,
     )
 
 
