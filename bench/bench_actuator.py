@@ -127,6 +127,7 @@ def nats_process(workdir: Path) -> Iterator[str]:
 
 
 def upgrade(name: str) -> Command:
+    """Made now: the actuator refuses a command that does not say when it was made."""
     return new_command(
         service="engine-upgrade",
         verb=Verb.PATCH,
@@ -138,6 +139,7 @@ def upgrade(name: str) -> Command:
             FieldValue(path="/status/currentImage", value=OLD),
             FieldValue(path="/status/ownerID", value=OWNER),
         ),
+        created_at=time.time(),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ FAST_RETRY = RetryPolicy(attempts=4, timeout=10.0, wait_initial=0.01, wait_max=0
 
 
 def upgrade(
-    name: str, *, to: str = DEFAULT_IMAGE, expect: Any = OLD_IMAGE, created_at: float = 0.0
+    name: str, *, to: str = DEFAULT_IMAGE, expect: Any = OLD_IMAGE, created_at: float | None = None
 ) -> Command:
     """An engine-upgrade command as its core makes one: the preconditions the policy requires
     (the images and the owner node; core.preconditions)."""
@@ -39,7 +40,7 @@ def upgrade(
             FieldValue(path="/status/currentImage", value=expect),
             FieldValue(path="/status/ownerID", value=OWNER),
         ),
-        created_at=created_at,
+        created_at=time.time() if created_at is None else created_at,
     )
 
 

@@ -130,6 +130,12 @@ class CommandHandler:
             self.metrics.repeats.inc()
             await self.publish(previous)
             return
+        refused = self.actuator.admit(command)
+        if refused is not None:
+            # Not recorded: the refusal is about this copy's date or term, not its decision.
+            await self.publish(refused)
+            self.metrics.results.labels(refused.service, refused.outcome.value).inc()
+            return
         running = self.record.running(command.id)
         if running is not None:
             # The same command is being applied by another subscriber right now: wait for it.
@@ -260,6 +266,7 @@ async def main(ctx: ServiceContext[ActuatorConfig]) -> None:
             settings=SettingValues(kube, ttl=config.settings_ttl_s),
             security_log=security_logger(ctx.log),
             max_command_age=config.max_command_age_s,
+            max_clock_skew=config.max_clock_skew_s,
         )
         handler = CommandHandler(
             ctx.bus,
