@@ -191,9 +191,13 @@ class DeadLetter(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     consumer: str = ""
     deliveries: int = 0
     headers: dict[str, str] = {}
-    # The original payload, as text when it was UTF-8, else base64 in payload_b64.
+    # The original payload, as text when it was UTF-8, else base64 in payload_b64; only its first
+    # bytes when it was too large to keep whole (`truncated`; the size and digest name the original).
     payload: str = ""
     payload_b64: str = ""
+    payload_size: int = 0
+    payload_sha256: str = ""
+    truncated: bool = False
 
 
 EnvelopeName = Literal["corral.event", "corral.command", "corral.result", "corral.dead"]
