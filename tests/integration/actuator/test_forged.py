@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from corral_bus import MSG_ID_HEADER, Bus
@@ -410,20 +411,16 @@ async def test_a_fenced_service_must_carry_its_term(
         assert await actuator.stop() == 0
 
 
-async def test_subject_payload_disagreement_and_oversize_go_to_dead_letters(
+async def test_commands_not_what_they_say_and_oversize_ones_go_to_dead_letters(
     emulator: Emulator, bus: Bus, nats_server: NatsServer
 ) -> None:
+    """No result is published under the id such a command claims (it could be a real command's),
+    and the real command with that id is then applied as usual."""
     seed_probe_targets(emulator)
     actuator = InProcessActuator(actuator_config(nats_server.url, _kubeconfig(emulator), "a-1"))
     await actuator.start()
     try:
-        pod = command(
-            "im-restart",
-            Verb.DELETE,
-            "Pod",
-            "instance-manager-1",
-            preconditions={IM_LABEL: "instance-manager"},
-        )
+        pod = im_delete("instance-manager-1")
         # Published on another pod's subject (so a subject-based NATS permission or audit sees
         # the wrong object), and on a volume's subject.
         for subject in (
@@ -431,6 +428,11 @@ async def test_subject_payload_disagreement_and_oversize_go_to_dead_letters(
             command_subject("im-restart", "volume", NS, "instance-manager-1"),
         ):
             await bus.js.publish(subject, codec.encode(pod), headers={MSG_ID_HEADER: subject})
+        # The real command's id on other content: a v1 replica's delete, on its own subject.
+        borrowed = msgspec.structs.replace(
+            command("v2-upgrade", Verb.DELETE, "Replica", "v1-vol-r-1", preconditions=V2), id=pod.id
+        )
+        await publish_command(bus, borrowed, msg_id="borrowed")
         # ~1 MB that is no command at all: too large to dead-letter whole.
         garbage = b"\xff" * 1_000_000
         await bus.js.publish(
@@ -438,20 +440,29 @@ async def test_subject_payload_disagreement_and_oversize_go_to_dead_letters(
         )
 
         async def parked() -> bool:
-            return await stream_count(bus, "LH_DEAD") == 3 and await _drained(bus)
+            return await stream_count(bus, "LH_DEAD") == 4 and await _drained(bus)
 
-        await eventually(parked, what="three dead letters and an empty work queue")
+        await eventually(parked, what="four dead letters and an empty work queue")
         letters = sorted(await dead_letters(bus), key=lambda d: d.reason)
-        assert [d.reason for d in letters[:2]] == [
+        assert [d.reason for d in letters[:3]] == [
+            f"permanent: id {pod.id!r} is not the hash of the command's service, verb, target, changes"
+            " and preconditions",
             "permanent: subject and payload disagree: kind 'volume' in the subject but 'Pod' in the payload",
             "permanent: subject and payload disagree:"
             " name 'instance-manager-2' in the subject but 'instance-manager-1' in the payload",
         ]
-        big = letters[2]
+        big = letters[3]
         assert big.reason.startswith("undecodable:") and big.truncated
         assert big.payload_size == len(garbage) and big.payload_sha256 == hashlib.sha256(garbage).hexdigest()
-        # No result under the id the forged copies claim, and the pod is still there.
+        # No result under the id the forged copies claim, and nothing written.
         assert not [r for r in await results(bus) if r.command_id == pod.id]
         assert emulator.get("", "pods", NS, "instance-manager-1") is not None
+        assert emulator.get("longhorn.io", "replicas", NS, "v1-vol-r-1") is not None
+        assert not writes_to(emulator, "instance-manager-1") and not writes_to(emulator, "v1-vol-r-1")
+
+        # The real command, on its own subject, is applied: nothing was remembered against its id.
+        await publish_command(bus, pod)
+        assert (await answered(bus, [pod]))[pod.id].outcome is Outcome.APPLIED
+        assert emulator.get("", "pods", NS, "instance-manager-1") is None
     finally:
         assert await actuator.stop() == 0

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 
-from corral_actuator.addressing import subject_mismatch, subject_service
+from corral_actuator.addressing import id_mismatch, subject_mismatch, subject_service
 from corral_actuator.config import ActuatorConfig, policy_file
 from corral_actuator.limiter import TokenBucket, Unlimited, rate_limiter
 from corral_actuator.runner import consumer_spec, result_subject_for
@@ -40,6 +41,24 @@ def test_subject_and_payload_must_name_the_same_service_and_object() -> None:
     for short in ("lh.cmd.engine-upgrade.volume.longhorn-system", "lh.res.engine-upgrade.volume.ns.n"):
         reason = subject_mismatch(short, command)
         assert reason is not None and "not a command subject" in reason
+
+
+def test_the_id_must_be_the_hash_of_the_content() -> None:
+    command = new_command(
+        service="engine-upgrade",
+        verb=Verb.PATCH,
+        target=Target(kind="Volume", namespace="longhorn-system", name="v"),
+        changes=(FieldValue(path="/spec/image", value="i"),),
+        created_at=1.0,
+        term=3,
+    )
+    assert id_mismatch(command) is None
+    # Date, term and reason are not the decision: changing them keeps the id valid.
+    assert id_mismatch(msgspec.structs.replace(command, created_at=2.0, term=4, reason="r")) is None
+    evil = msgspec.structs.replace(command, changes=(FieldValue(path="/spec/image", value="evil"),))
+    reason = id_mismatch(evil)
+    assert reason is not None and command.id in reason and "not the hash" in reason
+    assert id_mismatch(msgspec.structs.replace(command, id="engine-upgrade-0")) is not None
 
 
 def test_result_subject_uses_the_bus_kind_token() -> None:

@@ -1,4 +1,4 @@
-"""A command's subject and its payload must name the same service and the same object.
+"""A command must be what it says it is: its subject, its payload and its id must agree.
 
 NATS permissions bind each decider to its own subjects (`lh.cmd.<itself>.>`), so the subject is the
 one part of a command the bus vouches for; the payload is whatever the publisher wrote. A command
@@ -7,12 +7,17 @@ misrouted: applying it would let one decider act with another's policy (or hide 
 from anyone reading the subjects). It is not a decision at all, so it goes to LH_DEAD with the
 disagreement as the reason, and no result is published under the id it claims (which could be a
 real command's).
+
+The id, too, must be the hash of what the command asks (corral_model.envelopes.command_id): the
+actuator remembers a final answer per id and deciders match results to their commands by id, so a
+real command's id on other content, answered and remembered, would stand as the real command's
+answer. Such a command is dead-lettered the same way.
 """
 
 from __future__ import annotations
 
 from corral_actuator.kinds import resolve_kind
-from corral_model.envelopes import Command
+from corral_model.envelopes import Command, command_id
 from corral_model.subjects import COMMANDS_PREFIX, unescape_token
 
 _PREFIX = COMMANDS_PREFIX + "."
@@ -58,3 +63,11 @@ def subject_mismatch(subject: str, command: Command) -> str | None:
     if not disagree:
         return None
     return f"subject and payload disagree: {'; '.join(disagree)}"
+
+
+def id_mismatch(command: Command) -> str | None:
+    """Why the command's id is not the hash of its content, or None when it is."""
+    c = command
+    if c.id == command_id(c.service, c.verb, c.target, c.changes, c.preconditions):
+        return None
+    return f"id {c.id!r} is not the hash of the command's service, verb, target, changes and preconditions"

@@ -1,7 +1,7 @@
 """The actuator on the bus: LH_COMMANDS in, API writes out, one CommandResult per command to LH_RESULTS.
 
 Order of a command's life: decode (a malformed one goes to LH_DEAD through the bus consumer, and
-the actuator carries on; so does one whose subject and payload disagree, addressing.py), answer
+the actuator carries on; so does one whose subject, payload and id disagree, addressing.py), answer
 repeats from the record of recent commands, admit (date and lease term, admission.py), apply under
 the object's lock, publish the result and wait for LH_RESULTS to store it, and only then let the
 consumer ack the command. A crash anywhere before the ack redelivers the command; the redelivery reads the
@@ -24,7 +24,7 @@ from kubernetes_asyncio.client import ApiClient
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from corral_actuator.actuator import Actuator
-from corral_actuator.addressing import subject_mismatch
+from corral_actuator.addressing import id_mismatch, subject_mismatch
 from corral_actuator.api import KubeApi, RetryPolicy
 from corral_actuator.config import ActuatorConfig, policy_file
 from corral_actuator.kinds import resolve_kind
@@ -113,7 +113,7 @@ class CommandHandler:
 
     async def __call__(self, delivery: Delivery) -> None:
         command = delivery.decode(Command)  # SchemaError: the consumer parks it in LH_DEAD
-        mismatch = subject_mismatch(delivery.subject, command)
+        mismatch = subject_mismatch(delivery.subject, command) or id_mismatch(command)
         if mismatch is not None:
             self.actuator.security_log(command, mismatch)
             raise PermanentError(mismatch)  # the consumer parks it in LH_DEAD, with this reason
