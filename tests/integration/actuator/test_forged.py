@@ -369,6 +369,10 @@ async def test_a_stale_leader_term_is_refused(emulator: Emulator, bus: Bus, nats
     actuator = InProcessActuator(actuator_config(nats_server.url, _kubeconfig(emulator), "a-1"))
     await actuator.start()
     try:
+        # A forged command with a huge term, refused by the policy, teaches the fence nothing.
+        forged = engine_upgrade("node1-vol-3", term=1_000_000)
+        await publish_command(bus, forged)
+        assert "must carry a precondition" in (await answered(bus, [forged]))[forged.id].detail
         new_leader = engine_upgrade("node1-vol-0", owner_tests("node-1"), term=5)
         await publish_command(bus, new_leader)
         assert (await answered(bus, [new_leader]))[new_leader.id].outcome is Outcome.APPLIED

@@ -29,28 +29,32 @@ def test_the_past_is_expiry_s_business() -> None:
 
 def test_a_stale_term_is_refused_per_service() -> None:
     fence = TermFence()
-    assert fence.admit("engine-upgrade", 3, fenced=False) is None
-    assert fence.admit("engine-upgrade", 5, fenced=False) is None
+    assert fence.refusal("engine-upgrade", 3, fenced=False) is None
+    fence.learn("engine-upgrade", 3)
+    assert fence.refusal("engine-upgrade", 5, fenced=False) is None
+    fence.learn("engine-upgrade", 5)
     assert fence.newest("engine-upgrade") == 5
-    assert fence.admit("engine-upgrade", 4, fenced=False) == "stale leader term 4 < 5"
-    assert fence.admit("engine-upgrade", 5, fenced=False) is None  # the current leader goes on
+    assert fence.refusal("engine-upgrade", 4, fenced=False) == "stale leader term 4 < 5"
+    assert fence.refusal("engine-upgrade", 5, fenced=False) is None  # the current leader goes on
     # Another service's terms are its own.
-    assert fence.admit("im-restart", 1, fenced=False) is None
-    assert fence.newest("im-restart") == 1 and fence.newest("v2-upgrade") == 0
+    assert fence.refusal("im-restart", 1, fenced=False) is None
+    assert fence.newest("im-restart") == 0 and fence.newest("v2-upgrade") == 0
 
 
 def test_term_zero_is_unfenced_and_refused_only_where_the_policy_fences() -> None:
     fence = TermFence()
-    assert fence.admit("engine-upgrade", 7, fenced=False) is None
-    assert fence.admit("engine-upgrade", 0, fenced=False) is None
+    fence.learn("engine-upgrade", 7)
+    assert fence.refusal("engine-upgrade", 0, fenced=False) is None
+    fence.learn("engine-upgrade", 0)
     assert fence.newest("engine-upgrade") == 7  # an unfenced command teaches nothing
-    reason = fence.admit("engine-upgrade", 0, fenced=True)
+    reason = fence.refusal("engine-upgrade", 0, fenced=True)
     assert reason is not None and "fences engine-upgrade" in reason
-    assert fence.admit("engine-upgrade", 8, fenced=True) is None
+    assert fence.refusal("engine-upgrade", 8, fenced=True) is None
 
 
-def test_a_refused_term_is_not_learned() -> None:
+def test_only_a_newer_term_is_learned() -> None:
     fence = TermFence()
-    fence.admit("s", 9, fenced=False)
-    fence.admit("s", 2, fenced=False)
+    fence.learn("s", 9)
+    fence.learn("s", 2)
     assert fence.newest("s") == 9
+    assert fence.refusal("s", 2, fenced=False) == "stale leader term 2 < 9"

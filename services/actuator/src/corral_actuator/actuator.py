@@ -117,11 +117,11 @@ class Actuator:
 
     def admit(self, command: Command) -> CommandResult | None:
         """The refusal of a command made at an unbelievable time or by a stale leader (admission.py),
-        or None to go on. Timing first: a command refused for its date teaches the fence nothing."""
+        or None to go on. The term is learned only once the policy allows the command (execute)."""
         reason = timing_refusal(command.created_at, self.clock(), self.max_clock_skew)
         if reason is None:
             fenced = self.policy.fenced(command.service)
-            reason = self.fence.admit(command.service, command.term, fenced=fenced)
+            reason = self.fence.refusal(command.service, command.term, fenced=fenced)
         return None if reason is None else self.reject(command, reason)
 
     async def execute(self, command: Command, *, redelivered: bool = False) -> CommandResult:
@@ -130,6 +130,7 @@ class Actuator:
             verdict = await self._check(command)
             if not verdict.allowed or verdict.kind is None:
                 return self.reject(command, verdict.reason)
+            self.fence.learn(command.service, command.term)
             age = overage(command, verdict.kind, self.max_command_age, self.clock())
             if age is not None:
                 await self._expire(command, verdict.guards, verdict.kind, age)

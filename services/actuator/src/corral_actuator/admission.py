@@ -15,10 +15,12 @@ the same decision arriving later, properly made, is judged afresh.
   lease term. A leader that lost its lease without noticing (paused, partitioned) may still publish;
   its commands carry an older term than its successor's. The actuator remembers the newest term it
   has seen per service and refuses older ones. Term 0 means "unfenced" (a producer without a
-  lease): refused only where the service's policy says `fenced: true`.
+  lease): refused only where the service's policy says `fenced: true`. A term is learned only from
+  a command the policy allows (the actuator calls `learn` once the verdict is in): a forged
+  command with a huge term that the policy refuses cannot lock the real leader out.
 
 The newest terms live in process memory only. A restarted (or newly leading) actuator learns them
-again from the first command each service sends: until the new leader's first command arrives, a
+again from the first (allowed) command each service sends: until the new leader's first command arrives, a
 stale leader's command can still pass, exactly as it could before any command was seen. The window
 is the restart, and the preconditions every command carries still refuse a decision the cluster has
 moved past.
@@ -51,8 +53,8 @@ class TermFence:
     def newest(self, service: str) -> int:
         return self._newest.get(service, 0)
 
-    def admit(self, service: str, term: int, *, fenced: bool) -> str | None:
-        """Why a command from `service` at `term` is refused, or None (and the term is learned)."""
+    def refusal(self, service: str, term: int, *, fenced: bool) -> str | None:
+        """Why a command from `service` at `term` is refused, or None."""
         if term <= 0:
             if fenced:
                 return f"no leader term: the policy fences {service}, whose commands must carry one"
@@ -60,5 +62,9 @@ class TermFence:
         newest = self._newest.get(service, 0)
         if term < newest:
             return f"stale leader term {term} < {newest}"
-        self._newest[service] = term
         return None
+
+    def learn(self, service: str, term: int) -> None:
+        """`term` is in use by `service` (a command of it was allowed): older ones are stale now."""
+        if term > self._newest.get(service, 0):
+            self._newest[service] = term
