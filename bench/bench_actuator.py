@@ -55,6 +55,7 @@ from tests.fixtures.nats import BinaryNats  # noqa: E402
 POLICY = ROOT / "deploy" / "policy" / "actuator-policy.yaml"
 NS = "longhorn-system"
 OLD, NEW = "longhornio/longhorn-engine:v1.9.1", "longhornio/longhorn-engine:v1.10.0"
+OWNER = "node-1"
 PATCHES = 6_000
 SERVICE_COMMANDS = 4_000
 CONCURRENCY = 64
@@ -106,12 +107,19 @@ def nats_process(workdir: Path) -> Iterator[str]:
 
 
 def upgrade(name: str) -> Command:
+    """Made now: the actuator refuses a command that does not say when it was made."""
     return new_command(
         service="engine-upgrade",
         verb=Verb.PATCH,
         target=Target(kind="Volume", namespace=NS, name=name),
         changes=(FieldValue(path="/spec/image", value=NEW),),
-        preconditions=(FieldValue(path="/spec/image", value=OLD),),
+        # What engine-upgrade tests (the policy requires the images and the owner node).
+        preconditions=(
+            FieldValue(path="/spec/image", value=OLD),
+            FieldValue(path="/status/currentImage", value=OLD),
+            FieldValue(path="/status/ownerID", value=OWNER),
+        ),
+        created_at=time.time(),
     )
 
 
@@ -123,7 +131,7 @@ async def seed(control: EmulatorControl, prefix: str, count: int) -> list[str]:
             "kind": "Volume",
             "metadata": {"name": n, "namespace": NS, "labels": {"longhornvolume": n}},
             "spec": {"image": OLD, "dataEngine": "v1", "numberOfReplicas": 3, "size": "10737418240"},
-            "status": {"state": "attached", "robustness": "healthy", "currentImage": OLD},
+            "status": {"state": "attached", "robustness": "healthy", "currentImage": OLD, "ownerID": OWNER},
         }
         for n in names
     ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -20,16 +21,26 @@ POLICY_FILE = Path(__file__).resolve().parents[3] / "deploy" / "policy" / "actua
 NS = "longhorn-system"
 DEFAULT_IMAGE = "longhornio/longhorn-engine:v1.10.0"
 OLD_IMAGE = "longhornio/longhorn-engine:v1.9.1"
+OWNER = "node-1"
 FAST_RETRY = RetryPolicy(attempts=4, timeout=10.0, wait_initial=0.01, wait_max=0.05, wait_jitter=0.01)
 
 
-def upgrade(name: str, *, to: str = DEFAULT_IMAGE, expect: Any = OLD_IMAGE) -> Command:
+def upgrade(
+    name: str, *, to: str = DEFAULT_IMAGE, expect: Any = OLD_IMAGE, created_at: float | None = None
+) -> Command:
+    """An engine-upgrade command as its core makes one: the preconditions the policy requires
+    (the images and the owner node; core.preconditions)."""
     return new_command(
         service="engine-upgrade",
         verb=Verb.PATCH,
         target=Target(kind="Volume", namespace=NS, name=name),
         changes=(FieldValue(path="/spec/image", value=to),),
-        preconditions=(FieldValue(path="/spec/image", value=expect),),
+        preconditions=(
+            FieldValue(path="/spec/image", value=expect),
+            FieldValue(path="/status/currentImage", value=expect),
+            FieldValue(path="/status/ownerID", value=OWNER),
+        ),
+        created_at=time.time() if created_at is None else created_at,
     )
 
 
@@ -39,7 +50,7 @@ def volume(name: str, image: str = OLD_IMAGE, data_engine: str = "v1") -> dict[s
         "kind": "Volume",
         "metadata": {"name": name, "namespace": NS},
         "spec": {"image": image, "dataEngine": data_engine, "numberOfReplicas": 3},
-        "status": {"state": "detached"},
+        "status": {"state": "detached", "currentImage": image, "ownerID": OWNER},
     }
 
 

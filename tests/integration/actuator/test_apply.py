@@ -182,12 +182,16 @@ def _pod(name: str, component: str, uid: str = "") -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"nodeName": "node-1"}}
 
 
-def _delete_pod(name: str, uid: str = "", **pre: Any) -> Command:
+IM_LABEL = FieldValue(path="/metadata/labels/longhorn.io~1component", value="instance-manager")
+
+
+def _delete_pod(name: str, uid: str = "", labelled: bool = True) -> Command:
+    """im-restart's delete: it says it means an instance-manager pod (the policy requires that)."""
     return new_command(
         service="im-restart",
         verb=Verb.DELETE,
         target=Target(kind="Pod", namespace=NS, name=name, uid=uid),
-        preconditions=tuple(FieldValue(path=p, value=v) for p, v in pre.items()),
+        preconditions=(IM_LABEL,) if labelled else (),
     )
 
 
@@ -206,6 +210,9 @@ async def test_delete_instance_manager_pod_with_uid_precondition(
     not_ours = await actuator.execute(_delete_pod("csi-x"))
     assert not_ours.outcome is Outcome.REJECTED_BY_POLICY
     assert security_events.events and emulator.get("", "pods", NS, "csi-x") is not None
+    unsaid = await actuator.execute(_delete_pod("instance-manager-a", uid=uid, labelled=False))
+    assert unsaid.outcome is Outcome.REJECTED_BY_POLICY
+    assert "must carry a precondition on /metadata/labels/longhorn.io~1component" in unsaid.detail
 
     done = await actuator.execute(_delete_pod("instance-manager-a", uid=uid))
     assert done.outcome is Outcome.APPLIED
@@ -310,7 +317,7 @@ async def test_missing_parents_and_absent_preconditions_are_handled_from_a_read(
     daemonset = {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
-        "metadata": {"name": "longhorn-manager", "namespace": NS},
+        "metadata": {"name": "longhorn-csi-plugin", "namespace": NS},
         "spec": {"template": {"spec": {"containers": [{"name": "manager", "image": "m"}]}}},
     }
     emulator.load("apps", "daemonsets", [daemonset])
@@ -322,7 +329,7 @@ async def test_missing_parents_and_absent_preconditions_are_handled_from_a_read(
         return new_command(
             service="setting-sync",
             verb=Verb.PATCH,
-            target=Target(kind="DaemonSet", namespace=NS, name="longhorn-manager"),
+            target=Target(kind="DaemonSet", namespace=NS, name="longhorn-csi-plugin"),
             changes=(
                 FieldValue(path="/spec/template/spec/tolerations", value=tolerations),
                 FieldValue(path=annotation, value='[{"key":"k"}]'),
@@ -334,7 +341,7 @@ async def test_missing_parents_and_absent_preconditions_are_handled_from_a_read(
     # No annotations map yet: the plain patch cannot add to it; the actuator rebuilds it from a read.
     result = await actuator.execute(sync((FieldValue(path="/spec/template/spec/tolerations", value=None),)))
     assert result.outcome is Outcome.APPLIED, result.detail
-    stored = emulator.get("apps", "daemonsets", NS, "longhorn-manager")
+    stored = emulator.get("apps", "daemonsets", NS, "longhorn-csi-plugin")
     assert stored is not None
     assert stored["spec"]["template"]["metadata"]["annotations"] == {
         "longhorn.io/last-applied-tolerations": '[{"key":"k"}]'
@@ -345,7 +352,7 @@ async def test_missing_parents_and_absent_preconditions_are_handled_from_a_read(
     stale = new_command(
         service="setting-sync",
         verb=Verb.PATCH,
-        target=Target(kind="DaemonSet", namespace=NS, name="longhorn-manager"),
+        target=Target(kind="DaemonSet", namespace=NS, name="longhorn-csi-plugin"),
         changes=(FieldValue(path="/spec/template/spec/priorityClassName", value="high"),),
         preconditions=(FieldValue(path="/spec/template/spec/tolerations", value=None),),
     )

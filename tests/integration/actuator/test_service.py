@@ -81,19 +81,23 @@ async def test_outcomes_dead_letters_and_security_through_the_bus(
         )
 
         async def all_answered() -> bool:
-            return await stream_count(bus, RESULTS_STREAM) == 5 and await stream_count(bus, DEAD_STREAM) == 2
+            return await stream_count(bus, RESULTS_STREAM) == 4 and await stream_count(bus, DEAD_STREAM) == 3
 
-        await eventually(all_answered, what="5 results and 2 dead letters")
+        await eventually(all_answered, what="4 results and 3 dead letters")
         outcomes = {r.command_id: r for r in await results(bus)}
         assert outcomes[good.id].outcome is Outcome.APPLIED and outcomes[good.id].resource_version
         assert outcomes[stale.id].outcome is Outcome.PRECONDITION_FAILED
         assert outcomes[evil.id].outcome is Outcome.REJECTED_BY_POLICY
         assert outcomes[missing.id].outcome is Outcome.NOT_FOUND
-        assert outcomes[forged.id].outcome is Outcome.REJECTED_BY_POLICY
-        assert "came on lh.cmd.im-restart" in outcomes[forged.id].detail
+        # The forged one is no decision at all: dead-lettered, and no result under the id it claims.
+        assert forged.id not in outcomes
         reasons = sorted(d.reason for d in await dead_letters(bus))
-        assert reasons[0].startswith("undecodable: not a JSON object")
-        assert "unsupported schema version 'corral.command/v9'" in reasons[1]
+        assert reasons[0] == (
+            "permanent: subject and payload disagree:"
+            " service 'im-restart' in the subject but 'engine-upgrade' in the payload"
+        )
+        assert reasons[1].startswith("undecodable: not a JSON object")
+        assert "unsupported schema version 'corral.command/v9'" in reasons[2]
         # Only the good command reached the cluster; nothing for the evil or the forged one.
         assert changed_volume_patches(emulator) == Counter({"vol-0": 1})
         assert not emulator.write_log.records(name="vol-2") and not emulator.write_log.records(name="vol-3")
@@ -101,7 +105,7 @@ async def test_outcomes_dead_letters_and_security_through_the_bus(
         # The same command again (past JetStream's dedup: another msg id) is answered, not re-applied.
         await publish_command(bus, good, msg_id="again-1")
         await eventually(lambda: drained(bus), what="the repeat to be acked")
-        assert await stream_count(bus, RESULTS_STREAM) == 5
+        assert await stream_count(bus, RESULTS_STREAM) == 4
         assert changed_volume_patches(emulator) == Counter({"vol-0": 1})
     finally:
         assert await actuator.stop() == 0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import itertools
 import time
 
@@ -148,4 +150,42 @@ async def test_a_hung_handler_is_cut_off_and_retried(bus: Bus) -> None:
     await eventually(lambda: consumer.stats.acked == 1, what="handled on the second delivery")
     await consumer.stop()
     assert calls == [1, 2]
+    await publisher.close()
+
+
+@pytest.mark.parametrize(
+    ("payload", "as_text"),
+    [(b"\xff" + b"x" * 999_999, False), (b'{"schema": "corral.command/v1", "id": "' + b"x" * 999_950, True)],
+    ids=["binary", "text"],
+)
+async def test_a_message_too_large_to_dead_letter_whole_is_cut_and_leaves_the_queue(
+    bus: Bus, payload: bytes, as_text: bool
+) -> None:
+    """~1 MB (the server's default max_payload) of undecodable command: a letter wrapping all of it
+    would not fit in a NATS message, so the letter keeps its first bytes, its size and a SHA-256,
+    and the command leaves the work queue instead of failing on every delivery for ever."""
+    assert len(payload) <= bus.nc.max_payload - 1024 < len(payload) * 4 // 3
+
+    async def handle(delivery: Delivery) -> None:
+        delivery.decode(Command)
+
+    publisher = Publisher(bus)
+    await publisher.publish(f"{subjects.COMMANDS_PREFIX}.engine-upgrade.volume.ns.big", payload, msg_id="big")
+    after = _command("after")
+    await publisher.publish(
+        f"{subjects.COMMANDS_PREFIX}.engine-upgrade.volume.ns.after", codec.encode(after), msg_id=after.id
+    )
+    await publisher.flush()
+    consumer = Consumer(bus, ConsumerSpec(stream=subjects.COMMANDS_STREAM, durable="actuator"), handle)
+    consumer.start()
+    await eventually(lambda: consumer.stats.dead_lettered == 1 and consumer.stats.acked == 1, what="handled")
+    await consumer.stop()
+    assert consumer.stats.redelivering == 0  # parked at the first try
+    [letter] = await _dead_letters(bus)
+    assert letter.reason.startswith("undecodable:") and letter.subject.endswith(".big")
+    assert letter.truncated and letter.payload_size == len(payload)
+    assert letter.payload_sha256 == hashlib.sha256(payload).hexdigest()
+    kept = letter.payload.encode() if as_text else base64.b64decode(letter.payload_b64)
+    assert kept == payload[: len(kept)] and 0 < len(kept) < len(payload)
+    assert (await bus.js.stream_info(subjects.COMMANDS_STREAM)).state.messages == 0
     await publisher.close()

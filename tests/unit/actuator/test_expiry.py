@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
+from corral_actuator.admission import DEFAULT_MAX_CLOCK_SKEW
 from corral_actuator.config import ActuatorConfig
 from corral_actuator.expiry import DEFAULT_MAX_COMMAND_AGE, overage
 from corral_actuator.kinds import EVENT, resolve_kind
@@ -49,7 +50,9 @@ def test_no_created_at_no_events_no_limit() -> None:
 
 def test_the_actuator_gives_up_well_before_engine_upgrade_does() -> None:
     """max age + clock-skew margin < command TTL, by default: a command is refused before its
-    issuer stops counting it, with half a minute to spare for clocks that disagree."""
+    issuer stops counting it, with half a minute to spare for clocks that disagree; an issuer's
+    clock further ahead than the allowance gets its commands refused at admission, so the
+    allowance bounds the skew that can stretch a command's life."""
     actuator = msgspec.convert(
         {"service": "actuator", "instance": "a", "nats_url": "nats://x:4222"}, ActuatorConfig
     )
@@ -60,3 +63,5 @@ def test_the_actuator_gives_up_well_before_engine_upgrade_does() -> None:
     skew_margin = 30.0
     assert actuator.max_command_age_s + skew_margin <= engine_upgrade.command_ttl_s
     assert actuator.max_command_age_s + skew_margin <= DeciderConfig().command_ttl
+    assert actuator.max_clock_skew_s == DEFAULT_MAX_CLOCK_SKEW <= skew_margin
+    assert actuator.max_command_age_s + actuator.max_clock_skew_s < engine_upgrade.command_ttl_s

@@ -13,6 +13,16 @@ from corral_model.envelopes import Command, FieldValue, Target, Verb, new_comman
 POLICY_FILE = Path(__file__).resolve().parents[3] / "deploy" / "policy" / "actuator-policy.yaml"
 NS = "longhorn-system"
 DEFAULT_IMAGE = {"default-engine-image": "longhornio/longhorn-engine:v1.10.0"}
+OLD_IMAGE = "longhornio/longhorn-engine:v1.9.1"
+# What engine-upgrade's core tests for an owned, detached volume (core.preconditions).
+EU_TESTS = {
+    "/spec/image": OLD_IMAGE,
+    "/status/currentImage": OLD_IMAGE,
+    "/status/state": "detached",
+    "/status/ownerID": "node-1",
+}
+IM_LABEL = "/metadata/labels/longhorn.io~1component"
+V2 = {"/spec/dataEngine": "v2"}
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +52,17 @@ def cmd(
 
 
 def test_engine_upgrade_may_set_the_default_engine_image(policy: Policy) -> None:
-    c = cmd("engine-upgrade", Verb.PATCH, "Volume", {"/spec/image": DEFAULT_IMAGE["default-engine-image"]})
+    c = cmd(
+        "engine-upgrade",
+        Verb.PATCH,
+        "Volume",
+        {"/spec/image": DEFAULT_IMAGE["default-engine-image"]},
+        preconditions=EU_TESTS,
+    )
     assert policy.settings_needed(c) == {"default-engine-image"}
-    assert policy.check(c, DEFAULT_IMAGE).allowed
+    verdict = policy.check(c, DEFAULT_IMAGE)
+    assert verdict.allowed, verdict.reason
+    assert verdict.guards == ()
 
 
 def test_engine_upgrade_may_not_set_any_other_image(policy: Policy) -> None:
@@ -65,10 +83,55 @@ def test_engine_upgrade_may_not_set_any_other_image(policy: Policy) -> None:
         cmd("setting-sync", Verb.PATCH, "Setting", {"/value": "true"}),  # settings are the operator's
         cmd("setting-sync", Verb.PATCH_STATUS, "Setting", {"/status/applied": True}, namespace="kube-system"),
         cmd("setting-sync", Verb.PATCH, "DaemonSet", {"/spec/template/spec/containers/0/image": "x"}),
+        # A probe's handler runs in the (privileged) pod: only its timings are a setting's.
+        *(
+            cmd("setting-sync", Verb.PATCH, "DaemonSet", {path: value}, name="longhorn-csi-plugin")
+            for path, value in (
+                ("/spec/template/spec/containers/0/livenessProbe", {"exec": {"command": ["sh"]}}),
+                ("/spec/template/spec/containers/0/livenessProbe/exec", {"command": ["sh"]}),
+                ("/spec/template/spec/containers/0/livenessProbe/httpGet", {"path": "/", "port": 1}),
+                ("/spec/template/spec/containers/0/readinessProbe/exec/command", ["sh"]),
+                ("/spec/template/spec/containers/0/command", ["sh"]),
+                ("/spec/template/spec/containers/0/startupProbe/periodSeconds", 1),
+            )
+        ),
+        # Workloads by name only: not another DaemonSet, never corral's own Deployment.
+        cmd("setting-sync", Verb.PATCH, "DaemonSet", {"/spec/template/spec/priorityClassName": "p"}),
+        cmd(
+            "setting-sync",
+            Verb.PATCH,
+            "DaemonSet",
+            {"/spec/template/spec/nodeSelector": {}},
+            name="kube-proxy",
+        ),
+        cmd(
+            "setting-sync",
+            Verb.PATCH,
+            "Deployment",
+            {"/spec/template/spec/containers/0/livenessProbe/periodSeconds": 1},
+            name="corral-actuator",
+        ),
         cmd("setting-sync", Verb.PATCH, "DaemonSet", {"/status/numberReady": 1}),
         cmd("setting-sync", Verb.PATCH_STATUS, "DaemonSet", {"/spec/template/spec/priorityClassName": "p"}),
         cmd("im-restart", Verb.DELETE, "Volume"),
         cmd("im-restart", Verb.PATCH, "Pod", {"/metadata/labels/x": "y"}),
+        # Pod and replica deletes must say what they mean to delete.
+        cmd("im-restart", Verb.DELETE, "Pod"),
+        cmd("im-restart", Verb.DELETE, "Pod", preconditions={IM_LABEL: "longhorn-manager"}),
+        cmd("v2-upgrade", Verb.DELETE, "Replica"),
+        cmd("v2-upgrade", Verb.DELETE, "Replica", preconditions={"/spec/dataEngine": "v1"}),
+        # engine-upgrade without the tests its decision rested on.
+        cmd("engine-upgrade", Verb.PATCH, "Volume", {"/spec/image": DEFAULT_IMAGE["default-engine-image"]}),
+        *(
+            cmd(
+                "engine-upgrade",
+                Verb.PATCH,
+                "Volume",
+                {"/spec/image": DEFAULT_IMAGE["default-engine-image"]},
+                preconditions={p: v for p, v in EU_TESTS.items() if p != left_out},
+            )
+            for left_out in ("/spec/image", "/status/currentImage")
+        ),
         cmd("v2-upgrade", Verb.PATCH, "Volume", {"/spec/numberOfReplicas": 2}),
         cmd("v2-upgrade", Verb.DELETE, "Volume"),
         cmd("v2-upgrade", Verb.PATCH, "Engine", {"/spec/image": "x"}),
@@ -101,17 +164,40 @@ def test_everything_else_is_rejected(policy: Policy, command: Command) -> None:
                     "/spec/template/spec/priorityClassName": "p",
                     "/spec/template/spec/containers/1/resources": {"limits": {"cpu": "1"}},
                     "/spec/template/spec/containers/0/livenessProbe/periodSeconds": 5,
+                    "/spec/template/spec/containers/0/livenessProbe/timeoutSeconds": 4,
+                    "/spec/template/spec/containers/0/livenessProbe/failureThreshold": 3,
+                    "/spec/template/spec/containers/2/readinessProbe/periodSeconds": 5,
+                    "/spec/template/spec/containers/2/readinessProbe/timeoutSeconds": 4,
                 },
+                name="longhorn-csi-plugin",
             ),
             0,
         ),
-        (cmd("setting-sync", Verb.PATCH, "deployment", {"/spec/template/spec/priorityClassName": "p"}), 0),
-        (cmd("im-restart", Verb.DELETE, "Pod", name="instance-manager-abc"), 1),
+        (
+            cmd(
+                "setting-sync",
+                Verb.PATCH,
+                "deployment",
+                {"/spec/template/spec/priorityClassName": "p"},
+                name="csi-provisioner",
+            ),
+            0,
+        ),
+        (
+            cmd(
+                "im-restart",
+                Verb.DELETE,
+                "Pod",
+                name="instance-manager-abc",
+                preconditions={IM_LABEL: "instance-manager"},
+            ),
+            1,
+        ),
         (cmd("v2-upgrade", Verb.PATCH, "Volume", {"/spec/targetNodeIDForLiveUpgrade": "node-2"}), 1),
         (cmd("v2-upgrade", Verb.PATCH, "Volume", {"/spec/image": "any-v2-image"}), 1),
-        (cmd("v2-upgrade", Verb.PATCH, "Replica", {"/spec/desireState": "stopped", "/spec/failedAt": ""}), 0),
-        (cmd("v2-upgrade", Verb.PATCH, "Replica", {"/spec/lastFailedAt": "2026-01-01T00:00:00Z"}), 0),
-        (cmd("v2-upgrade", Verb.DELETE, "Replica"), 0),
+        (cmd("v2-upgrade", Verb.PATCH, "Replica", {"/spec/desireState": "stopped", "/spec/failedAt": ""}), 1),
+        (cmd("v2-upgrade", Verb.PATCH, "Replica", {"/spec/lastFailedAt": "2026-01-01T00:00:00Z"}), 1),
+        (cmd("v2-upgrade", Verb.DELETE, "Replica", preconditions=V2), 1),
         (cmd("v2-upgrade", Verb.DELETE, "InstanceManager"), 0),
         (cmd("v2-upgrade", Verb.PATCH, "NodeDataEngineUpgrade", {"/spec/nodeID": "n"}), 0),
         (cmd("v2-upgrade", Verb.PATCH_STATUS, "DataEngineUpgradeManager", {"/status/state": "upgrading"}), 0),
@@ -144,7 +230,9 @@ def test_allowed(policy: Policy, command: Command, guards: int) -> None:
 
 
 def test_guards_carry_the_required_fields(policy: Policy) -> None:
-    verdict = policy.check(cmd("im-restart", Verb.DELETE, "Pod"))
+    verdict = policy.check(
+        cmd("im-restart", Verb.DELETE, "Pod", preconditions={IM_LABEL: "instance-manager"})
+    )
     assert [(g.path, g.value) for g in verdict.guards] == [
         ("/metadata/labels/longhorn.io~1component", "instance-manager")
     ]
@@ -168,39 +256,53 @@ def test_creates_must_name_their_target(policy: Policy, body: dict[str, Any] | N
 
 
 def test_preconditions_may_read_any_field_but_must_be_pointers(policy: Policy) -> None:
-    ok = cmd("v2-upgrade", Verb.DELETE, "Replica", preconditions={"/status/currentState": "running"})
+    ok = cmd("v2-upgrade", Verb.DELETE, "Replica", preconditions={**V2, "/status/currentState": "running"})
     assert policy.check(ok).allowed
-    bad = cmd("v2-upgrade", Verb.DELETE, "Replica", preconditions={"status": "x"})
+    bad = cmd("v2-upgrade", Verb.DELETE, "Replica", preconditions={**V2, "status": "x"})
     assert not policy.check(bad).allowed
 
 
 def test_a_policy_naming_a_status_field_without_patch_status_is_refused() -> None:
     text = """
-schema: corral.actuator-policy/v1
+schema: corral.actuator-policy/v2
 namespaces: [ns]
 services:
   s:
-    - kind: volume
-      verbs: [patch]
-      fields: [{path: /status/state}]
+    rules:
+      - kind: volume
+        verbs: [patch]
+        fields: [{path: /status/state}]
 """
     with pytest.raises(PolicyError, match="patch-status"):
         Policy.from_yaml(text)
 
 
-HEAD = "schema: corral.actuator-policy/v1\nnamespaces: [ns]\n"
+HEAD = "schema: corral.actuator-policy/v2\nnamespaces: [ns]\n"
 
 
 @pytest.mark.parametrize(
     "text",
     [
-        "schema: corral.actuator-policy/v2\nnamespaces: [ns]\n",
-        "schema: corral.actuator-policy/v1\nnamespaces: []\n",
-        HEAD + "services: {s: [{kind: secret, verbs: [delete]}]}\n",
-        HEAD + "services: {s: [{kind: volume, verbs: [patch]}]}\n",
-        HEAD + "services: {s: [{kind: volume, verbs: [eat]}]}\n",
+        "schema: corral.actuator-policy/v1\nnamespaces: [ns]\n",
+        "schema: corral.actuator-policy/v2\nnamespaces: []\n",
+        HEAD + "services: {s: {rules: [{kind: secret, verbs: [delete]}]}}\n",
+        HEAD + "services: {s: {rules: [{kind: volume, verbs: [patch]}]}}\n",
+        HEAD + "services: {s: {rules: [{kind: volume, verbs: [eat]}]}}\n",
+        HEAD + "services: {s: [{kind: volume, verbs: [delete]}]}\n",  # the v1 layout
         HEAD + "unknown: 1\n",
-        HEAD + "services: {s: [{kind: Volume, verbs: [delete]}]}\n",
+        HEAD + "services: {s: {rules: [{kind: Volume, verbs: [delete]}]}}\n",
+        HEAD + "services: {s: {rules: [{kind: pod, verbs: [delete], preconditions: [{path: x}]}]}}\n",
+        HEAD
+        + "services: {s: {rules: [{kind: pod, verbs: [delete], preconditions: ["
+        + "{path: /a, value: 1, ifOmitted: 2}]}]}}\n",
+        # Workloads must be named, never corral's own, and creates cannot be limited by name.
+        HEAD
+        + "services: {s: {rules: [{kind: deployment, verbs: [patch], fields: [{path: /spec/replicas}]}]}}\n",
+        HEAD
+        + "services: {s: {rules: [{kind: deployment, verbs: [patch], names: [corral-actuator],"
+        + " fields: [{path: /spec/replicas}]}]}}\n",
+        HEAD + "services: {s: {rules: [{kind: pod, verbs: [create], names: [p]}]}}\n",
+        HEAD + "services: {s: {fenced: maybe}}\n",
         HEAD + "reads: [{kind: secret, verbs: [get]}]\n",
         HEAD + "reads: [{kind: setting, verbs: [delete]}]\n",
     ],
@@ -208,3 +310,76 @@ HEAD = "schema: corral.actuator-policy/v1\nnamespaces: [ns]\n"
 def test_bad_policy_files_are_refused(text: str) -> None:
     with pytest.raises(PolicyError):
         Policy.from_yaml(text)
+
+
+@pytest.mark.parametrize(
+    ("left_out", "reason"),
+    [
+        ("/spec/image", "must carry a precondition on /spec/image"),
+        ("/status/currentImage", "must carry a precondition on /status/currentImage"),
+    ],
+)
+def test_engine_upgrade_without_its_preconditions_is_refused(
+    policy: Policy, left_out: str, reason: str
+) -> None:
+    c = cmd(
+        "engine-upgrade",
+        Verb.PATCH,
+        "Volume",
+        {"/spec/image": DEFAULT_IMAGE["default-engine-image"]},
+        preconditions={p: v for p, v in EU_TESTS.items() if p != left_out},
+    )
+    verdict = policy.check(c, DEFAULT_IMAGE)
+    assert not verdict.allowed
+    assert reason in verdict.reason and "engine-upgrade" in verdict.reason
+
+
+def test_engine_upgrade_without_an_owner_test_only_for_a_volume_without_owner(policy: Policy) -> None:
+    """engine-upgrade tests /status/ownerID only when the volume has an owner node (core.preconditions):
+    such a command is allowed, guarded by the owner being empty, so it cannot move an owned volume."""
+    tests = {p: v for p, v in EU_TESTS.items() if p != "/status/ownerID"}
+    c = cmd(
+        "engine-upgrade",
+        Verb.PATCH,
+        "Volume",
+        {"/spec/image": DEFAULT_IMAGE["default-engine-image"]},
+        preconditions=tests,
+    )
+    verdict = policy.check(c, DEFAULT_IMAGE)
+    assert verdict.allowed, verdict.reason
+    assert [(g.path, g.value) for g in verdict.guards] == [("/status/ownerID", "")]
+
+
+def test_required_precondition_values_are_compared_as_json(policy: Policy) -> None:
+    c = cmd("v2-upgrade", Verb.DELETE, "Replica", preconditions={"/spec/dataEngine": "v1"})
+    verdict = policy.check(c)
+    assert not verdict.allowed
+    assert "must carry the precondition /spec/dataEngine == 'v2', not 'v1'" in verdict.reason
+    # The same path spelled with escapes still counts as the same precondition.
+    label = cmd(
+        "im-restart",
+        Verb.DELETE,
+        "Pod",
+        preconditions={"/metadata/labels/longhorn.io~1component": "instance-manager"},
+    )
+    assert policy.check(label).allowed
+
+
+def test_only_the_named_workloads(policy: Policy) -> None:
+    c = cmd(
+        "setting-sync",
+        Verb.PATCH,
+        "Deployment",
+        {"/spec/template/spec/priorityClassName": "p"},
+        name="corral-actuator",
+    )
+    verdict = policy.check(c)
+    assert not verdict.allowed
+    assert "'corral-actuator' is not one setting-sync may patch" in verdict.reason
+
+
+def test_no_service_is_fenced_yet(policy: Policy) -> None:
+    assert policy.services >= {"engine-upgrade", "setting-sync", "im-restart", "v2-upgrade"}
+    assert not any(policy.fenced(s) for s in policy.services)
+    fenced = Policy.from_yaml(HEAD + "services: {s: {fenced: true}, t: {}}\n")
+    assert fenced.fenced("s") and not fenced.fenced("t") and not fenced.fenced("unknown")

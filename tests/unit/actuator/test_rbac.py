@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from corral_actuator.policy import Policy
-from corral_actuator.rbac import ROLE, SERVICE_ACCOUNT, grants, grants_of, render
+from corral_actuator.rbac import ANY, ROLE, SERVICE_ACCOUNT, grants, grants_of, may, render
 from corral_model.kinds import KINDS
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
@@ -35,16 +35,57 @@ def test_actuator_role_grants_exactly_what_the_policy_allows() -> None:
 
 def test_expected_grants_follow_from_the_policy() -> None:
     expected = grants(POLICY)
-    assert ("longhorn.io", "volumes", "patch") in expected
-    assert ("longhorn.io", "settings/status", "patch") in expected
-    assert ("longhorn.io", "settings", "get") in expected  # default-engine-image is read live
-    assert ("", "pods", "delete") in expected
-    assert ("", "events", "create") in expected
-    assert ("longhorn.io", "engineimages", "list") in expected  # the start-up gate's read
-    assert ("longhorn.io", "settings", "patch") not in expected  # only the status subresource
-    assert ("longhorn.io", "volumes", "delete") not in expected
-    assert not any(verb in ("watch", "update", "deletecollection", "*") for _, _, verb in expected)
-    assert {(g, r) for g, r, verb in expected if verb == "list"} == {("longhorn.io", "engineimages")}
+    assert ("longhorn.io", "volumes", "patch", ANY) in expected
+    assert ("longhorn.io", "settings/status", "patch", ANY) in expected
+    assert ("longhorn.io", "settings", "get", ANY) in expected  # default-engine-image is read live
+    assert ("", "pods", "delete", ANY) in expected
+    assert ("", "events", "create", ANY) in expected
+    assert ("longhorn.io", "engineimages", "list", ANY) in expected  # the start-up gate's read
+    assert ("longhorn.io", "settings", "patch", ANY) not in expected  # only the status subresource
+    assert ("longhorn.io", "volumes", "delete", ANY) not in expected
+    assert not any(verb in ("watch", "update", "deletecollection", "*") for _, _, verb, _ in expected)
+    assert {(g, r) for g, r, verb, _ in expected if verb == "list"} == {("longhorn.io", "engineimages")}
+
+
+def test_workloads_are_granted_by_name_only() -> None:
+    """The Longhorn workloads longhorn-manager manages (spec §3.3) and nothing else: no other
+    DaemonSet (a privileged one could be given a command to run) and not corral's own Deployments."""
+    expected = grants(POLICY)
+    workloads = {(r, v, n) for g, r, v, n in expected if g == "apps"}
+    assert workloads == {
+        (resource, verb, name)
+        for resource, names in (
+            ("daemonsets", ["longhorn-csi-plugin"]),
+            ("deployments", ["csi-attacher", "csi-provisioner", "csi-resizer", "csi-snapshotter"]),
+        )
+        for name in names
+        for verb in ("get", "patch")
+    }
+    role = next(d for d in _docs(DEPLOY / "rbac" / "actuator.yaml") if d["kind"] == "Role")
+    granted = grants_of(role["rules"])
+    assert may(granted, "apps", "deployments", "patch", "csi-attacher")
+    for own in ("corral-actuator", "corral-engine-upgrade", "corral-watcher"):
+        assert not may(granted, "apps", "deployments", "patch", own)
+    assert not may(granted, "apps", "daemonsets", "patch", "kube-proxy")
+    assert not may(granted, "apps", "daemonsets", "patch", "longhorn-manager")
+    for rule in role["rules"]:
+        if rule["apiGroups"] == ["apps"]:
+            assert rule.get("resourceNames"), rule
+
+
+def test_a_grant_on_any_object_absorbs_the_named_ones() -> None:
+    text = (DEPLOY / "policy" / "actuator-policy.yaml").read_text()
+    both = Policy.from_yaml(
+        text.replace(
+            "  watcher: {}",
+            "  watcher:\n    rules:\n      - kind: pod\n        verbs: [delete]\n        names: [p]\n"
+            "      - kind: replica\n        verbs: [delete]\n        names: [r]",
+        )
+    )
+    pods = {g for g in grants(both) if g[1] == "pods"}
+    assert pods == {("", "pods", "delete", ANY), ("", "pods", "get", ANY)}
+    replicas = {g for g in grants(both) if g[1] == "replicas" and g[2] == "delete"}
+    assert replicas == {("longhorn.io", "replicas", "delete", ANY)}
 
 
 def test_actuator_yaml_is_what_the_generator_writes() -> None:
@@ -77,9 +118,9 @@ def test_watcher_reads_exactly_the_watched_kinds_and_writes_nothing() -> None:
     docs = _docs(DEPLOY / "rbac" / "watcher.yaml")
     roles = [d for d in docs if d["kind"] in ("Role", "ClusterRole")]
     granted = set().union(*(grants_of(r["rules"]) for r in roles))
-    expected = {(k.group, k.plural, verb) for k in KINDS.values() for verb in ("get", "list", "watch")}
+    expected = {(k.group, k.plural, verb, ANY) for k in KINDS.values() for verb in ("get", "list", "watch")}
     assert granted == expected
     cluster_wide = set().union(*(grants_of(r["rules"]) for r in roles if r["kind"] == "ClusterRole"))
-    assert {(g, p) for g, p, _ in cluster_wide} == {
+    assert {(g, p) for g, p, _, _ in cluster_wide} == {
         (k.group, k.plural) for k in KINDS.values() if not k.namespaced
     }

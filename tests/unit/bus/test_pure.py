@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+
 import pytest
 from nats.js.api import RetentionPolicy
 
 from corral_bus import ConsumerSpec, PublishError, PublishFailure, StreamSettings, stream_configs
-from corral_bus.deadletter import DeadReason, dead_letter
+from corral_bus.deadletter import (
+    MAX_KEPT_HEADER_VALUE,
+    MAX_KEPT_HEADERS,
+    MAX_KEPT_PAYLOAD,
+    DeadReason,
+    dead_letter,
+)
 from corral_bus.lease import LeaseRecord, _read
 from corral_bus.pull import ack_metadata
 from corral_bus.streams import tombstone_headers
-from corral_model import subjects
+from corral_model import codec, subjects
 from corral_model.envelopes import DeadLetter
 
 
@@ -76,6 +85,47 @@ def test_dead_letter_keeps_text_or_bytes() -> None:
         data=b"\xff\xfe",
     )
     assert raw.payload == "" and raw.payload_b64 == "//4="
+    assert raw.payload_size == 2 and raw.payload_sha256 == hashlib.sha256(b"\xff\xfe").hexdigest()
+    assert not raw.truncated and not text.truncated
+
+
+def _letter(data: bytes, headers: dict[str, str] | None = None, keep: int = MAX_KEPT_PAYLOAD) -> DeadLetter:
+    return dead_letter(
+        reason_class=DeadReason.UNDECODABLE,
+        reason="r",
+        stream="LH_COMMANDS",
+        subject="lh.cmd.x",
+        consumer="actuator",
+        deliveries=1,
+        headers=headers,
+        data=data,
+        keep=keep,
+    )
+
+
+def test_an_oversize_payload_is_cut_with_its_size_and_digest() -> None:
+    big = b"x" * 1_000_000
+    letter = _letter(big)
+    assert letter.truncated and letter.payload == "x" * MAX_KEPT_PAYLOAD
+    assert letter.payload_size == 1_000_000 and letter.payload_sha256 == hashlib.sha256(big).hexdigest()
+    assert len(codec.encode(letter)) < 2 * MAX_KEPT_PAYLOAD
+    binary = _letter(b"\xff" * 1_000_000)
+    assert binary.truncated and base64.b64decode(binary.payload_b64) == b"\xff" * MAX_KEPT_PAYLOAD
+    exact = _letter(b"y" * MAX_KEPT_PAYLOAD)
+    assert not exact.truncated and exact.payload_size == MAX_KEPT_PAYLOAD
+
+
+def test_a_cut_through_a_character_keeps_the_text() -> None:
+    letter = _letter("é".encode() * 10, keep=5)  # 2 bytes each: the cut splits the third
+    assert letter.truncated and letter.payload == "éé" and letter.payload_b64 == ""
+
+
+def test_oversize_headers_are_cut() -> None:
+    headers = {f"h{i}": "v" * (MAX_KEPT_HEADER_VALUE + 10) for i in range(MAX_KEPT_HEADERS + 5)}
+    letter = _letter(b"{}", headers)
+    assert letter.truncated and len(letter.headers) == MAX_KEPT_HEADERS
+    assert {len(v) for v in letter.headers.values()} == {MAX_KEPT_HEADER_VALUE}
+    assert not _letter(b"{}", {"traceparent": "00-abc"}).truncated
 
 
 def test_ack_metadata_both_reply_formats() -> None:

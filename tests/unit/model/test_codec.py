@@ -137,3 +137,24 @@ def test_an_unreadable_marker_has_its_own_id_and_no_object() -> None:
     decoded = decode(encode(marker), ObjectEvent[Volume])
     assert decoded == marker and decoded.object is None
     assert decoded.event_id == "volume:u1:7:unreadable"  # not the id of the version's MODIFIED
+
+
+def test_the_lease_term_travels_but_stays_out_of_the_command_id() -> None:
+    """A decision republished by the next leader (a newer term) is the same decision: same id, so
+    JetStream still drops it as a duplicate; the term itself survives the round trip."""
+    target = Target(kind="Volume", namespace="ns", name="v")
+
+    def make(term: int) -> Command:
+        return new_command(
+            service="engine-upgrade",
+            verb=Verb.PATCH,
+            target=target,
+            changes=(FieldValue(path="/spec/image", value="b"),),
+            term=term,
+        )
+
+    assert make(3).id == make(7).id
+    assert decode(encode(make(7)), Command).term == 7
+    assert b'"term":7' in encode(make(7))
+    # An older producer's command (no term) decodes as unfenced.
+    assert decode(encode(make(7)).replace(b',"term":7', b""), Command).term == 0

@@ -108,6 +108,10 @@ class Command(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     body: dict[str, Any] | None = None
     reason: str = ""
     created_at: float = 0.0
+    # The issuing decider's lease term (fencing): the actuator refuses a command from an older term
+    # than the newest it has seen from that service. 0 = unfenced (a producer that holds no lease).
+    # Not part of the id: a decision republished by the next leader is still the same decision.
+    term: int = 0
 
 
 # Canonical bytes for command ids: struct fields in their declared order, dict keys sorted.
@@ -144,6 +148,7 @@ def new_command(
     body: dict[str, Any] | None = None,
     reason: str = "",
     created_at: float = 0.0,
+    term: int = 0,
 ) -> Command:
     return Command(
         id=command_id(service, verb, target, changes, preconditions),
@@ -155,6 +160,7 @@ def new_command(
         body=body,
         reason=reason,
         created_at=created_at,
+        term=term,
     )
 
 
@@ -199,9 +205,13 @@ class DeadLetter(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     name: str = ""
     resource_version: str = ""
     headers: dict[str, str] = {}
-    # The original payload, as text when it was UTF-8, else base64 in payload_b64.
+    # The original payload, as text when it was UTF-8, else base64 in payload_b64; only its first
+    # bytes when it was too large to keep whole (`truncated`; the size and digest name the original).
     payload: str = ""
     payload_b64: str = ""
+    payload_size: int = 0
+    payload_sha256: str = ""
+    truncated: bool = False
 
 
 EnvelopeName = Literal["corral.event", "corral.command", "corral.result", "corral.dead"]

@@ -9,6 +9,9 @@ testing its resourceVersion so nothing can slip in between). Deletes always read
 required labels and the command's preconditions are checked on that read, and the delete carries
 the uid and resourceVersion read as its preconditions.
 
+Before any of this the runner asks `admit`: a command not saying when it was made, dated in the
+future, or from a stale leader term is refused (admission.py), and not remembered against its id.
+
 A command older than `max_command_age` (expiry.py) is not applied: `expired`. A patch is checked
 against the object first, so a write that already happened (a redelivery after a crash that lost
 the ack) is still reported `applied`.
@@ -22,6 +25,7 @@ from typing import Any, NoReturn
 
 from kubernetes_asyncio.client import V1DeleteOptions, V1Preconditions
 
+from corral_actuator.admission import DEFAULT_MAX_CLOCK_SKEW, TermFence, timing_refusal
 from corral_actuator.api import JSON_PATCH, Answered, KubeApi
 from corral_actuator.classify import Answer, TransientApiError
 from corral_actuator.expiry import DEFAULT_MAX_COMMAND_AGE, overage
@@ -82,6 +86,8 @@ class Actuator:
         snapshot_attempts: int = 3,
         clock: Callable[[], float] = time.time,
         max_command_age: float = DEFAULT_MAX_COMMAND_AGE,
+        max_clock_skew: float = DEFAULT_MAX_CLOCK_SKEW,
+        fence: TermFence | None = None,
     ) -> None:
         self.api = api
         self.policy = policy
@@ -90,6 +96,8 @@ class Actuator:
         self.snapshot_attempts = snapshot_attempts
         self.clock = clock
         self.max_command_age = max_command_age
+        self.max_clock_skew = max_clock_skew
+        self.fence = fence or TermFence()
 
     def _result(self, command: Command, outcome: Outcome, detail: str = "", rv: str = "") -> CommandResult:
         return CommandResult(
@@ -107,12 +115,22 @@ class Actuator:
         self.security_log(command, reason)
         return self._result(command, Outcome.REJECTED_BY_POLICY, reason)
 
+    def admit(self, command: Command) -> CommandResult | None:
+        """The refusal of a command made at an unbelievable time or by a stale leader (admission.py),
+        or None to go on. The term is learned only once the policy allows the command (execute)."""
+        reason = timing_refusal(command.created_at, self.clock(), self.max_clock_skew)
+        if reason is None:
+            fenced = self.policy.fenced(command.service)
+            reason = self.fence.refusal(command.service, command.term, fenced=fenced)
+        return None if reason is None else self.reject(command, reason)
+
     async def execute(self, command: Command, *, redelivered: bool = False) -> CommandResult:
         """Apply `command` and say what happened; never raises for anything the server answers."""
         try:
             verdict = await self._check(command)
             if not verdict.allowed or verdict.kind is None:
                 return self.reject(command, verdict.reason)
+            self.fence.learn(command.service, command.term)
             age = overage(command, verdict.kind, self.max_command_age, self.clock())
             if age is not None:
                 await self._expire(command, verdict.guards, verdict.kind, age)

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import msgspec
 
+from corral_actuator.admission import DEFAULT_MAX_CLOCK_SKEW
 from corral_actuator.expiry import DEFAULT_MAX_COMMAND_AGE
 from corral_runtime.config import ServiceConfig
 
@@ -33,8 +34,12 @@ class ActuatorConfig(ServiceConfig, frozen=True, kw_only=True):
     """Refuse (`expired`, unapplied) a command created longer ago than this; 0 turns it off. Keep it
     below every decision service's command TTL (engine-upgrade `command_ttl_s`, 60 s) minus the
     worst clock skew between pods: a service stops counting a command after its TTL, so one
-    applied later could take a slot twice. Events (reports) and commands without `createdAt`
-    are never expired."""
+    applied later could take a slot twice. Events (reports) are never expired; commands without
+    `createdAt` are refused (admission.py)."""
+    max_clock_skew_s: Annotated[float, msgspec.Meta(ge=0)] = DEFAULT_MAX_CLOCK_SKEW
+    """Refuse a command whose `createdAt` is further than this ahead of the actuator's clock: a
+    command from the future would dodge the age limit. Set it above the worst clock skew between
+    pods; `max_command_age_s` + this must stay below every decision service's command TTL."""
     recent_commands: Annotated[int, msgspec.Meta(ge=1)] = 100_000
     """How many command ids (and their results) are remembered to apply a repeat at most once."""
     request_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 10.0

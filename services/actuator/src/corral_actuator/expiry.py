@@ -9,12 +9,12 @@ So the actuator applies a command only while its issuer still counts it:
     max_command_age_s  +  worst clock skew between pods  <  the issuer's command_ttl
 
 Age is the actuator's clock minus `Command.created_at` (the issuer's clock), hence the skew term;
-the defaults (30 s against 60 s) leave 30 s for it. A command younger than that "from the future"
-(negative age, a clock behind) is applied. Two kinds of command have no age that matters:
-
-* `created_at` 0 (or less): no age known (older producers, hand-made commands): applied;
-* core/v1 Events: records of what happened (the upgrade-path gate's reports), true however late,
-  and counted by nobody.
+the defaults (30 s against 60 s) leave 30 s for it. The runner refuses first (admission.py) a
+command without `created_at` and one dated further in the future than the clock-skew allowance
+(10 s), so a command that reaches this rule has an age, and the skew term is at most that
+allowance. Here, `created_at` 0 still reads as "no age" (for callers that did not admit it), and
+core/v1 Events (the upgrade-path gate's reports) are true however late and counted by nobody:
+neither expires.
 """
 
 from __future__ import annotations

@@ -5,6 +5,12 @@ compromised decider is stopped. The policy is one declarative file (deploy/polic
 actuator-policy.yaml) read into typed Structs; `Policy.check` is pure: a command (plus the live
 values of the settings a rule refers to) in, a verdict out. The RBAC rules of the actuator's
 ServiceAccount are derived from the same file (`Policy.grants`), so the two cannot drift apart.
+
+A rule says what may be written (kind, verbs, fields, and for objects known by name, which ones),
+what the object must hold for the rule to apply at all (`require`, checked atomically on the
+object), and which preconditions a command must carry (`preconditions`): a decider that leaves out
+the test its decision rested on would turn a stale decision into a write, so such a command is
+refused before anything is sent.
 """
 
 from __future__ import annotations
@@ -17,10 +23,16 @@ from typing import Any, Literal
 import msgspec
 
 from corral_actuator.kinds import KindInfo, resolve_kind
-from corral_kube.patching import PointerError, tokens
+from corral_kube.patching import PointerError, json_equal, tokens
 from corral_model.envelopes import Command, FieldValue, Verb
 
-POLICY_SCHEMA = "corral.actuator-policy/v1"
+POLICY_SCHEMA = "corral.actuator-policy/v2"
+
+# Kinds whose writable objects a rule must name: workloads run privileged pods (and the actuator
+# itself is a Deployment), so "any DaemonSet" is never a grant a decider needs.
+NAMED_KINDS = frozenset({"daemonset", "deployment"})
+# corral's own workloads (Deployments `corral-<service>`): no rule may name them.
+OWN_PREFIX = "corral-"
 
 
 class PolicyError(ValueError):
@@ -33,11 +45,33 @@ class FieldRule(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbi
     value_from_setting: str | None = None
 
 
+class RequiredPrecondition(
+    msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True
+):
+    """A precondition a command must carry: on `path`, with `value` when one is given."""
+
+    path: str
+    value: Any = msgspec.UNSET
+    # A command may leave this precondition out only for an object whose field holds this value
+    # (then enforced like `require`): engine-upgrade tests the owner node only when there is one.
+    if_omitted: Any = msgspec.UNSET
+
+
 class Rule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     kind: str
     verbs: tuple[Verb, ...]
+    # The objects (by name) the rule covers; empty: any object of the kind. Also the RBAC's
+    # resourceNames.
+    names: tuple[str, ...] = ()
     fields: tuple[FieldRule, ...] = ()
     require: tuple[FieldValue, ...] = ()
+    preconditions: tuple[RequiredPrecondition, ...] = ()
+
+
+class ServicePolicy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    # Refuse this service's commands without a lease term (term 0); see fencing.py.
+    fenced: bool = False
+    rules: tuple[Rule, ...] = ()
 
 
 class Read(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -52,7 +86,7 @@ class PolicyDocument(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     namespaces: tuple[str, ...]
     common: tuple[Rule, ...] = ()
     reads: tuple[Read, ...] = ()
-    services: dict[str, tuple[Rule, ...]] = {}
+    services: dict[str, ServicePolicy] = {}
 
 
 class Verdict(msgspec.Struct, frozen=True, kw_only=True):
@@ -97,9 +131,9 @@ class Policy:
             if info is None or info.token != read.kind:
                 raise PolicyError(f"reads: unknown kind token {read.kind!r}")
         self._rules: dict[str, dict[str, list[_CompiledRule]]] = {}
-        for service, rules in document.services.items():
+        for service, service_policy in document.services.items():
             index: dict[str, list[_CompiledRule]] = {}
-            for rule in (*document.common, *rules):
+            for rule in (*document.common, *service_policy.rules):
                 compiled = self._compile(service, rule)
                 index.setdefault(compiled.info.token, []).append(compiled)
             self._rules[service] = index
@@ -114,10 +148,20 @@ class Policy:
             raise PolicyError(f"{where}: no verbs")
         try:
             compiled = _CompiledRule(rule, info)
-            for r in rule.require:
-                tokens(r.path)
+            for path in (*(r.path for r in rule.require), *(r.path for r in rule.preconditions)):
+                tokens(path)
         except PointerError as e:
             raise PolicyError(f"{where}: {e}") from e
+        for required in rule.preconditions:
+            if required.value is not msgspec.UNSET and required.if_omitted is not msgspec.UNSET:
+                raise PolicyError(f"{where}: {required.path}: a required value cannot also be omitted")
+        if info.token in NAMED_KINDS and not rule.names:
+            raise PolicyError(f"{where}: a {info.kind} rule must name the objects it covers")
+        own = [n for n in rule.names if n.startswith(OWN_PREFIX)]
+        if own:
+            raise PolicyError(f"{where}: {own[0]!r} is one of corral's own workloads")
+        if rule.names and Verb.CREATE in rule.verbs:
+            raise PolicyError(f"{where}: RBAC cannot limit create by name; a create rule names no objects")
         writes_fields = {Verb.PATCH, Verb.PATCH_STATUS} & set(rule.verbs)
         if writes_fields and not rule.fields:
             raise PolicyError(f"{where}: a patch rule must list the fields it may set")
@@ -147,12 +191,18 @@ class Policy:
     def services(self) -> frozenset[str]:
         return frozenset(self._rules)
 
-    def grants(self) -> Iterator[tuple[str, KindInfo, Verb]]:
-        """Every (service, kind, verb) the policy allows: what the actuator's RBAC must grant."""
+    def fenced(self, service: str) -> bool:
+        """Whether the service's commands must carry a lease term (an unknown service: no)."""
+        found = self.document.services.get(service)
+        return found is not None and found.fenced
+
+    def grants(self) -> Iterator[tuple[str, KindInfo, Verb, tuple[str, ...]]]:
+        """Every (service, kind, verb, names) the policy allows: what the actuator's RBAC must grant
+        (names empty: any object of the kind)."""
         for service, index in self._rules.items():
             for compiled in (c for rules in index.values() for c in rules):
                 for verb in compiled.rule.verbs:
-                    yield service, compiled.info, verb
+                    yield service, compiled.info, verb, compiled.rule.names
 
     def reads(self) -> Iterator[tuple[KindInfo, str]]:
         """Every (kind, read verb) the actuator needs for itself (the `reads` section)."""
@@ -256,7 +306,41 @@ def _check_rule(command: Command, compiled: _CompiledRule, settings: Mapping[str
         verdict = _check_body(command, info)
         if verdict is not None:
             return verdict
-    return Verdict(allowed=True, guards=compiled.rule.require, kind=info)
+    names = compiled.rule.names
+    if names and command.target.name not in names:
+        return _deny(
+            f"{info.kind} {command.target.name!r} is not one {command.service} may {verb}"
+            f" (only {', '.join(names)})"
+        )
+    omitted = _check_preconditions(command, info, compiled.rule.preconditions)
+    if isinstance(omitted, Verdict):
+        return omitted
+    return Verdict(allowed=True, guards=(*compiled.rule.require, *omitted), kind=info)
+
+
+def _check_preconditions(
+    command: Command, info: KindInfo, required: tuple[RequiredPrecondition, ...]
+) -> Verdict | tuple[FieldValue, ...]:
+    """The rule's required preconditions are all carried (with the required values); returns the
+    guards standing in for those left out where the rule allows it (`ifOmitted`)."""
+    guards: list[FieldValue] = []
+    for want in required:
+        parts = tokens(want.path)
+        carried = [p for p in command.preconditions if tokens(p.path) == parts]
+        if not carried:
+            if want.if_omitted is not msgspec.UNSET:
+                guards.append(FieldValue(path=want.path, value=want.if_omitted))
+                continue
+            return _deny(
+                f"a {info.kind} {command.verb} by {command.service} must carry a precondition on"
+                f" {want.path}" + ("" if want.value is msgspec.UNSET else f" == {want.value!r}")
+            )
+        if want.value is not msgspec.UNSET and not any(json_equal(p.value, want.value) for p in carried):
+            return _deny(
+                f"a {info.kind} {command.verb} by {command.service} must carry the precondition"
+                f" {want.path} == {want.value!r}, not {carried[0].value!r}"
+            )
+    return tuple(guards)
 
 
 def _check_change(

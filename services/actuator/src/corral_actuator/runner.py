@@ -1,9 +1,10 @@
 """The actuator on the bus: LH_COMMANDS in, API writes out, one CommandResult per command to LH_RESULTS.
 
 Order of a command's life: decode (a malformed one goes to LH_DEAD through the bus consumer, and
-the actuator carries on), answer repeats from the record of recent commands, apply under the
-object's lock, publish the result and wait for LH_RESULTS to store it, and only then let the consumer
-ack the command. A crash anywhere before the ack redelivers the command; the redelivery reads the
+the actuator carries on; so does one whose subject, payload and id disagree, addressing.py), answer
+repeats from the record of recent commands, admit (date and lease term, admission.py), apply under
+the object's lock, publish the result and wait for LH_RESULTS to store it, and only then let the
+consumer ack the command. A crash anywhere before the ack redelivers the command; the redelivery reads the
 object first, so what was written is not written again, and the result's Nats-Msg-Id (command id
 and outcome) makes LH_RESULTS store it once.
 
@@ -23,6 +24,7 @@ from kubernetes_asyncio.client import ApiClient
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from corral_actuator.actuator import Actuator
+from corral_actuator.addressing import id_mismatch, subject_mismatch
 from corral_actuator.api import KubeApi, RetryPolicy
 from corral_actuator.config import ActuatorConfig, policy_file
 from corral_actuator.kinds import resolve_kind
@@ -31,17 +33,11 @@ from corral_actuator.locks import KeyedLocks
 from corral_actuator.policy import Policy
 from corral_actuator.record import CommandRecord
 from corral_actuator.settings import SettingValues
-from corral_bus import MSG_ID_HEADER, Bus, Consumer, ConsumerSpec, Delivery, TransientError
+from corral_bus import MSG_ID_HEADER, Bus, Consumer, ConsumerSpec, Delivery, PermanentError, TransientError
 from corral_kube.client import api_client
 from corral_model import codec
 from corral_model.envelopes import Command, CommandResult, Outcome
-from corral_model.subjects import (
-    COMMANDS_PREFIX,
-    COMMANDS_STREAM,
-    escape_token,
-    result_subject,
-    unescape_token,
-)
+from corral_model.subjects import COMMANDS_STREAM, escape_token, result_subject
 from corral_runtime.logs import Logger
 from corral_runtime.service import ServiceContext
 
@@ -66,14 +62,6 @@ class ActuatorMetrics:
             registry=registry,
         )
         self.in_flight = Gauge("corral_actuator_in_flight", "Commands being applied now.", registry=registry)
-
-
-def subject_service(subject: str) -> str | None:
-    """The emitting service named by a command subject `lh.cmd.<service>.…` (None if not one)."""
-    prefix = COMMANDS_PREFIX + "."
-    if not subject.startswith(prefix):
-        return None
-    return unescape_token(subject[len(prefix) :].split(".", 1)[0])
 
 
 def result_subject_for(result: CommandResult) -> str:
@@ -125,10 +113,20 @@ class CommandHandler:
 
     async def __call__(self, delivery: Delivery) -> None:
         command = delivery.decode(Command)  # SchemaError: the consumer parks it in LH_DEAD
+        mismatch = subject_mismatch(delivery.subject, command) or id_mismatch(command)
+        if mismatch is not None:
+            self.actuator.security_log(command, mismatch)
+            raise PermanentError(mismatch)  # the consumer parks it in LH_DEAD, with this reason
         previous = self.record.result(command.id)
         if previous is not None and previous.outcome in _FINAL:
             self.metrics.repeats.inc()
             await self.publish(previous)
+            return
+        refused = self.actuator.admit(command)
+        if refused is not None:
+            # Not recorded: the refusal is about this copy's date or term, not its decision.
+            await self.publish(refused)
+            self.metrics.results.labels(refused.service, refused.outcome.value).inc()
             return
         running = self.record.running(command.id)
         if running is not None:
@@ -161,13 +159,6 @@ class CommandHandler:
         self._log(command, result)
 
     async def _execute(self, command: Command, delivery: Delivery) -> CommandResult:
-        claimed = subject_service(delivery.subject)
-        if claimed != command.service:
-            # NATS permissions bind a service to its own subjects; a command naming another service
-            # than its subject does is forged or misrouted.
-            return self.actuator.reject(
-                command, f"command names service {command.service!r} but came on {delivery.subject}"
-            )
         t = command.target
         async with self.locks.hold((t.kind, t.namespace, t.name)):
             return await self.actuator.execute(command, redelivered=delivery.num_delivered > 1)
@@ -260,6 +251,7 @@ async def main(ctx: ServiceContext[ActuatorConfig]) -> None:
             settings=SettingValues(kube, ttl=config.settings_ttl_s),
             security_log=security_logger(ctx.log),
             max_command_age=config.max_command_age_s,
+            max_clock_skew=config.max_clock_skew_s,
         )
         handler = CommandHandler(
             ctx.bus,
