@@ -94,6 +94,9 @@ async def test_a_new_leader_adopts_its_predecessors_commands_and_keeps_the_limit
             )
             await eventually(lambda: {c.target.name for _, c in seen} == set(NAMES[: LIMIT + 1]), within=30)
             assert len(list(b.runner.decider.expectations())) == LIMIT
+            # Fencing: each leader's commands carry its lease term, and B's is the newer.
+            new = next(c for _, c in seen if c.target.name == NAMES[LIMIT])
+            assert new.term > seen[0][1].term > 0
         finally:
             await b.stop()
             await a.stop()

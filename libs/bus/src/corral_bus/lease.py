@@ -82,6 +82,7 @@ class Lease:
         self._on_change = on_change
         self._kv: KeyValue | None = None
         self._revision = 0
+        self._term = 0
         self._renewed_at = 0.0  # monotonic time the last successful renewal was sent
         self._leader = False
         self._task: asyncio.Task[None] | None = None
@@ -99,6 +100,13 @@ class Lease:
     def revision(self) -> int:
         """The key's revision this replica last wrote (grows with every renewal)."""
         return self._revision
+
+    @property
+    def term(self) -> int:
+        """The key's revision when this replica took the lease (0: never led). KV revisions only
+        grow, so a later leader always has a higher term: commands carry it, and the actuator
+        refuses those of a leader older than the newest it has seen (fencing)."""
+        return self._term
 
     @property
     def renew_every(self) -> float:
@@ -227,6 +235,7 @@ class Lease:
             self._seen_revision = -1  # someone else was quicker; watch the new holder
             return
         self._renewed_at = sent
+        self._term = self._revision
         await self._set_leader(True)
 
     async def _set_leader(self, leader: bool) -> None:

@@ -21,13 +21,20 @@ def service_main(service: DecisionService[Any], on_runner: OnRunner | None = Non
     """The body the runtime harness runs; `on_runner(runner)` lets an embedding look at the runner."""
 
     async def main(ctx: ServiceContext[Any]) -> None:
+        leadership = ctx.leadership
         runner = DecisionRunner(
-            service, ctx.bus, ctx.config, ctx.log, ctx.metrics, is_leader=lambda: ctx.is_leader
+            service,
+            ctx.bus,
+            ctx.config,
+            ctx.log,
+            ctx.metrics,
+            is_leader=lambda: ctx.is_leader,
+            lease_term=lambda: leadership.term if leadership is not None else 0,
         )
         if on_runner is not None:
             on_runner(runner)
-        if ctx.leadership is not None:
-            ctx.leadership.on_change(runner.leadership_changed)
+        if leadership is not None:
+            leadership.on_change(runner.leadership_changed)
         await runner.run(ctx.stop, on_bootstrapped=lambda: ctx.readiness.mark(BOOTSTRAP))
 
     return main

@@ -17,8 +17,10 @@ it adds only plumbing:
   the bus and adopted every pending command once more, so the service's limits hold across a
   change of leader;
 * commands are published to `lh.cmd.<service>.<kind>.<ns>.<name>` with the command id as
-  Nats-Msg-Id, so a republished identical decision is stored once; a command JetStream did not
-  store is reported to the decider as an `error` result, which frees what it held.
+  Nats-Msg-Id, so a republished identical decision is stored once, and with the lease term this
+  replica leads in (`Command.term`, outside the id), so the actuator can refuse a deposed leader's;
+  a command JetStream did not store is reported to the decider as an `error` result, which frees
+  what it held.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import msgspec
 from prometheus_client import CollectorRegistry
 
 from corral_bus import BootstrapReader, Bus, Publisher, PublishError, StreamMessage
@@ -77,6 +80,7 @@ class DecisionRunner:
         registry: CollectorRegistry | None = None,
         *,
         is_leader: Callable[[], bool] = lambda: True,
+        lease_term: Callable[[], int] = lambda: 0,
         decider: Decider | None = None,
     ) -> None:
         self.service = service
@@ -87,6 +91,7 @@ class DecisionRunner:
         self.metrics = RunnerMetrics(service.metric_prefix, registry, self.decider, service.gauges)
         self.decode_event = EventDecoder(service)
         self._is_leader = is_leader
+        self._lease_term = lease_term
         self._wake = asyncio.Event()
         self._taken_over = False  # caught up with the bus since this replica became leader
         self._term = 0  # counts leadership changes: a takeover belongs to the term it started in
@@ -182,7 +187,10 @@ class DecisionRunner:
 
     async def _publish(self, commands: Sequence[Command]) -> None:
         service = self.service
+        term = self._lease_term()
         for command in commands:
+            if term:  # fencing: the actuator refuses a leader older than the newest it saw
+                command = msgspec.structs.replace(command, term=term)
             target = command.target
             token = service.command_token(target.kind)
             if token is None:  # a decider bug: never send what the actuator's policy would refuse

@@ -39,6 +39,11 @@ class Leadership:
         return self._lease is not None and self._lease.is_leader
 
     @property
+    def term(self) -> int:
+        """The lease term this replica leads in (0 when it never led); see `Lease.term`."""
+        return self._lease.term if self._lease is not None else 0
+
+    @property
     def lease(self) -> Lease | None:
         return self._lease
 
