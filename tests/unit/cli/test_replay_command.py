@@ -34,6 +34,12 @@ def test_a_matching_replay_exits_0_and_lists_its_commands(capsys: Any) -> None:
     assert {line.split()[1] for line in commands} == live_command_ids(wave_lines())
     assert all(" after line " in line for line in commands)
     assert sum(line.startswith("same ") for line in lines) == 7
+    (first,) = [line for line in lines if line.startswith("same Volume/longhorn-system/vol-a1 ")]
+    setting = "line 176 lh.obj.setting.longhorn-system.default-engine-image seq 176"
+    assert first.endswith(
+        f"replayed after {setting}, recorded at line 177 lh.cmd.engine-upgrade.volume.longhorn-system.vol-a1"
+        f" after {setting} [applied]"
+    )
     assert lines[-1] == "diff: 7 same, 0 changed, 0 missing, 0 extra: the replay matches the recording"
 
 

@@ -42,7 +42,8 @@ def command_line(made: ReplayedCommand) -> str:
 
 def _recorded(recorded: RecordedCommand) -> str:
     outcomes = f" [{', '.join(recorded.outcomes)}]" if recorded.outcomes else ""
-    return f"at {recorded.first.where}{outcomes}"
+    after = f" after {recorded.after.where}" if recorded.command is not None and recorded.after else ""
+    return f"at {recorded.first.where}{after}{outcomes}"
 
 
 def difference_line(difference: Difference) -> str:

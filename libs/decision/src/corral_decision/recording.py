@@ -26,6 +26,9 @@ class RecordedCommand:
     target: Target
     first: Line
     """Where the bundle first names it (its command line, or the first result for it)."""
+    after: Line | None = None
+    """The last line of the service's input (an object event or result) before `first`: when
+    `first` is the command itself, what the live service had just seen when it decided."""
     command: Command | None = None
     """The full command, when the bundle holds it."""
     outcomes: list[str] = field(default_factory=list)
@@ -42,15 +45,16 @@ class Recording:
     def __init__(self) -> None:
         self.commands: dict[str, RecordedCommand] = {}
 
-    def command(self, line: Line, command: Command) -> None:
+    def command(self, line: Line, command: Command, after: Line | None = None) -> None:
         known = self.commands.get(command.id)
         if known is None:
-            self.commands[command.id] = RecordedCommand(command.id, command.target, line, command)
+            self.commands[command.id] = RecordedCommand(command.id, command.target, line, after, command)
         elif known.command is None:
             known.command = command
 
-    def result(self, line: Line, result: CommandResult) -> None:
+    def result(self, line: Line, result: CommandResult, after: Line | None = None) -> None:
         known = self.commands.get(result.command_id)
         if known is None:
-            known = self.commands[result.command_id] = RecordedCommand(result.command_id, result.target, line)
+            known = RecordedCommand(result.command_id, result.target, line, after)
+            self.commands[result.command_id] = known
         known.outcomes.append(str(result.outcome))

@@ -207,7 +207,7 @@ class Replay:
             return
         self.report.results += 1
         self.decider.record_result(result)
-        self._recording.result(line, result)
+        self._recording.result(line, result, after=self._last)
         target = result.target
         self._observe(line, target_key(target.kind, target.namespace, target.name))
 
@@ -218,7 +218,7 @@ class Replay:
             self.report.skipped.append((line, str(e)))
             return
         self.report.recorded_commands += 1
-        self._recording.command(line, command)  # recorded, never adopted
+        self._recording.command(line, command, after=self._last)  # recorded, never adopted
 
     # --- deciding as the runner does ------------------------------------------------------------------
 
