@@ -29,6 +29,7 @@ class Recorder:
         self.applied: list[float] = []
         self.decided: list[float] = []
         self.due: float | None = None
+        self.reconsidered: list[float] = []
         self._ready = False
         Recorder.instances.append(self)
 
@@ -59,7 +60,7 @@ class Recorder:
         return self.due
 
     def reconsider_all(self) -> None:
-        pass
+        self.reconsidered.append(self.clock())
 
     def observed_version(self, target: Target) -> int | None:
         return None
@@ -104,6 +105,8 @@ def test_a_burst_is_decided_once_its_debounce_has_passed() -> None:
     assert decider.applied == [T0 / S, T0 / S + 0.01, T0 / S + 0.02, T0 / S + 1.0]
     # the burst that began at line 1 is decided at 0.05 (ready since line 2), line 4's at 1.05
     assert decider.decided == [T0 / S + 0.05, T0 / S + 1.05]
+    # as the live leader does after its takeover, once, before its first decision
+    assert decider.reconsidered == [T0 / S + 0.05]
 
 
 def test_without_debounce_every_line_is_decided_on() -> None:

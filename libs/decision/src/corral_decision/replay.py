@@ -142,6 +142,7 @@ class Replay:
         self._decision_at: float | None = None  # a burst is being waited for until then
         self._timer_done_at: float | None = None
         self._last: Line | None = None
+        self._led = False  # the first decision after the view is ready has been made
         self._verdict: Explanation | None = None
         self._finished = False
 
@@ -260,6 +261,10 @@ class Replay:
     def _decide(self, by_timer: bool) -> None:
         if not self.decider.ready:
             return
+        if not self._led:
+            # The live leader looks at every target once before its first decision (takeover.py).
+            self._led = True
+            self.decider.reconsider_all()
         commands = self.decider.decide()
         made = [ReplayedCommand(c, self._last, by_timer) for c in commands]
         self.report.replayed.extend(made)
