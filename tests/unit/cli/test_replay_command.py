@@ -111,3 +111,10 @@ def test_two_runs_print_the_same_bytes(capsys: Any) -> None:
     assert len(outputs) == 1
     (printed,) = outputs
     assert printed.decode() == corral(capsys, str(WAVE), "--explain", DEGRADED)[1]
+
+
+def test_the_namespace_picks_the_objects_the_decider_reads(capsys: Any) -> None:
+    status, out = corral(capsys, str(WAVE), "--namespace", "elsewhere")
+    assert status == 1
+    assert out.splitlines()[0].startswith("replay engine-upgrade: 290 lines, 0 object events, 7 results")
+    assert out.splitlines()[-1].startswith("diff: 0 same, 0 changed, 7 missing, 0 extra")

@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from corral_bus import StreamMessage
 from corral_decision.bundle import BadLine, Line
 from corral_decision.command_diff import Difference, ReplayedCommand, compare
@@ -122,8 +124,11 @@ class Replay:
         explain: str | None = None,
         debounce_s: float | None = None,
         strict: bool = False,
+        namespace: str | None = None,
     ) -> None:
         config = service.config()
+        if namespace is not None:
+            config = msgspec.structs.replace(config, namespace=namespace)
         self.service = service
         self.clock = SimulatedClock()
         self.decider: Decider = service.new_decider(config, self.clock)

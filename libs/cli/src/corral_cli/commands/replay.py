@@ -53,6 +53,9 @@ def register(subparsers: Any) -> None:
             help="seconds of recorded time a burst is waited for before deciding (default: the service's)",
         )
         sub.add_argument("--strict", action="store_true", help="stop at the first unreadable line")
+        sub.add_argument(
+            "--namespace", default=None, help="Longhorn's namespace (default: the service's, longhorn-system)"
+        )
         sub.set_defaults(func=run)
 
 
@@ -96,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         explain=args.explain,
         debounce_s=args.debounce,
         strict=args.strict,
+        namespace=args.namespace,
     )
     stopped = None
     try:
