@@ -102,6 +102,14 @@ async def test_dump_reads_every_stream_in_order_and_consumes_nothing(
     )
     assert [json.loads(line)["stream"] for line in only_results.read_text().splitlines()] == [RESULTS_STREAM]
 
+    since = tmp_path / "since.jsonl"
+    command_time = records[-3]["time"]
+    assert (
+        await corral("events", "dump", "--nats", nats_server.url, "-o", str(since), "--since", command_time)
+        == 0
+    )
+    assert [json.loads(line) for line in since.read_text().splitlines()] == records[-3:]
+
     late = tmp_path / "late.jsonl"
     last_object = max(r["seq"] for r in records if r["stream"] == OBJECTS_STREAM)
     assert (
