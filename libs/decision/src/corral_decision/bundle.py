@@ -13,7 +13,8 @@ as a JSON string with `"base64":true`. `time` is the stream's timestamp in RFC 3
 (UTC), exactly as JetStream reports it, so ordering is exact. `seq` is 0 for a command recorded live
 from core NATS (`corral events dump --follow`), which has no stream sequence yet.
 
-Lines are ordered by time, then stream, then sequence (`order_key`). A line that cannot be read (a
+Lines are ordered by time, then stream, then sequence (`order_key`); what `--follow` records after
+that comes in the order it arrived (stream order within each stream). A line that cannot be read (a
 truncated last line, an edited line that is no longer JSON) becomes a `BadLine` with its number, so
 a reader reports it and goes on.
 """
