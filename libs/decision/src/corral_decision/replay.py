@@ -3,8 +3,12 @@
 A decision is debugged after the fact by making it again. The decider (from the registry, with the
 service's default configuration) gets the bundle's LH_OBJECTS events of the kinds it reads and its
 service's LH_RESULTS, in bundle order, with a `SimulatedClock` set to each message's stream time,
-and decides as the live runner does: a line wakes it, it waits `debounce_s` of recorded time for the
-rest of the burst (0: after every line), decides, and it also wakes when its `next_due()` passes.
+and decides as the live runner does, at the latest: after every line, and when its `next_due()`
+passes. The live runner waits its `debounce_s` for the rest of a burst, but a replay knows neither
+that setting nor how late the live service read each message, and a decision taken later than the
+live one sees the live one's effects (the patched volume is already upgrading) and so is never
+made; deciding after every line never comes too late. `debounce_s` waits that much recorded time
+after a line instead, to mimic a runner exactly.
 Nothing is decided before the decider is `ready` (its view complete), nor after the last line (the
 recording says nothing about later). Recorded commands are never adopted: the replay makes its own,
 and they are compared with the recorded ones by id (recording.py, command_diff.py).
@@ -122,7 +126,7 @@ class Replay:
         *,
         until_ns: int | None = None,
         explain: str | None = None,
-        debounce_s: float | None = None,
+        debounce_s: float = 0.0,
         strict: bool = False,
         namespace: str | None = None,
     ) -> None:
@@ -133,7 +137,7 @@ class Replay:
         self.clock = SimulatedClock()
         self.decider: Decider = service.new_decider(config, self.clock)
         self.decode_event = EventDecoder(service)
-        self.debounce_s = config.debounce_s if debounce_s is None else debounce_s
+        self.debounce_s = debounce_s
         self.until_ns = until_ns
         self.explain = explain
         self.strict = strict

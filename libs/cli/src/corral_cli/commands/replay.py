@@ -48,9 +48,9 @@ def register(subparsers: Any) -> None:
         sub.add_argument(
             "--debounce",
             type=float,
-            default=None,
+            default=0.0,
             metavar="S",
-            help="seconds of recorded time a burst is waited for before deciding (default: the service's)",
+            help="wait this much recorded time after a line before deciding (default 0: after every line)",
         )
         sub.add_argument("--strict", action="store_true", help="stop at the first unreadable line")
         sub.add_argument(
