@@ -82,7 +82,7 @@ def test_corrupt_lines_exit_2_and_name_their_numbers(capsys: Any, tmp_path: Path
 
     status, out = corral(capsys, str(bundle), "--strict")
     assert status == 2
-    assert "stopped at the first unreadable line (--strict)" in out
+    assert "stopped at the first unreadable line, 4 (--strict)" in out
     assert out.splitlines()[0].startswith("replay engine-upgrade: 3 lines,")
     assert f"unreadable line {len(lines)}" not in out
 

@@ -85,7 +85,7 @@ def verdict_line(verdict: Verdict) -> str:
     return f"  {where}{mark}: {text}"
 
 
-def report_lines(report: ReplayReport, *, explain: str | None, stopped: bool = False) -> Iterator[str]:
+def report_lines(report: ReplayReport, *, explain: str | None) -> Iterator[str]:
     yield (
         f"replay {report.service}: {report.lines} lines, {report.objects} object events,"
         f" {report.results} results, {report.recorded_commands} commands recorded;"
@@ -93,8 +93,8 @@ def report_lines(report: ReplayReport, *, explain: str | None, stopped: bool = F
     )
     for bad in report.bad_lines:
         yield f"unreadable line {bad.number}: {bad.reason}"
-    if stopped:
-        yield "stopped at the first unreadable line (--strict)"
+    if report.stopped_at is not None:
+        yield f"stopped at the first unreadable line, {report.stopped_at.number} (--strict)"
     if report.cut_short:
         first = ", ".join(line.where for line in report.cut_short[:3])
         yield (

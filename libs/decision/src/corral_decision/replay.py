@@ -28,7 +28,7 @@ from typing import Any
 import msgspec
 
 from corral_bus import StreamMessage
-from corral_decision.bundle import BadLine, Line
+from corral_decision.bundle import BadLine, Line, order_key
 from corral_decision.command_diff import Difference, ReplayedCommand, compare
 from corral_decision.decider import Decider, Explanation, InvalidEvent, target_key
 from corral_decision.recording import Recording
@@ -52,14 +52,6 @@ from corral_model.subjects import (
 _NS = 1_000_000_000
 
 
-class StrictStop(Exception):
-    """`strict` replay met a line it cannot read."""
-
-    def __init__(self, bad: BadLine) -> None:
-        super().__init__(f"line {bad.number}: {bad.reason}")
-        self.bad = bad
-
-
 @dataclass(frozen=True)
 class Verdict:
     """The decider's verdict on the explained target after one line (or decision)."""
@@ -81,6 +73,8 @@ class ReplayReport:
     results: int = 0
     recorded_commands: int = 0
     bad_lines: list[BadLine] = field(default_factory=list)
+    stopped_at: BadLine | None = None
+    """A strict replay stopped reading at this line (and replayed what came before it)."""
     skipped: list[tuple[Line, str]] = field(default_factory=list)
     """Readable lines whose message the live service could not use either (it skips them too)."""
     cut_short: list[Line] = field(default_factory=list)
@@ -158,23 +152,30 @@ class Replay:
     # --- input ------------------------------------------------------------------------------------
 
     def feed_all(self, lines: Iterable[Line | BadLine]) -> ReplayReport:
+        """Read every line (up to the first unreadable one when strict), put them in bundle order
+        and replay them. A dump is in that order already, but what `--follow` recorded is in the
+        order it arrived, where a core-NATS command or a result can come before object events
+        stored earlier; replayed so, a decision would be made after its own live effect."""
+        readable: list[Line] = []
         for line in lines:
-            if not self.feed(line):
-                break
+            if isinstance(line, BadLine):
+                self.report.bad_lines.append(line)
+                if self.strict:
+                    self.report.stopped_at = line
+                    break
+            else:
+                readable.append(line)
+        readable.sort(key=lambda line: order_key(line.entry, line.time_ns))
+        for line in readable:
+            self.feed(line)
         return self.finish()
 
-    def feed(self, line: Line | BadLine) -> bool:
-        """One bundle line; False once nothing after it matters (past `until`). Raises
-        `StrictStop` on an unreadable line when strict."""
+    def feed(self, line: Line) -> None:
+        """One readable line, lines in bundle order (as `feed_all` and a bus snapshot give them)."""
         report = self.report
-        if isinstance(line, BadLine):
-            report.bad_lines.append(line)
-            if self.strict:
-                raise StrictStop(line)
-            return True
         if self.until_ns is not None and line.time_ns > self.until_ns:
-            self._after_until(line)
-            return True  # results after `until` still confirm commands made before it
+            self._after_until(line)  # results after `until` still confirm commands made before it
+            return
         report.lines += 1
         stream, subject = line.entry.stream, line.entry.subject
         if stream == OBJECTS_STREAM and any(_matches(f, subject) for f in self._object_filters):
@@ -185,7 +186,6 @@ class Replay:
             self._result(line)
         elif stream == COMMANDS_STREAM and subject.startswith(self._commands):
             self._command(line)
-        return True
 
     def _after_until(self, line: Line) -> None:
         entry = line.entry

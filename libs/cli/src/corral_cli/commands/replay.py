@@ -87,7 +87,7 @@ def _bus_lines(url: str, from_seq: int | None) -> list[Any]:
 def run(args: argparse.Namespace) -> int:
     from corral_decision import decision_service
     from corral_decision.bundle import read_bundle
-    from corral_decision.replay import Replay, StrictStop
+    from corral_decision.replay import Replay
 
     prog = f"corral replay {args.service}"
     if (args.bundle is None) == (args.nats is None):
@@ -101,7 +101,6 @@ def run(args: argparse.Namespace) -> int:
         strict=args.strict,
         namespace=args.namespace,
     )
-    stopped = None
     try:
         lines: Iterable[Any] = (
             read_bundle(_file_lines(args.bundle))
@@ -109,15 +108,12 @@ def run(args: argparse.Namespace) -> int:
             else _bus_lines(args.nats, args.from_seq)
         )
         report = replay.feed_all(lines)
-    except StrictStop as stop:
-        stopped = stop.bad
-        report = replay.finish()
     except OSError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     out = sys.stdout
     try:
-        render(report, out, explain=args.explain, stopped=stopped is not None)
+        render(report, out, explain=args.explain)
         out.flush()
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -126,8 +122,8 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_SAME if report.matches else EXIT_DIFFERENT
 
 
-def render(report: Any, out: IO[str], *, explain: str | None, stopped: bool) -> None:
+def render(report: Any, out: IO[str], *, explain: str | None) -> None:
     from corral_cli.replay_text import report_lines
 
-    for line in report_lines(report, explain=explain, stopped=stopped):
+    for line in report_lines(report, explain=explain):
         out.write(line + "\n")
