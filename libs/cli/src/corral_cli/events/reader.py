@@ -158,9 +158,11 @@ async def consume(
             try:
                 batch = await subscription.fetch(FETCH_BATCH, timeout=FETCH_WAIT_S)
             except TimeoutError:
-                if follow:
+                # Nothing within the wait: read to the end, unless the server is only slow (a
+                # snapshot cut short would look complete).
+                if follow or (await bus.js.consumer_info(stream, created.name)).num_pending:
                     continue
-                return  # nothing more within the wait: the filtered part of the stream is read
+                return
             for msg in batch:
                 seq, time_ns, pending = delivery_facts(msg.reply)
                 if start_ns is None or time_ns >= start_ns:
