@@ -90,6 +90,7 @@ def test_corrupt_lines_exit_2_and_name_their_numbers(capsys: Any, tmp_path: Path
 def test_bad_arguments_exit_2(capsys: Any, tmp_path: Path) -> None:
     assert corral(capsys, str(tmp_path / "absent.jsonl"))[0] == 2
     assert corral(capsys, str(WAVE), "--nats", "nats://127.0.0.1:1")[0] == 2
+    assert corral(capsys, str(WAVE), "--from-seq", "5")[0] == 2
 
 
 def test_two_runs_print_the_same_bytes(capsys: Any) -> None:

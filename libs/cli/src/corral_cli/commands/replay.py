@@ -93,6 +93,9 @@ def run(args: argparse.Namespace) -> int:
     if (args.bundle is None) == (args.nats is None):
         print(f"{prog}: give a BUNDLE file or --nats URL (one of them)", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.from_seq is not None and args.nats is None:
+        print(f"{prog}: --from-seq reads a live bus: give --nats URL too", file=sys.stderr)
+        return EXIT_BAD_INPUT
     replay = Replay(
         decision_service(args.service),
         until_ns=args.until,
