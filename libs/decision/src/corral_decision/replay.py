@@ -9,6 +9,7 @@ that setting nor how late the live service read each message, and a decision tak
 live one sees the live one's effects (the patched volume is already upgrading) and so is never
 made; deciding after every line never comes too late. `debounce_s` waits that much recorded time
 after a line instead, to mimic a runner exactly.
+
 Nothing is decided before the decider is `ready` (its view complete), nor after the last line (the
 recording says nothing about later). Recorded commands are never adopted: the replay makes its own,
 and they are compared with the recorded ones by id (recording.py, command_diff.py).
