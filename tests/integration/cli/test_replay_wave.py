@@ -11,6 +11,7 @@ how the bundle the unit tests replay (tests/unit/decision/test_replay_bundle.py)
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import signal
@@ -158,8 +159,13 @@ async def test_a_recorded_wave_replays_to_the_same_commands(
         assert len(live_ids) == len(ATTACHED) + len(DETACHED)
 
         def recorded() -> bool:
-            text = bundle.read_text()
-            return all(text.count(id_) >= 2 for id_ in live_ids) and text.endswith("\n")
+            """A command line and a result line for every command the live service made."""
+            seen = set()
+            for line in read_bundle(bundle.read_bytes().splitlines(keepends=True)):
+                if isinstance(line, Line) and line.entry.stream in (COMMANDS_STREAM, RESULTS_STREAM):
+                    document = json.loads(line.entry.data)
+                    seen.add((line.entry.stream, document.get("id") or document.get("commandId")))
+            return seen >= {(s, id_) for s in (COMMANDS_STREAM, RESULTS_STREAM) for id_ in live_ids}
 
         await eventually(recorded, within=30, what="every command and result in the live bundle")
     finally:
