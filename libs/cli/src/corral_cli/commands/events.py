@@ -150,6 +150,15 @@ def run_dump(args: argparse.Namespace) -> int:
             )
         except KeyboardInterrupt:
             return 0
+        except BrokenPipeError:
+            return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """The reader of stdout went away (`| head`): not an error. Point stdout at devnull so the
+    interpreter's final flush does not complain again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
 
 
 async def _record(bus: Any, stop: asyncio.Event, args: argparse.Namespace, out: IO[bytes]) -> int:
@@ -190,6 +199,8 @@ def run_tail(args: argparse.Namespace) -> int:
         return asyncio.run(with_bus("events tail", args.nats, lambda bus, stop: _tail(bus, stop, args)))
     except KeyboardInterrupt:
         return 0
+    except BrokenPipeError:
+        return _reader_gone()
 
 
 async def _tail(bus: Any, stop: asyncio.Event, args: argparse.Namespace) -> int:
