@@ -1,0 +1,332 @@
+"""`corral replay`: a service's own `Decider` run again over a recorded bus, on the recording's clock.
+
+A decision is debugged after the fact by making it again. The decider (from the registry, with the
+service's default configuration) gets the bundle's LH_OBJECTS events of the kinds it reads and its
+service's LH_RESULTS, in bundle order, with a `SimulatedClock` set to each message's stream time,
+and decides as the live runner does, at the latest: after every line, and when its `next_due()`
+passes. The live runner waits its `debounce_s` for the rest of a burst, but a replay knows neither
+that setting nor how late the live service read each message, and a decision taken later than the
+live one sees the live one's effects (the patched volume is already upgrading) and so is never
+made; deciding after every line never comes too late. `debounce_s` waits that much recorded time
+after a line instead, to mimic a runner exactly.
+
+Nothing is decided before the decider is `ready` (its view complete), nor after the last line (the
+recording says nothing about later). Recorded commands are never adopted: the replay makes its own,
+and they are compared with the recorded ones by id (recording.py, command_diff.py).
+
+With `explain` set to a target key (`Volume/ns/name`) the replay also keeps the decider's verdict on
+that target (`Decider.explain`) after every line or decision that touched it, and after every other
+line that changed it. Everything here is a function of the bundle: same bundle, same report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from corral_bus import StreamMessage
+from corral_decision.bundle import BadLine, Line, order_key
+from corral_decision.command_diff import Difference, ReplayedCommand, compare
+from corral_decision.decider import Decider, Explanation, InvalidEvent, target_key
+from corral_decision.recording import Recording
+from corral_decision.runner import EventDecoder
+from corral_decision.service import DecisionService
+from corral_decision.simclock import SimulatedClock
+from corral_model import codec
+from corral_model.codec import SchemaError
+from corral_model.envelopes import Command, CommandResult, EventType
+from corral_model.kinds import KINDS
+from corral_model.subjects import (
+    COMMANDS_PREFIX,
+    COMMANDS_STREAM,
+    OBJECTS_STREAM,
+    RESULTS_PREFIX,
+    RESULTS_STREAM,
+    escape_token,
+    unescape_token,
+)
+
+_NS = 1_000_000_000
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The decider's verdict on the explained target after one line (or decision)."""
+
+    after: Line | None
+    touched: bool
+    """The line (or a command decided after it) is about the target itself."""
+    explanation: Explanation | None
+    """None: the target is not in the view."""
+    commands: tuple[str, ...] = ()
+    """Ids of commands on the target decided right then."""
+
+
+@dataclass
+class ReplayReport:
+    service: str
+    lines: int = 0
+    objects: int = 0
+    results: int = 0
+    recorded_commands: int = 0
+    bad_lines: list[BadLine] = field(default_factory=list)
+    stopped_at: BadLine | None = None
+    """A strict replay stopped reading at this line (and replayed what came before it)."""
+    skipped: list[tuple[Line, str]] = field(default_factory=list)
+    """Readable lines whose message the live service could not use either (it skips them too)."""
+    cut_short: list[Line] = field(default_factory=list)
+    """The first line of every object whose history the bundle holds only from the middle (its
+    first event is no ADDED): LH_OBJECTS keeps the last few events per object, so a bundle dumped
+    long after the fact (or from `--since`) starts such objects where the stream does, and the
+    replay's view of them is missing what came before."""
+    replayed: list[ReplayedCommand] = field(default_factory=list)
+    differences: list[Difference] = field(default_factory=list)
+    verdicts: list[Verdict] = field(default_factory=list)
+
+    @property
+    def matches(self) -> bool:
+        return all(d.match == "same" for d in self.differences)
+
+
+def _matches(pattern: str, subject: str) -> bool:
+    """NATS subject matching (`*` one token, `>` the rest)."""
+    want, have = pattern.split("."), subject.split(".")
+    for i, token in enumerate(want):
+        if token == ">":
+            return len(have) > i
+        if i >= len(have) or (token != "*" and token != have[i]):
+            return False
+    return len(want) == len(have)
+
+
+def _object_key(subject: str) -> str | None:
+    """`Kind/ns/name` of an `lh.obj.<token>.<ns>.<name>` subject (None: a RESYNCED marker, or a
+    kind corral does not model)."""
+    parts = subject.split(".")
+    if len(parts) != 5 or parts[4] == "_resync" or parts[2] not in KINDS:
+        return None
+    return target_key(KINDS[parts[2]].kind, unescape_token(parts[3]), unescape_token(parts[4]))
+
+
+class Replay:
+    """Feed lines in bundle order (`feed`), then `finish()` for the report."""
+
+    def __init__(
+        self,
+        service: DecisionService[Any],
+        *,
+        until_ns: int | None = None,
+        explain: str | None = None,
+        debounce_s: float = 0.0,
+        strict: bool = False,
+        namespace: str | None = None,
+    ) -> None:
+        config = service.config()
+        if namespace is not None:
+            config = msgspec.structs.replace(config, namespace=namespace)
+        self.service = service
+        self.clock = SimulatedClock()
+        self.decider: Decider = service.new_decider(config, self.clock)
+        self.decode_event = EventDecoder(service)
+        self.debounce_s = debounce_s
+        self.until_ns = until_ns
+        self.explain = explain
+        self.strict = strict
+        self.report = ReplayReport(service.name)
+        self._object_filters = service.object_filters(config.namespace)
+        self._results = f"{RESULTS_PREFIX}.{escape_token(service.name)}."
+        self._commands = f"{COMMANDS_PREFIX}.{escape_token(service.name)}."
+        self._recording = Recording()
+        self._late_results: set[str] = set()  # named by results after `until`
+        self._objects_seen: set[str] = set()  # subjects
+        self._decision_at: float | None = None  # a burst is being waited for until then
+        self._timer_done_at: float | None = None
+        self._last: Line | None = None
+        self._led = False  # the first decision after the view is ready has been made
+        self._verdict: Explanation | None = None
+        self._finished = False
+
+    # --- input ------------------------------------------------------------------------------------
+
+    def feed_all(self, lines: Iterable[Line | BadLine]) -> ReplayReport:
+        """Read every line (up to the first unreadable one when strict), put them in bundle order
+        and replay them. A dump is in that order already, but what `--follow` recorded is in the
+        order it arrived, where a core-NATS command or a result can come before object events
+        stored earlier; replayed so, a decision would be made after its own live effect."""
+        readable: list[Line] = []
+        for line in lines:
+            if isinstance(line, BadLine):
+                self.report.bad_lines.append(line)
+                if self.strict:
+                    self.report.stopped_at = line
+                    break
+            else:
+                readable.append(line)
+        readable.sort(key=lambda line: order_key(line.entry, line.time_ns))
+        for line in readable:
+            self.feed(line)
+        return self.finish()
+
+    def feed(self, line: Line) -> None:
+        """One readable line, lines in bundle order (as `feed_all` and a bus snapshot give them)."""
+        report = self.report
+        if self.until_ns is not None and line.time_ns > self.until_ns:
+            self._after_until(line)  # results after `until` still confirm commands made before it
+            return
+        report.lines += 1
+        stream, subject = line.entry.stream, line.entry.subject
+        if stream == OBJECTS_STREAM and any(_matches(f, subject) for f in self._object_filters):
+            self._wake(line)
+            self._object(line)
+        elif stream == RESULTS_STREAM and subject.startswith(self._results):
+            self._wake(line)
+            self._result(line)
+        elif stream == COMMANDS_STREAM and subject.startswith(self._commands):
+            self._command(line)
+
+    def _after_until(self, line: Line) -> None:
+        entry = line.entry
+        if entry.stream == RESULTS_STREAM and entry.subject.startswith(self._results):
+            with contextlib.suppress(SchemaError):
+                self._late_results.add(codec.decode(entry.data, CommandResult).command_id)
+
+    def _object(self, line: Line) -> None:
+        entry = line.entry
+        message = StreamMessage(entry.subject, entry.data, entry.headers, entry.seq, bootstrap=False)
+        try:
+            event = self.decode_event(message)
+            self.decider.apply(event)
+        except (SchemaError, InvalidEvent) as e:
+            self.report.skipped.append((line, str(e)))
+            return
+        self.report.objects += 1
+        if entry.subject not in self._objects_seen:
+            self._objects_seen.add(entry.subject)
+            if event.type is not EventType.ADDED and event.type is not EventType.RESYNCED:
+                self.report.cut_short.append(line)
+        self._observe(line, _object_key(entry.subject))
+
+    def _result(self, line: Line) -> None:
+        try:
+            result = codec.decode(line.entry.data, CommandResult)
+        except SchemaError as e:
+            self.report.skipped.append((line, str(e)))
+            return
+        self.report.results += 1
+        self.decider.record_result(result)
+        self._recording.result(line, result, after=self._last)
+        target = result.target
+        self._observe(line, target_key(target.kind, target.namespace, target.name))
+
+    def _command(self, line: Line) -> None:
+        try:
+            command = codec.decode(line.entry.data, Command)
+        except SchemaError as e:
+            self.report.skipped.append((line, str(e)))
+            return
+        self.report.recorded_commands += 1
+        self._recording.command(line, command, after=self._last)  # recorded, never adopted
+
+    # --- deciding as the runner does ------------------------------------------------------------------
+
+    def _wake(self, line: Line) -> None:
+        """Decide whatever came due before this line, then move the clock to it."""
+        moment = line.time_ns / _NS
+        self._decide_due(moment)
+        self.clock.advance_to(moment)
+        self._last = line
+        if self._decision_at is None:
+            self._decision_at = moment + self.debounce_s
+
+    def _next_timer(self) -> float | None:
+        if not self.decider.ready:
+            return None
+        due = self.decider.next_due()
+        if due is None or (self._timer_done_at is not None and due <= self._timer_done_at):
+            return None  # already decided at that time; a decider that keeps a past timer waits
+        return due
+
+    def _decide_due(self, before: float) -> None:
+        """Every decision the live runner would have made before `before` (strictly: a line at the
+        same time as a debounce deadline is applied after it, as it would have arrived later)."""
+        while True:
+            timer = self._next_timer()
+            wake = timer + self.debounce_s if timer is not None else None
+            candidates = [t for t in (self._decision_at, wake) if t is not None and t <= before]
+            if not candidates:
+                return
+            moment = min(candidates)
+            by_timer = self._decision_at is None or (wake is not None and wake < self._decision_at)
+            if self._decision_at is not None and self._decision_at <= moment:
+                self._decision_at = None
+            self.clock.advance_to(moment)
+            self._decide(by_timer)
+            if by_timer and timer is not None:
+                self._timer_done_at = timer
+
+    def _decide(self, by_timer: bool) -> None:
+        if not self.decider.ready:
+            return
+        if not self._led:
+            # The live leader looks at every target once before its first decision (takeover.py).
+            self._led = True
+            self.decider.reconsider_all()
+        commands = self.decider.decide()
+        made = [ReplayedCommand(c, self._last, by_timer) for c in commands]
+        self.report.replayed.extend(made)
+        if self.explain is not None:
+            mine = tuple(m.command.id for m in made if m.key == self.explain)
+            if mine:
+                self._record_verdict(self._last, touched=True, commands=mine)
+
+    # --- explain --------------------------------------------------------------------------------------
+
+    def _observe(self, line: Line, key: str | None) -> None:
+        if self.explain is None:
+            return
+        touched = key == self.explain
+        verdict = self._current_verdict()
+        if touched or verdict != self._verdict:
+            self._record_verdict(line, touched=touched, verdict=verdict)
+
+    def _current_verdict(self) -> Explanation | None:
+        assert self.explain is not None
+        found = self.decider.explain(self.explain)
+        return found[0] if found else None
+
+    def _record_verdict(
+        self,
+        line: Line | None,
+        *,
+        touched: bool,
+        verdict: Explanation | None = None,
+        commands: tuple[str, ...] = (),
+    ) -> None:
+        if verdict is None and commands:
+            verdict = self._current_verdict()
+        self._verdict = verdict
+        self.report.verdicts.append(Verdict(line, touched, verdict, commands))
+
+    # --- the end ------------------------------------------------------------------------------------
+
+    def finish(self) -> ReplayReport:
+        """Decide what the last burst would have (never past the recording's end), then compare."""
+        if not self._finished:
+            self._finished = True
+            if self._decision_at is not None:
+                end = self._decision_at
+                if self.until_ns is not None:
+                    end = min(end, self.until_ns / _NS)
+                self._decide_due(end)
+                if self._decision_at is not None:  # `until` cut the burst's debounce short
+                    self._decision_at = None
+                    self.clock.advance_to(end)
+                    self._decide(False)
+            self.report.differences = compare(
+                self.report.replayed, self._recording.commands, confirm_only=self._late_results
+            )
+        return self.report

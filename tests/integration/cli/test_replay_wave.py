@@ -1,0 +1,204 @@
+"""`corral events dump` and `corral replay engine-upgrade` on a real wave: the sandbox cluster, a real
+NATS server and the watcher, actuator and engine-upgrade services in this event loop (the engine-
+upgrade scenarios' stack). A new engine image is created, deployed and made the default, the wave
+runs to its end, the bus is dumped, and the replay must make exactly the commands the live service
+made (by command id), and explain why the degraded volume was never upgraded.
+
+`CORRAL_RECORD_BUNDLE=tests/data/replay/engine-upgrade-wave.jsonl` keeps the dumped bundle: that is
+how the bundle the unit tests replay (tests/unit/decision/test_replay_bundle.py) was made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from corral_bus import Bus
+from corral_cli.main import main
+from corral_decision.bundle import Line, parse_time, read_bundle
+from corral_model import codec
+from corral_model.envelopes import CommandResult, Outcome
+from corral_model.subjects import COMMANDS_STREAM, OBJECTS_STREAM, RESULTS_STREAM
+from corral_sandbox.simulator import SimConfig
+from tests.fixtures.nats import NatsServer
+from tests.fixtures.processes import eventually
+from tests.fixtures.sandbox import Sandbox, fast_config
+from tests.scenarios.engine_upgrade.conftest import Running, actuator, engine_upgrade, watcher
+from tests.scenarios.engine_upgrade.scenario import DEFAULT_SETTING, LIMIT_SETTING
+
+pytestmark = pytest.mark.integration
+
+NEW_IMAGE = "longhornio/longhorn-engine:v1.11.0"
+ATTACHED = {
+    "vol-a1": "node-1",
+    "vol-a2": "node-1",
+    "vol-a3": "node-1",
+    "vol-b1": "node-2",
+    "vol-b2": "node-2",
+}
+DETACHED = ["vol-c1", "vol-c2"]
+DEGRADED = "vol-d"
+
+
+@pytest.fixture
+def sandbox_config() -> SimConfig:
+    return fast_config(live_upgrade_seconds=0.3, engine_image_deploy_seconds=0.2)
+
+
+@pytest.fixture
+async def stack(sandbox: Sandbox, bus: Bus, nats_server: NatsServer) -> AsyncIterator[list[Running]]:
+    kubeconfig = str(sandbox.cluster.kubeconfig_path)
+    services = [watcher(kubeconfig, nats_server.url), actuator(kubeconfig, nats_server.url)]
+    services.append(engine_upgrade(nats_server.url))
+    try:
+        await eventually(lambda: all(s.ready for s in services), within=120, what="services ready")
+        yield services
+    finally:
+        for service in reversed(services):
+            await service.stop()
+
+
+async def _volume_is(sandbox: Sandbox, name: str, test: Any) -> bool:
+    return bool(test(await sandbox.get("volumes", name)))
+
+
+def _status(volume: dict[str, Any]) -> dict[str, Any]:
+    status: dict[str, Any] = volume.get("status", {})
+    return status
+
+
+async def _results(bus: Bus) -> list[CommandResult]:
+    """Every engine-upgrade result on LH_RESULTS (by message get: nothing consumed)."""
+    found: list[CommandResult] = []
+    info = await bus.js.stream_info(RESULTS_STREAM)
+    for seq in range(info.state.first_seq, info.state.last_seq + 1):
+        message = await bus.js.get_msg(RESULTS_STREAM, seq)
+        if message.subject and message.subject.startswith("lh.res.engine-upgrade."):
+            found.append(codec.decode(message.data or b"", CommandResult))
+    return found
+
+
+async def run_wave(sandbox: Sandbox, bus: Bus) -> list[CommandResult]:
+    """Volumes on the default image, one degraded; then a new engine image becomes the default and
+    the wave runs until every healthy volume is on it. Returns the service's results."""
+    await sandbox.set_setting(LIMIT_SETTING, "1")
+    for name, node in ATTACHED.items():
+        await sandbox.create_volume(name, replicas=2, node=node)
+    for name in DETACHED:
+        await sandbox.create_volume(name, replicas=2)
+    await sandbox.create_volume(DEGRADED, replicas=3, node="node-2")
+    for name in [*ATTACHED, DEGRADED]:
+        await sandbox.wait_volume(name, lambda v: _status(v).get("robustness") == "healthy", within=30)
+    await sandbox.patch("volumes", DEGRADED, {"spec": {"numberOfReplicas": 4}})  # 4 replicas on 3 nodes
+    await sandbox.wait_volume(DEGRADED, lambda v: _status(v).get("robustness") == "degraded", within=30)
+
+    await sandbox.create_engine_image(NEW_IMAGE)
+    await sandbox.wait_for(lambda: _deployed(sandbox), within=30, what=f"{NEW_IMAGE} deployed on every node")
+    await sandbox.set_setting(DEFAULT_SETTING, NEW_IMAGE)
+    upgraded = [*ATTACHED, *DETACHED]
+    for name in upgraded:
+        await sandbox.wait_volume(
+            name,
+            lambda v: v["spec"].get("image") == NEW_IMAGE and _status(v).get("currentImage") == NEW_IMAGE,
+            within=60,
+            what=f"{name} on {NEW_IMAGE}",
+        )
+
+    async def all_reported() -> list[CommandResult] | None:
+        results = await _results(bus)
+        applied = {r.target.name for r in results if r.outcome is Outcome.APPLIED}
+        return results if applied >= set(upgraded) else None
+
+    return await eventually(all_reported, within=30, what="an applied result for every upgraded volume")
+
+
+async def _deployed(sandbox: Sandbox) -> bool:
+    ei: dict[str, Any] = await sandbox.engine_image(NEW_IMAGE)
+    return bool(ei.get("status", {}).get("state") == "deployed")
+
+
+async def corral(*argv: str) -> int:
+    """The `corral` command in this process (its own event loop, in a thread)."""
+    return await asyncio.to_thread(main, list(argv))
+
+
+def replayed_ids(out: str) -> set[str]:
+    return {line.split()[1] for line in out.splitlines() if line.startswith("command ")}
+
+
+async def test_a_recorded_wave_replays_to_the_same_commands(
+    sandbox: Sandbox, bus: Bus, nats_server: NatsServer, stack: list[Running], tmp_path: Path, capsys: Any
+) -> None:
+    """`corral events dump --follow`, started before the wave and interrupted after it, records all
+    of it (the commands whole, from core NATS); the replay makes exactly the live service's
+    commands. A dump taken after the wave (in this process, through the CLI's main) still explains
+    the degraded volume, and says that its history is cut: LH_OBJECTS keeps 5 events per object
+    and a deleted object's tombstone rolls its history up, so the old replicas the wave deleted are
+    gone from it."""
+    bundle = tmp_path / "wave.jsonl"
+    recorder = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).with_name("corral")),
+        *("events", "dump", "--follow", "--nats", nats_server.url, "--output", str(bundle)),
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert recorder.stderr is not None
+        ready = await asyncio.wait_for(recorder.stderr.readline(), 30)
+        assert b"recording new messages" in ready, ready
+        results = await run_wave(sandbox, bus)
+        live_ids = {r.command_id for r in results}
+        assert len(live_ids) == len(ATTACHED) + len(DETACHED)
+
+        def recorded() -> bool:
+            """A command line and a result line for every command the live service made."""
+            seen = set()
+            for line in read_bundle(bundle.read_bytes().splitlines(keepends=True)):
+                if isinstance(line, Line) and line.entry.stream in (COMMANDS_STREAM, RESULTS_STREAM):
+                    document = json.loads(line.entry.data)
+                    seen.add((line.entry.stream, document.get("id") or document.get("commandId")))
+            return seen >= {(s, id_) for s in (COMMANDS_STREAM, RESULTS_STREAM) for id_ in live_ids}
+
+        await eventually(recorded, within=30, what="every command and result in the live bundle")
+    finally:
+        if recorder.returncode is None:
+            recorder.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(recorder.wait(), 30) == 0
+    if os.environ.get("CORRAL_RECORD_BUNDLE"):
+        shutil.copyfile(bundle, os.environ["CORRAL_RECORD_BUNDLE"])
+
+    lines = list(read_bundle(bundle.read_bytes().splitlines(keepends=True)))
+    entries = [line.entry for line in lines if isinstance(line, Line)]
+    assert len(entries) == len(lines), "the dump wrote a line it cannot read back"
+    live_commands = [e for e in entries if e.stream == COMMANDS_STREAM]
+    assert {e.seq for e in live_commands} == {0} and len(live_commands) == len(live_ids)
+
+    capsys.readouterr()
+    assert await corral("replay", "engine-upgrade", str(bundle)) == 0
+    out = capsys.readouterr().out
+    assert replayed_ids(out) == live_ids, out
+    assert f"diff: {len(live_ids)} same, 0 changed, 0 missing, 0 extra" in out, out
+    assert "history cut" not in out, out
+
+    after = tmp_path / "after.jsonl"
+    assert await corral("events", "dump", "--nats", nats_server.url, "--output", str(after)) == 0
+    after_entries = [line.entry for line in read_bundle(after.open("rb")) if isinstance(line, Line)]
+    keys = [(parse_time(e.time), e.stream, e.seq) for e in after_entries]
+    assert keys == sorted(keys), "a dump is in stream-time order"
+    assert {e.stream for e in after_entries} == {OBJECTS_STREAM, RESULTS_STREAM}  # the actuator took them all
+    key = f"Volume/longhorn-system/{DEGRADED}"
+    capsys.readouterr()
+    await corral("replay", "engine-upgrade", str(after), "--explain", key)
+    out = capsys.readouterr().out
+    assert "history cut: " in out, out
+    explained = out.split(f"explain {key}\n", 1)[1].splitlines()
+    assert explained[-1].endswith(": degraded group node-2"), out
+    assert any(f"lh.obj.volume.longhorn-system.{DEGRADED}" in line and " *: " in line for line in explained)
