@@ -21,7 +21,6 @@ from corral_model.envelopes import Command, FieldValue, Outcome, Target, Verb, n
 from corral_model.subjects import COMMANDS_STREAM, OBJECTS_STREAM, RESULTS_STREAM
 from tests.fixtures.nats import NatsServer
 from tests.integration.cli.test_progress_command import publish
-from tests.unit.cli.test_progress_model import Events, with_replicas
 from tests.unit.engine_upgrade.cluster import (
     NEW,
     NODES,
@@ -32,6 +31,7 @@ from tests.unit.engine_upgrade.cluster import (
     setting,
     volume,
 )
+from tests.unit.engine_upgrade.test_progress_model import Events, with_replicas
 
 pytestmark = pytest.mark.integration
 DEADLINE_S = 30.0
