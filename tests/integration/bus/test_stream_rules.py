@@ -1,16 +1,17 @@
 """The storage rules corral leans on beyond publish and consume, pinned on every server the contract
 suite runs on (the in-memory fake included): history per object, one consumer per work-queue
 subject, reading by subject without a consumer (CommandFeed.scan, takeover's stream_end), and the
-KV compare-and-set a lease is made of."""
+KV compare-and-set a lease is made of, and an idle ephemeral consumer going away by itself."""
 
 from __future__ import annotations
 
 import pytest
-from nats.js.api import ConsumerConfig, KeyValueConfig
+from nats.js.api import AckPolicy, ConsumerConfig, KeyValueConfig
 from nats.js.errors import BadRequestError, KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
 
 from corral_bus import Bus, Publisher
 from corral_model import subjects
+from tests.fixtures.processes import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -84,3 +85,21 @@ async def test_kv_writes_are_compare_and_set_on_the_revision(bus: Bus) -> None:
     third = await kv.create("lease", b"b")  # free again after a delete
     assert third > second
     assert (await kv.get("lease")).value == b"b"
+
+
+async def test_an_idle_ephemeral_consumer_is_reaped_by_the_server(bus: Bus) -> None:
+    # What BootstrapReader counts on when it cannot delete its consumer (NATS away at close).
+    config = ConsumerConfig(ack_policy=AckPolicy.NONE, inactive_threshold=0.5, mem_storage=True)
+    info = await bus.js.add_consumer(subjects.OBJECTS_STREAM, config)
+    assert info.name is not None
+    name = info.name
+
+    async def reaped() -> bool:
+        try:
+            await bus.js.consumer_info(subjects.OBJECTS_STREAM, name)
+        except NotFoundError:
+            return True
+        return False
+
+    assert not await reaped()
+    await eventually(reaped, within=10, what="the idle consumer deleted")
