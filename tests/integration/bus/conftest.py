@@ -1,4 +1,6 @@
-"""Runs the bus contract suite once per available NATS path (binary, and docker when reachable)."""
+"""Runs the bus contract suite once per available NATS path (binary, and docker when reachable) and
+once on the in-memory fake (tests/fixtures/fakebus), so the fake cannot drift from the real thing.
+Tests marked `real_nats` are skipped on the fake, with their reason."""
 
 from __future__ import annotations
 
@@ -6,9 +8,16 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.nats import NatsServer, nats_modes, server_for
+from tests.fixtures.fake_nats import FAKE, nats_server_for, skip_if_real_only
+from tests.fixtures.nats import NatsServer, nats_modes
 
 
-@pytest.fixture(scope="session", params=nats_modes())
+@pytest.fixture(scope="session", params=[*nats_modes(), FAKE])
 def nats_server(request: pytest.FixtureRequest, _nats_servers: dict[str, Any]) -> NatsServer:
-    return server_for(request.param)
+    return nats_server_for(request.param)
+
+
+@pytest.fixture(autouse=True)
+def _real_only(request: pytest.FixtureRequest) -> None:
+    if "nats_server" in request.fixturenames:  # asking for it here would parametrise every test
+        skip_if_real_only(request, request.getfixturevalue("nats_server"))

@@ -85,6 +85,7 @@ async def test_leases_of_different_services_are_independent(bus: Bus) -> None:
     await b.stop()
 
 
+@pytest.mark.real_nats("a real restart (away, then 503 until its store is back) is more than the fake's")
 async def test_one_leader_through_a_server_restart(bus: Bus, nats_server: NatsServer) -> None:
     bus_a = await connect(nats_server.url, name="replica-a")
     bus_b = await connect(nats_server.url, name="replica-b")

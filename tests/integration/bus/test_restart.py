@@ -21,7 +21,10 @@ from corral_model import subjects
 from tests.fixtures.nats import BinaryNats, NatsServer
 from tests.fixtures.processes import eventually
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.real_nats("a real restart (away, then 503 until its store is back) is more than the fake's"),
+]
 
 
 def _node(i: int) -> str:
