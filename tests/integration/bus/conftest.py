@@ -1,6 +1,6 @@
 """Runs the bus contract suite once per available NATS path (binary, and docker when reachable) and
 once on the in-memory fake (tests/fixtures/fakebus), so the fake cannot drift from the real thing.
-Tests marked `real_nats` are skipped on the fake, with their reason."""
+Tests marked `real_nats` get no fake variant (tests/fixtures/fake_nats.py deselects it)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,10 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.fake_nats import FAKE, nats_server_for, skip_if_real_only
+from tests.fixtures.fake_nats import FAKE, nats_server_for
 from tests.fixtures.nats import NatsServer, nats_modes
 
 
 @pytest.fixture(scope="session", params=[*nats_modes(), FAKE])
 def nats_server(request: pytest.FixtureRequest, _nats_servers: dict[str, Any]) -> NatsServer:
     return nats_server_for(request.param)
-
-
-@pytest.fixture(autouse=True)
-def _real_only(request: pytest.FixtureRequest) -> None:
-    if "nats_server" in request.fixturenames:  # asking for it here would parametrise every test
-        skip_if_real_only(request, request.getfixturevalue("nats_server"))

@@ -270,6 +270,11 @@ class DecisionRunner:
             delays.append(0.5)
         return min(delays)
 
+    async def _wake_on_stop(self, stop: asyncio.Event) -> None:
+        """A stop request ends the decision loop's sleep at once, not at its next timer."""
+        await stop.wait()
+        self._wake.set()
+
     async def _wait_bootstrapped(self, stop: asyncio.Event) -> bool:
         """Both snapshots read and a RESYNCED marker seen for every kind."""
         while not stop.is_set():
@@ -289,6 +294,7 @@ class DecisionRunner:
             asyncio.create_task(self._follow_results(), name=f"{name}-results"),
             asyncio.create_task(self._follow_objects(), name=f"{name}-objects"),
             asyncio.create_task(self.commands.run(stop), name=f"{name}-commands"),
+            asyncio.create_task(self._wake_on_stop(stop), name=f"{name}-stop"),
         ]
         try:
             if await self._wait_bootstrapped(stop):
