@@ -1,19 +1,23 @@
 """The nats-py internals corral relies on exist in the installed nats-py, as natsinternals declares.
 
 An upgrade of nats-py that moves or renames any of them must fail here, not in production (where
-the publisher would quietly fall back to the slow public API).
+the publisher would quietly fall back to the slow public API). And corral must not reach into
+nats-py anywhere else: that is what keeps this list complete.
 """
 
 from __future__ import annotations
 
 import ast
 import inspect
+import re
 from pathlib import Path
 
 from nats.aio.client import Client
 from nats.aio.subscription import Subscription
 
 from corral_bus import natsinternals
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_installed_nats_py_is_a_version_the_internals_were_checked_against() -> None:
@@ -64,3 +68,18 @@ def test_the_declared_members_are_all_the_module_touches() -> None:
     touched = _private_members(Path(natsinternals.__file__).read_text())
     declared = set(natsinternals.CLIENT_MEMBERS) | set(natsinternals.SUBSCRIPTION_MEMBERS)
     assert touched <= declared, f"undeclared nats-py internals: {touched - declared}"
+
+
+_NATS_OBJECT = re.compile(r"\b(?:nc|client|sub|subscription|msg|js|bus\.nc|bus\.js)\._[a-z]")
+
+
+def test_no_other_module_reaches_into_nats_py() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for base in ("libs", "services")
+        for path in sorted((ROOT / base).rglob("*.py"))
+        if path.name != "natsinternals.py"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if _NATS_OBJECT.search(line)
+    ]
+    assert offenders == []
