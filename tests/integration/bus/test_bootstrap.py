@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 
 import pytest
@@ -96,4 +97,26 @@ async def test_empty_stream_is_ready_at_once(bus: Bus) -> None:
     assert reader.ready.is_set()
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
+    await reader.close()
+
+
+async def test_a_reader_ends_when_its_task_was_cancelled_and_the_cancellation_swallowed(bus: Bus) -> None:
+    """nats-py's flush catches CancelledError and returns: the task stays cancelling but runs on.
+    The reader must still end instead of reading for ever (issue 19 part 4)."""
+    reader = BootstrapReader(bus, [f"{subjects.OBJECTS_PREFIX}.node.>"])
+    read: list[StreamMessage] = []
+
+    async def read_after_a_swallowed_cancellation() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):  # as nats-py's _flush_pending does
+            await asyncio.Event().wait()
+        async for message in reader:
+            read.append(message)
+
+    task = asyncio.create_task(read_after_a_swallowed_cancellation())
+    done, _ = await asyncio.wait({task}, timeout=5)
+    assert done and task.cancelled()
+    assert read == []
     await reader.close()

@@ -13,6 +13,7 @@ from corral_bus import (
     ConsumerSpec,
     Delivery,
     Publisher,
+    StreamMessage,
     connect,
     ensure_streams,
     follow,
@@ -150,3 +151,53 @@ async def test_closing_a_reader_while_nats_is_away_does_not_wait_for_it() -> Non
     finally:
         await reader_bus.close()
         server.stop()
+
+
+async def test_bootstrap_readers_cancelled_after_a_restart_end(bus: Bus, nats_server: NatsServer) -> None:
+    """Issue 19 part 4: after a NATS restart a reader's task could stay 'cancelling' for ever. Its
+    pull waited with Python 3.11's `asyncio.wait_for`, which drops a cancellation that lands while
+    the awaited event has just fired (and nats-py's flush drops one too); the reader then read on
+    as if never cancelled, and only bounded waits kept the watcher from hanging on it.
+
+    Many readers follow one subject through a restart; when the first of them handles a message,
+    it cancels all the others, which are then in every state of being woken by that same message.
+    Every cancelled reader must end."""
+    reader_bus = await connect(nats_server.url, name="readers")
+    readers = [BootstrapReader(reader_bus, [f"{subjects.OBJECTS_PREFIX}.node.>"]) for _ in range(40)]
+    tasks: list[asyncio.Task[None]] = []
+
+    async def cancel_the_others(message: StreamMessage) -> None:
+        if message.data == b"cancel now":
+            for task in tasks[1:]:
+                task.cancel()
+
+    async def ignore(message: StreamMessage) -> None:
+        return None
+
+    tasks.extend(
+        asyncio.create_task(follow(r, cancel_the_others if i == 0 else ignore)) for i, r in enumerate(readers)
+    )
+    publisher = Publisher(bus)
+    try:
+        await eventually(lambda: all(r.ready.is_set() for r in readers), what="readers bootstrapped")
+        await asyncio.to_thread(nats_server.restart)
+        await eventually(lambda: reader_bus.reconnects >= 1 and bus.is_connected, what="reconnected")
+        for i in range(3):  # every reader re-binds after the restart and reads these
+            await publisher.publish(subjects.object_subject("node", "ns", f"n{i}"), b"x", msg_id=f"warm-{i}")
+        await publisher.flush()
+        await eventually(lambda: all(r.last_seq >= 3 for r in readers), within=20, what="readers following")
+        await publisher.publish(subjects.object_subject("node", "ns", "n0"), b"cancel now", msg_id="cancel")
+        await publisher.flush()
+        await eventually(lambda: all(t.cancelling() for t in tasks[1:]), what="others cancelled")
+        done, stuck = await asyncio.wait(tasks[1:], timeout=10)
+        assert not stuck, f"{len(stuck)} of {len(tasks) - 1} cancelled readers still running"
+        assert all(t.cancelled() for t in done)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks, timeout=5)
+        for reader in readers:
+            async with asyncio.timeout(5):
+                await reader.close()
+        await publisher.close()
+        await reader_bus.close()

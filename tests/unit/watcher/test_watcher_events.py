@@ -5,12 +5,12 @@ from __future__ import annotations
 import msgspec
 
 from corral_bus import tombstone_headers
+from corral_bus.framing import encode_headers, frame
 from corral_model.codec import decode
 from corral_model.envelopes import EventType, ObjectEvent, event_id
 from corral_model.longhorn import ObjectMeta, Volume
 from corral_model.subjects import object_subject, resync_subject
 from corral_watcher.events import EventEncoder
-from corral_watcher.wire import frame, header_block
 
 VOLUME = Volume(
     metadata=ObjectMeta(name="pvc.1", namespace="longhorn-system", uid="u-1", resource_version="42")
@@ -59,11 +59,11 @@ def _parse(data: bytes) -> tuple[list[bytes], bytes, bytes]:
 
 def test_frames_are_valid_hpub_with_the_message_id() -> None:
     payload = msgspec.json.encode({"x": "é" * 10})
-    parts, headers, body = _parse(frame(b"lh.obj.volume.ns.a", b"_INBOX.x.7", b"volume:u:1", None, payload))
+    parts, headers, body = _parse(frame("lh.obj.volume.ns.a", b"_INBOX.x.7", "volume:u:1", None, payload))
     assert parts[:3] == [b"HPUB", b"lh.obj.volume.ns.a", b"_INBOX.x.7"]
-    assert headers == header_block({"Nats-Msg-Id": "volume:u:1"})
+    assert headers == encode_headers({"Nats-Msg-Id": "volume:u:1"})
     assert body == payload
-    parts, headers, body = _parse(frame(b"s", b"r", b"id", tombstone_headers(60), payload))
-    assert headers == header_block({"Nats-Msg-Id": "id", **tombstone_headers(60)})
+    parts, headers, body = _parse(frame("s", b"r", "id", tombstone_headers(60), payload))
+    assert headers == encode_headers({"Nats-Msg-Id": "id", **tombstone_headers(60)})
     assert b"Nats-TTL: 60s\r\n" in headers and b"Nats-Rollup: sub\r\n" in headers
     assert body == payload

@@ -6,7 +6,7 @@ API summary (all async unless noted; see each module for the why)::
     await ensure_streams(bus.js, StreamSettings())          # the four streams of DESIGN.md, idempotent
     await bus.close()
 
-    pub = Publisher(bus, window=1024)                       # pipelined acks, bounded in-flight window
+    pub = Publisher(bus, window=1024)                       # pipelined acks (shared core: acks.AckPipeline)
     await pub.publish(subject, payload, msg_id=..., headers=None, ttl=None)   # fast while window has room
     await pub.flush()                                       # all acked, else raises PublishError(failures)
     await pub.close()                                       # stop listening for acks (flush first)

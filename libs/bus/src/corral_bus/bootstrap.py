@@ -10,6 +10,7 @@ its view is complete enough to decide on.
 If the server-side consumer is lost (server restarted, connection gone for long), it is re-created
 from the sequence after the last message handed out, so nothing is skipped and nothing repeated;
 lost during the snapshot, the snapshot starts over (a level-triggered view takes repeats in stride).
+A cancelled reading task always ends, even when nats-py swallowed the cancellation on its way.
 """
 
 from __future__ import annotations
@@ -138,7 +139,8 @@ class BootstrapReader:
             # Best effort and bounded: the server reaps an ephemeral consumer after its inactive
             # threshold anyway, and a close while NATS is away must not wait out a request timeout.
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.bus.js.delete_consumer(self.stream, consumer), _DELETE_WAIT_S)
+                async with asyncio.timeout(_DELETE_WAIT_S):  # not wait_for: see PullFeed.wait_arrival
+                    await self.bus.js.delete_consumer(self.stream, consumer)
 
     async def close(self) -> None:
         self._closed = True
@@ -167,6 +169,7 @@ class BootstrapReader:
         retry = 0.1
         idle = 0
         while not self._closed:
+            _raise_if_cancelled()
             try:
                 msg = await self._next()
                 retry = 0.1
@@ -202,6 +205,21 @@ class BootstrapReader:
                 bootstrap=bootstrap,
                 caught_up=caught_up,
             )
+
+
+def _raise_if_cancelled() -> None:
+    """Honour a cancellation of the reading task that something below swallowed.
+
+    Python 3.11's `asyncio.wait_for` (inside every nats-py request) returns a result that came in
+    as the task was cancelled, and nats-py's flush catches CancelledError and returns. Either way
+    the task is still marked as cancelling but runs on, and the next expiring `asyncio.timeout`
+    quietly takes the mark away. The reader's own pull wait was such a wait_for (now a timeout,
+    see PullFeed.wait_arrival): after a NATS restart a cancelled reader read on for ever (issue 19
+    part 4). This check makes the reader end whatever below it drops the cancellation.
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 async def follow(

@@ -1,69 +1,32 @@
-"""Publishing into JetStream with pipelined acknowledgements.
+"""Publishing into JetStream with pipelined acknowledgements, each message on its own.
 
-Waiting for each ack before sending the next message caps a Python publisher at a few thousand
-messages a second; sending without waiting for acks at all floods the server and loses messages
-without anyone noticing. The `Publisher` keeps a bounded window of messages in flight: `publish`
-returns as soon as the message is written while the window has room, and waits for acks once it is
-full. Every ack is checked; a missing ack is re-sent with the same `Nats-Msg-Id` (so the stream
-stores it once) until `give_up_after`; what still failed is raised by `flush`.
+The pipelining (a bounded window of messages in flight, every ack matched and checked) is the
+shared core in `corral_bus.acks`. What this publisher adds is its answer to a message that was not
+stored: a missing ack (lost in a reconnect) or a "JetStream unavailable" answer has the message
+re-sent with the same `Nats-Msg-Id` (so the stream stores it once) until `give_up_after`; any other
+refusal, and whatever was given up, is reported by `flush`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import msgspec
-from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
-from nats.errors import OutboundBufferLimitError
 from opentelemetry.trace import get_current_span
 
 from corral_bus import framing
+from corral_bus.acks import AckPipeline, Pending
 from corral_bus.connection import Bus
 from corral_bus.errors import PublishError, PublishFailure
-from corral_bus.streams import MSG_ID_HEADER, TTL_HEADER
+from corral_bus.streams import TTL_HEADER
 from corral_bus.tracing import inject_trace
 
 log = logging.getLogger("corral.bus.publisher")
 
 
-class _ApiError(msgspec.Struct):
-    code: int = 0
-    err_code: int = 0
-    description: str = ""
-
-
-class _PubAck(msgspec.Struct):
-    stream: str = ""
-    seq: int = 0
-    duplicate: bool = False
-    error: _ApiError | None = None
-
-
-_ack_decoder = msgspec.json.Decoder(_PubAck)
-
-
-@dataclass(slots=True)
-class _InFlight:
-    subject: str
-    payload: bytes
-    headers: dict[str, str] | None
-    msg_id: str
-    first_sent: float
-    deadline: float
-    frame: bytes | None
-    """The whole protocol frame (fast path), kept for re-sending."""
-    retries: int = 0
-    last_error: str = ""
-    last_sent: float = 0.0
-
-
-class Publisher:
+class Publisher(AckPipeline):
     """Pipelined, acknowledged, deduplicated publishing into JetStream.
 
     `await publish(...)` is fast while fewer than `window` messages await their ack;
@@ -87,41 +50,19 @@ class Publisher:
         give_up_after: float = 30.0,
         trace: bool = True,
     ) -> None:
-        if window < 1:
-            raise ValueError("window must be at least 1")
-        self._bus = bus
-        self._window = window
-        self._ack_timeout = ack_timeout
+        super().__init__(bus, window=window, ack_timeout=ack_timeout, check_every=min(0.1, ack_timeout / 4))
         self._give_up_after = give_up_after
         self._trace = trace
-        self._in_flight: dict[str, _InFlight] = {}
         self._failures: list[PublishFailure] = []
-        self._room = asyncio.Event()
-        self._room.set()
-        self._drained = asyncio.Event()
-        self._drained.set()
-        self._sub: Subscription | None = None
-        self._prefix = ""
-        self._next = 0
-        self._reaper: asyncio.Task[None] | None = None
-        self._starting: asyncio.Lock = asyncio.Lock()
-        self._fast = framing.fast_path(bus.nc)
         self._seen_reconnects = bus.reconnects
-        self.published = 0
-        self.duplicates = 0
+        # Only messages that needed more than one send have an entry (by token).
+        self._attempts: dict[int, _Attempts] = {}
+        self._retry_scheduled = False
 
     @property
-    def in_flight(self) -> int:
-        return len(self._in_flight)
-
-    async def _start(self) -> None:
-        async with self._starting:
-            if self._sub is not None:
-                return
-            nc = self._bus.nc
-            self._prefix = f"{nc.new_inbox()}."
-            self._sub = await nc.subscribe(f"{self._prefix}*", cb=self._on_ack, pending_msgs_limit=0)
-            self._reaper = asyncio.create_task(self._reap(), name=f"publisher-reaper-{self._bus.name}")
+    def published(self) -> int:
+        """Messages the stream acknowledged, duplicates included."""
+        return self.stored
 
     async def publish(
         self,
@@ -136,145 +77,89 @@ class Publisher:
 
         `msg_id` becomes `Nats-Msg-Id` (the stream drops a repeat within its dedup window);
         `ttl` becomes `Nats-TTL` (the stream must allow per-message TTLs, as LH_OBJECTS does).
+        A message that cannot be sent at all (closed connection, oversized payload, bad subject,
+        message id or header name) raises here and is not left in flight.
         """
-        if self._sub is None:
-            await self._start()
-        while len(self._in_flight) >= self._window:
-            self._room.clear()
-            await self._room.wait()
-        hdrs: dict[str, str] = dict(headers) if headers else {}
-        if msg_id:
-            hdrs[MSG_ID_HEADER] = msg_id
+        framing.check(subject, msg_id or "")
+        hdrs: dict[str, str] | None = dict(headers) if headers else None
         if ttl is not None:
+            hdrs = hdrs or {}
             hdrs[TTL_HEADER] = f"{max(1, round(ttl))}s"
         if self._trace and get_current_span().get_span_context().is_valid:
+            hdrs = hdrs or {}
             inject_trace(hdrs)
-        self._next += 1
-        token = str(self._next)
-        now = time.monotonic()
-        data = None
-        if self._fast:
-            encoded = framing.encode_headers(hdrs) if hdrs else None
-            data = framing.frame(subject, self._prefix + token, encoded, payload)
-        item = _InFlight(
-            subject, payload, hdrs or None, msg_id or "", now, now + self._ack_timeout, data, last_sent=now
-        )
-        self._in_flight[token] = item
-        self._drained.clear()
-        try:
-            await self._send(token, item)
-        except BaseException:
-            self._done(token)  # not sent (closed connection, oversized payload): the caller hears it
-            raise
+        await self._submit(subject, payload, msg_id or "", hdrs)
 
-    async def _send(self, token: str, item: _InFlight, *, wait: bool = True) -> bool:
-        """Write `item`; True once written. Disconnected with the buffer full, wait for the
-        connection (`wait`) or return False."""
-        nc = self._bus.nc
-        while True:
-            try:
-                if item.frame is not None:
-                    await framing.send(nc, item.frame, len(item.payload))
-                else:
-                    await nc.publish(item.subject, item.payload, self._prefix + token, item.headers)
-                return True
-            except OutboundBufferLimitError:
-                if not wait:
-                    return False
-                await self._bus.connected.wait()
+    def _attempts_of(self, token: int, item: Pending) -> _Attempts:
+        attempts = self._attempts.get(token)
+        if attempts is None:
+            attempts = self._attempts[token] = _Attempts(first_sent=item.sent_at)
+        return attempts
 
-    async def _on_ack(self, msg: Msg) -> None:
-        token = msg.subject[len(self._prefix) :]
-        item = self._in_flight.get(token)
-        if item is None:
-            return  # a late ack of a message already re-sent and acknowledged
-        if msg.headers and msg.headers.get("Status") == "503":
-            # No responders: no stream for the subject, or JetStream is (re)starting. Retry a while.
-            self._retry_soon(item, "no stream answered (JetStream unavailable or no stream for subject)")
-            return
-        data = msg.data
-        if b'"error"' not in data and b'"duplicate"' not in data and data.startswith(b'{"stream"'):
-            self.published += 1  # the common case, without decoding
-            self._done(token)
-            return
-        try:
-            ack = _ack_decoder.decode(data)
-        except msgspec.DecodeError as e:
-            self._fail(token, item, f"unreadable ack: {e}")
-            return
-        if ack.error is not None:
-            error = f"{ack.error.description} (err_code {ack.error.err_code})"
-            if ack.error.code == 503:
-                self._retry_soon(item, error)
-            else:
-                self._fail(token, item, error)
-            return
-        if ack.duplicate:
-            self.duplicates += 1
-        self.published += 1
-        self._done(token)
+    def _after_store(self, token: int, item: Pending) -> None:
+        if self._attempts:
+            self._attempts.pop(token, None)
 
-    def _retry_soon(self, item: _InFlight, error: str) -> None:
-        """Let the reaper re-send `item` after a short, growing delay (or give up on schedule)."""
-        item.last_error = error
-        item.deadline = time.monotonic() + min(self._ack_timeout, 0.05 * 2**item.retries)
-        item.retries += 1
+    def _refused(self, token: int, item: Pending, error: str, *, retryable: bool) -> None:
+        if not retryable:
+            self._fail(token, item, error)
+            return
+        # No responders, or JetStream (re)starting: re-send after a short, growing delay.
+        attempts = self._attempts_of(token, item)
+        attempts.last_error = error
+        attempts.retry_at = time.monotonic() + min(self._ack_timeout, 0.05 * 2**attempts.retries)
+        attempts.retries += 1
+        self._retry_scheduled = True
 
-    def _fail(self, token: str, item: _InFlight, error: str) -> None:
+    def _fail(self, token: int, item: Pending, error: str) -> None:
         log.warning("publish to %s [%s] failed: %s", item.subject, item.msg_id, error)
         self._failures.append(PublishFailure(item.subject, item.msg_id, error))
-        self._done(token)
+        self._attempts.pop(token, None)
+        self._forget(token)
 
-    def _done(self, token: str) -> None:
-        del self._in_flight[token]
-        if len(self._in_flight) < self._window:
-            self._room.set()
-        if not self._in_flight:
-            self._drained.set()
-
-    async def _reap(self) -> None:
-        """Re-send messages whose ack is overdue (lost in a reconnect); give up after a while."""
-        interval = min(0.1, self._ack_timeout / 4)
-        while True:
-            await asyncio.sleep(interval)
-            if not self._in_flight:
-                continue
-            try:
-                await self._reap_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # never let the reaper die: flush() relies on it
-                log.warning("publisher %s: re-sending failed: %s: %s", self._bus.name, type(e).__name__, e)
-
-    async def _reap_once(self) -> None:
+    async def _check(self, urgent: bool) -> None:
+        """Re-send what is overdue (ack lost in a reconnect, retry due); give up after a while."""
         now = time.monotonic()
-        if self._bus.reconnects != self._seen_reconnects and self._bus.nc.is_connected:
+        bus, pending, attempts = self._bus, self._pending, self._attempts
+        if bus.reconnects != self._seen_reconnects and bus.nc.is_connected:
             # Reconnected: what was written before the disconnect may be lost; re-send it now
             # rather than after its ack timeout (a duplicate is dropped by its Nats-Msg-Id).
-            self._seen_reconnects = self._bus.reconnects
-            for item in self._in_flight.values():
-                if item.last_sent <= self._bus.disconnected_at:
-                    item.deadline = now
-        else:
-            oldest = next(iter(self._in_flight.values()))
-            if oldest.first_sent + self._ack_timeout > now:
-                return  # every deadline is at least that far away: nothing is overdue yet
-        nc = self._bus.nc
-        for token, item in list(self._in_flight.items()):
-            if token not in self._in_flight:
+            self._seen_reconnects = bus.reconnects
+            for token, item in pending.items():
+                if item.sent_at <= bus.disconnected_at:
+                    self._attempts_of(token, item).retry_at = now
+            self._retry_scheduled = True
+        elif not self._retry_scheduled:
+            token, oldest = next(iter(pending.items()))
+            first_sent = attempts[token].first_sent if token in attempts else oldest.sent_at
+            if first_sent + self._ack_timeout > now:
+                return  # every message was first sent after it: nothing can be overdue yet
+        nc = bus.nc
+        retries_left = False
+        self._retry_scheduled = False  # a refusal while re-sending below sets it again
+        for token, item in list(pending.items()):
+            if token not in pending:
                 continue
             if nc.is_closed:
                 self._fail(token, item, "connection closed before the ack came")
-            elif now - item.first_sent >= self._give_up_after:
+                continue
+            tried = attempts.get(token)
+            if now - (tried.first_sent if tried else item.sent_at) >= self._give_up_after:
                 why = f"not stored within {self._give_up_after:g}s"
-                self._fail(token, item, f"{why}: {item.last_error}" if item.last_error else why)
-            elif item.deadline <= now and nc.is_connected:
-                item.deadline = now + self._ack_timeout
-                item.last_sent = now
-                why = item.last_error or "ack overdue"
-                log.debug("re-sending %s [%s]: %s", item.subject, item.msg_id, why)
-                if not await self._send(token, item, wait=False):
-                    return  # disconnected meanwhile: the next round tries again
+                self._fail(token, item, f"{why}: {tried.last_error}" if tried and tried.last_error else why)
+                continue
+            due = tried.retry_at if tried and tried.retry_at else item.sent_at + self._ack_timeout
+            if due > now or not nc.is_connected:
+                retries_left = retries_left or bool(tried and tried.retry_at)
+                continue
+            tried = self._attempts_of(token, item)
+            tried.retry_at = 0.0
+            log.debug("re-sending %s [%s]: %s", item.subject, item.msg_id, tried.last_error or "ack overdue")
+            if not await self._rewrite(token, item):
+                retries_left = True
+                break  # disconnected meanwhile: the next round tries again
+        if retries_left:
+            self._retry_scheduled = True
 
     async def flush(self) -> None:
         """Wait until every message published so far is acknowledged or given up (`give_up_after`).
@@ -282,20 +167,18 @@ class Publisher:
         Raises `PublishError` listing the messages that were not stored, and forgets them.
         Bound the wait with `asyncio.timeout` if needed.
         """
-        if self._in_flight:
-            await self._drained.wait()
+        await super().flush()
         if self._failures:
             failures, self._failures = self._failures, []
             raise PublishError(failures)
 
-    async def close(self) -> None:
-        """Stop listening for acks; call `flush` first to know that everything arrived."""
-        if self._reaper is not None:
-            self._reaper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reaper
-            self._reaper = None
-        if self._sub is not None:
-            with contextlib.suppress(Exception):
-                await self._sub.unsubscribe()
-            self._sub = None
+
+@dataclass(slots=True)
+class _Attempts:
+    """What the publisher remembers of a message sent more than once, or refused for now."""
+
+    first_sent: float
+    retry_at: float = 0.0
+    """When it is due again (0: after its ack timeout)."""
+    retries: int = 0
+    last_error: str = ""

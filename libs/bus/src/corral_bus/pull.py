@@ -84,8 +84,11 @@ class PullFeed:
 
     async def wait_arrival(self, wait: float) -> None:
         self._arrived.clear()
+        # Not asyncio.wait_for: on Python 3.11 it returns normally when the task is cancelled just
+        # as the event fires, and the cancellation is lost (the reader then read on for ever).
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._arrived.wait(), wait)
+            async with asyncio.timeout(wait):
+                await self._arrived.wait()
 
     def give_back(self) -> list[Msg]:
         """Everything received but not yet taken (to nak on shutdown)."""

@@ -1,0 +1,160 @@
+"""Every use of nats-py's private internals in corral, in one place, pinned to the versions checked.
+
+nats-py spends about 20 µs of CPU per acknowledged publish: subject and header validation with
+regular expressions, a header block rebuilt byte by byte, three coroutines per publish, and for every
+ack a `Msg` object, a queue hop and a task switch before the callback runs. At the rates corral
+publishes (the watcher: tens of thousands of events a second on a share of a CPU) that alone would
+cap it below its floor. So the pipelined publisher (`corral_bus.acks`) writes ready-made protocol
+frames into the client's own send buffer, where its flusher, reconnect buffering and ordering treat
+them exactly as a `publish` of its own, and takes the acks of its inbox subscription straight from
+the protocol parser, before nats-py builds anything for them.
+
+That needs private members of nats-py, listed below and nowhere else in corral: written against and
+checked on nats-py 2.16.0. `tests/unit/bus/test_natsinternals.py` fails when the installed nats-py
+is outside `SUPPORTED` or any member (and the signature it is called with) is missing, so upgrading
+nats-py fails a test rather than production. Should a client instance lack them anyway, `supported`
+says no and the publisher keeps to nats-py's public API: correct, only slower.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from nats.aio.client import Client
+from nats.aio.subscription import Subscription
+from nats.errors import ConnectionClosedError, ConnectionDrainingError, OutboundBufferLimitError
+
+SUPPORTED = ((2, 16), (2, 17))
+"""nats-py versions whose internals this module was checked against: at least the first, below
+the second. Widen it only after reading the new release's `Client` for every member below."""
+
+CLIENT_MEMBERS = (
+    "_pending",
+    "_pending_data_size",
+    "_max_pending_size",
+    "_flush_queue",
+    "_flush_pending",
+    "_process_msg",
+)
+"""Members of `nats.aio.client.Client` touched here (and only here)."""
+
+SUBSCRIPTION_MEMBERS = ("_id",)
+"""Members of `nats.aio.subscription.Subscription` touched here (and only here)."""
+
+AckHandler = Callable[[bytes, bytes, bytes | None], None]
+"""(reply subject the ack was sent to, payload, raw header block or None)"""
+
+
+def installed_version() -> tuple[int, ...]:
+    """The installed nats-py release as numbers (pre-release suffixes dropped)."""
+    from importlib.metadata import version  # only the test and diagnostics ask: keep imports light
+
+    numbers: list[int] = []
+    for part in version("nats-py").split(".")[:3]:
+        digits = "".join(c for c in part if c.isdigit())
+        if not digits:
+            break
+        numbers.append(int(digits))
+    return tuple(numbers)
+
+
+def version_supported() -> bool:
+    low, below = SUPPORTED
+    return low <= installed_version() < below
+
+
+def supported(nc: Client) -> bool:
+    """Whether this client instance has every member the fast path uses."""
+    return all(hasattr(nc, name) for name in CLIENT_MEMBERS)
+
+
+def subscription_id(sub: Subscription) -> int:
+    """The sid the server tags this subscription's messages with."""
+    sid: int = sub._id
+    return sid
+
+
+def buffer_full(nc: Client, size: int) -> bool:
+    """Whether `size` more bytes would not fit the client's reconnect buffer (what makes nats-py's
+    own `publish` raise OutboundBufferLimitError while disconnected)."""
+    limit: int = nc._max_pending_size
+    return limit <= 0 or size + nc.pending_data_size > limit
+
+
+async def write(nc: Client, frames: list[bytes]) -> None:
+    """Queue protocol frames for the client's flusher, as its `publish` does after validating;
+    raises what `publish` raises for a closed, draining or (while disconnected) full client.
+    Payload sizes are the caller's to check."""
+    if nc.is_closed:
+        raise ConnectionClosedError
+    if nc.is_draining_pubs:
+        raise ConnectionDrainingError
+    size = sum(map(len, frames))
+    if not nc.is_connected and buffer_full(nc, size):
+        raise OutboundBufferLimitError
+    client: Any = nc
+    client._pending.extend(frames)
+    client._pending_data_size += size
+    nc.stats["out_msgs"] += len(frames)
+    nc.stats["out_bytes"] += size  # framing included: counting payloads alone would cost per message
+    if client._max_pending_size > 0 and client._pending_data_size > client._max_pending_size:
+        await client._flush_pending(force_flush=True)  # what `publish` does past its buffer limit
+    elif client._flush_queue is not None and client._flush_queue.empty():
+        await client._flush_pending()  # wake the flusher unless a wake-up is already queued
+
+
+class _Router:
+    """The one replacement of a client's `_process_msg`: messages of routed sids go to their
+    handler in place; everything else goes through nats-py as before."""
+
+    def __init__(self, nc: Client) -> None:
+        client: Any = nc
+        self.nc = client
+        self.routes: dict[int, AckHandler] = {}
+        original: Callable[..., Awaitable[None]] = client._process_msg
+        routes = self.routes
+        # The parser awaits what _process_msg returns: an already finished future costs nothing to
+        # await, where a coroutine per ack would be created, run and thrown away.
+        finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        finished.set_result(None)
+
+        def process_msg(
+            sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None
+        ) -> Awaitable[None]:
+            handler = routes.get(sid)
+            if handler is None:
+                return original(sid, subject, reply, data, headers)
+            handler(subject, data, headers)
+            return finished
+
+        client._process_msg = process_msg
+
+    def remove(self) -> None:
+        # The wrapper is an instance attribute shadowing the method: deleting it restores nats-py's.
+        del self.nc._process_msg
+
+
+_routers: weakref.WeakKeyDictionary[Client, _Router] = weakref.WeakKeyDictionary()
+
+
+def route_acks(nc: Client, sub: Subscription, handler: AckHandler) -> None:
+    """Deliver `sub`'s messages to `handler(subject, data, raw headers)` inside the protocol parser
+    (no `Msg`, no task); call from the running event loop. The handler must not raise."""
+    router = _routers.get(nc)
+    if router is None:
+        router = _routers[nc] = _Router(nc)
+    router.routes[subscription_id(sub)] = handler
+
+
+def unroute_acks(nc: Client, sub: Subscription) -> None:
+    """Give `sub`'s messages back to nats-py; the last route gone restores the client untouched."""
+    router = _routers.get(nc)
+    if router is None:
+        return
+    router.routes.pop(subscription_id(sub), None)
+    if not router.routes:
+        router.remove()
+        del _routers[nc]
