@@ -261,6 +261,7 @@ class Simulator:
                     self.view.remove(write.kind, write.name, resource_version(answer))
         except client.ApiException as error:
             self.write_errors += 1
+            self._forget_refused(write)
             if error.status in _STALE:
                 log.debug(
                     "%s %s/%s refused (%s): will look again", write.verb, write.kind, write.name, error.status
@@ -274,8 +275,16 @@ class Simulator:
             self._retry_at = self.clock.now()
         except (OSError, TimeoutError) as error:
             self.write_errors += 1
+            self._forget_refused(write)
             log.warning("%s %s/%s failed (%s); retrying", write.verb, write.kind, write.name, error)
             self._retry_at = self.clock.now()
+
+    def _forget_refused(self, write: Write) -> None:
+        """A refused patch changed nothing on the server: the view goes back to the object as observed
+        (unless something newer arrived meanwhile), so the next round redoes the change instead of
+        believing it made."""
+        if write.observed is not None:
+            self.view.upsert(write.kind, write.observed)
 
     async def _resync(self) -> None:
         while not self._stopping:
