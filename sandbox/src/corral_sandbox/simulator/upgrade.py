@@ -171,16 +171,11 @@ def step_live_upgrade(
                 return
     if not live_upgrade_allowed(ctx, scope, old, new):
         return
-    dropped = False
-    for replica in inactive:
-        if spec(replica).get("image") != new:
-            ctx.delete("replica", replica, "live upgrade retargeted")
-            dropped = True
-        elif broken(replica):
-            ctx.delete("replica", replica, "live upgrade: new replica failed, make another")
-            dropped = True
-    if dropped:
-        return  # its replacement is made once it is seen gone, never beside it
+    retargeted = [r for r in inactive if spec(r).get("image") != new]
+    for replica in retargeted:
+        ctx.delete("replica", replica, "live upgrade retargeted")
+    if retargeted:
+        return
     twins = make_twins(ctx, scope, new, "live upgrade: new replica")
     if not twins:
         return
@@ -197,9 +192,19 @@ def make_twins(ctx: ReconcileContext, scope: VolumeScope, image: str, reason: st
 
     A data path that already holds a replica on `image` (inactive, or already switched active by an
     earlier swap) gets none, so however many rounds run and whichever writes were lost, there is never
-    more than one new replica per old one.
+    more than one new replica per old one. A new replica that failed is deleted, and its replacement
+    made only once it is seen gone, never beside it.
     """
-    on_image = {data_path(r): r for r in scope.live() if spec(r).get("image") == image}
+    on_image: dict[tuple[str, str], Obj] = {}
+    failing: set[tuple[str, str]] = set()
+    for replica in scope.live():
+        if spec(replica).get("image") != image:
+            continue
+        if broken(replica) and not is_active(replica):
+            ctx.delete("replica", replica, f"{reason} failed, make another")
+            failing.add(data_path(replica))
+        else:
+            on_image[data_path(replica)] = replica
     sources = [
         r
         for r in scope.active()
@@ -207,23 +212,25 @@ def make_twins(ctx: ReconcileContext, scope: VolumeScope, image: str, reason: st
     ]
     matched: list[Obj] = []
     for source in sources:
-        twin = on_image.get(data_path(source))
-        if twin is None:
+        path = data_path(source)
+        twin = on_image.get(path)
+        if twin is None and path not in failing:
             twin = objects.replica(
                 scope.volume,
                 ctx.namespace,
                 name=f"{scope.name}-r-{ctx.new_suffix()}",
-                node_id=spec(source).get("nodeID", ""),
+                node_id=path[0],
                 image=image,
                 active=False,
                 healthy_at=spec(source).get("healthyAt", ""),
-                data_directory=data_path(source)[1],
+                data_directory=path[1],
             )
             twin["spec"]["desireState"] = "running"
             ctx.create("replica", twin, reason)
-            on_image[data_path(source)] = twin
-        matched.append(twin)
-    ready = all(running(r) and status(r).get("currentImage") == image for r in matched)
+            on_image[path] = twin
+        if twin is not None:
+            matched.append(twin)
+    ready = not failing and all(running(r) and status(r).get("currentImage") == image for r in matched)
     return matched if ready else None
 
 
@@ -240,7 +247,10 @@ def swap_replicas(ctx: ReconcileContext, scope: VolumeScope, image: str) -> bool
     ]
     usable = [r for r in fresh if not broken(r) and running(r) and status(r).get("currentImage") == image]
     if not usable:
-        return False  # nothing to switch to (yet): the old replicas keep serving
+        # nothing to switch to: the new replicas are gone (or fell back to the old image while the
+        # volume was detached). Make them again; the old replicas keep serving meanwhile
+        make_twins(ctx, scope, image, "replica follows the engine image")
+        return False
     keep = {r["metadata"]["name"] for r in fresh}
     others = [r for r in scope.live() if r["metadata"]["name"] not in keep]
     done = not others and all(is_active(r) for r in fresh)
