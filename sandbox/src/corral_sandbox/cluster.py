@@ -6,6 +6,9 @@ webhooks, a seeded Longhorn-like cluster and the simulator playing Longhorn's co
         cluster.simulator.faults  # data-plane faults;  cluster.emulator.faults: API faults
         cluster.manager_url       # longhorn-manager's REST API (manual engine upgrade), manager_api.py
 
+From another process both kinds of fault are at `<url>/_sandbox/` (`SandboxControl`, control.py):
+the emulator's own endpoints and the simulator's, mounted at `/_sandbox/simulator`.
+
 Start-up order: emulator → webhooks → the seed's base objects through the API → a stepped bootstrap
 on a manual clock until quiet → the background simulator (on `clock`, a WallClock by default) →
 longhorn-manager's REST API → the public kubeconfig written last and atomically, so whoever waits
@@ -27,6 +30,7 @@ from corral_sandbox.emulator.kubeconfig import write_kubeconfig
 from corral_sandbox.seeds import Seed, apply_seed, bootstrap, default_seed
 from corral_sandbox.simulator import Clock, SimConfig, Simulator, WallClock
 from corral_sandbox.simulator.admission import LonghornWebhooks
+from corral_sandbox.simulator.control import MOUNT, SimulatorControl
 from corral_sandbox.simulator.manager_api import LonghornManagerAPI
 
 
@@ -109,6 +113,7 @@ class SandboxCluster:
         booted = await bootstrap(self._api, self.seed, self.config)
         self.bootstrap_digest = booted.digest()
         self._simulator = Simulator(self._api, self.config, self._clock or WallClock(), rng=booted.rng)
+        emulator.mount_control(MOUNT, SimulatorControl(self._simulator))
         if self._background:
             await self._simulator.start()
         else:

@@ -39,6 +39,30 @@ async def test_write_faults(
     await patch_volume(kube_api, "v", {"spec": {"size": "1"}})
 
 
+async def test_conflicts_never_turn_a_create_into_another_fault(
+    kube_api: client.ApiClient, emulator: Emulator
+) -> None:
+    """A create cannot conflict, so the conflict share of the roll is not handed on to 429/500: with
+    every update conflicting and no throttling, every create still goes through."""
+    emulator.faults.update({"conflict_rate": 1.0, "seed": 7})
+    for i in range(20):
+        await create_volume(kube_api, f"v{i}")
+    with pytest.raises(ApiException) as raised:
+        await patch_volume(kube_api, "v0", {"spec": {"size": "1"}})
+    assert raised.value.status == 409
+    emulator.faults.update({"conflict_rate": 0.5, "throttle_rate": 0.25})
+    codes = []
+    for i in range(200):
+        try:
+            await create_volume(kube_api, f"w{i}")
+            codes.append(201)
+        except ApiException as error:
+            codes.append(error.status)
+    assert set(codes) == {201, 429}
+    # creates see only the throttle band: about a quarter of them, not three quarters
+    assert 20 <= codes.count(429) <= 80, codes.count(429)
+
+
 async def test_faults_apply_only_to_chosen_resources(kube_api: client.ApiClient, emulator: Emulator) -> None:
     """Sandbox knob: `plurals` limits write faults to some resource types."""
     emulator.faults.update({"error_rate": 1.0, "plurals": ["engines"]})

@@ -1,9 +1,11 @@
 """Property test of the reconcile core: any sequence of operator actions and faults on a small cluster
-settles into the state the specs ask for, with reference counts that match the objects."""
+settles into the state the specs ask for, with reference counts that match the objects — also when the
+API server refuses a share of the controllers' writes while the script runs."""
 
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -31,11 +33,30 @@ action = st.one_of(
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(action, max_size=12))
 def test_any_script_settles_into_what_the_specs_ask(script: list[tuple[str, str, object]]) -> None:
-    world = World(config=SimConfig(seed=1))
+    settles_into_what_the_specs_ask(script)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(action, max_size=12), st.integers(0, 2**32 - 1))
+def test_any_script_losing_writes_settles_into_what_the_specs_ask(
+    script: list[tuple[str, str, object]], lose_seed: int
+) -> None:
+    """A third of the controllers' writes refused while the script runs (none after): every controller
+    redoes what is missing, so the end state is the same, and no volume ever holds more than twice the
+    replicas it asks for (Longhorn's own bound: a live upgrade's new replicas beside the old ones)."""
+    settles_into_what_the_specs_ask(script, lose_rate=0.3, lose_seed=lose_seed)
+
+
+def settles_into_what_the_specs_ask(
+    script: list[tuple[str, str, object]], *, lose_rate: float = 0.0, lose_seed: int = 0
+) -> None:
+    world = World(config=SimConfig(seed=1), lose_seed=lose_seed)
     world.put("engineimage", objects.engine_image(IMAGES[1], "longhorn-system"))
     for name in VOLUMES:
         world.put("volume", objects.volume(name, "longhorn-system", image=IMAGES[0], replicas=2))
     world.settle()
+    world.lose_rate = lose_rate
+    most = dict.fromkeys(VOLUMES, 2)
     for verb, volume, arg in script:
         if verb == "attach":
             world.patch("volume", volume, {"spec": {"nodeID": arg}})
@@ -59,12 +80,25 @@ def test_any_script_settles_into_what_the_specs_ask(script: list[tuple[str, str,
         for _ in range(int(str(arg)) if verb == "tick" else 1):
             world.round()
             world.now += 0.05
+            for name in VOLUMES:
+                # extra healthy replicas are kept when the count is lowered: the most ever asked for
+                wanted = most[name] = max(
+                    most[name], int(world.get("volume", name)["spec"]["numberOfReplicas"])
+                )
+                # a failed replica waits out staleReplicaTimeout beside the rest: not counted
+                live = [
+                    r
+                    for r in replicas_of(world, name)
+                    if not r["metadata"].get("deletionTimestamp") and not r["spec"].get("failedAt")
+                ]
+                assert len(live) <= 2 * wanted, f"{name}: {len(live)} live replicas, at most {wanted} wanted"
+    world.lose_rate = 0.0
     world.settle(horizon=600)
 
     for name in VOLUMES:
         observed = world.get("volume", name)
         vspec, vstatus = observed["spec"], observed["status"]
-        replicas = [r for r in world.view.all("replica") if r["spec"]["volumeName"] == name]
+        replicas = replicas_of(world, name)
         # an attached volume that cannot place all its replicas is degraded and never starts a live
         # upgrade (Longhorn's rule); every other volume finishes the one it was asked for
         degraded = bool(vspec["nodeID"]) and vspec["numberOfReplicas"] > len(NODES)
@@ -96,3 +130,7 @@ def test_any_script_settles_into_what_the_specs_ask(script: list[tuple[str, str,
         ei = world.get("engineimage", objects.engine_image_name(image))
         assert ei["status"]["refCount"] == references[image]
         assert bool(ei["status"]["noRefSince"]) == (references[image] == 0)
+
+
+def replicas_of(world: World, volume: str) -> list[dict[str, Any]]:
+    return [r for r in world.view.all("replica") if r["spec"]["volumeName"] == volume]

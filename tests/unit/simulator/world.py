@@ -1,12 +1,18 @@
 """A pure, in-memory stand-in for the API server, just enough to run the simulator's reconcile core
 round after round in unit tests: writes are applied to a ClusterView directly (merge patches,
 resourceVersions, finalizer-aware deletes). Only the core is under test here; the real wire is
-exercised by tests/integration/simulator."""
+exercised by tests/integration/simulator.
+
+`lose_rate` makes the stand-in refuse that share of the writes (each on its own, seeded), the way an
+API server answering 409/429/500 does: a refused write changes nothing and the controllers only see
+it as an object that did not change.
+"""
 
 from __future__ import annotations
 
 import copy
 import random
+from collections.abc import Callable
 from typing import Any
 
 from corral_sandbox.seeds import Seed, base_objects, default_seed, resized
@@ -28,7 +34,14 @@ def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
 
 
 class World:
-    def __init__(self, seed: Seed | None = None, config: SimConfig | None = None) -> None:
+    def __init__(
+        self,
+        seed: Seed | None = None,
+        config: SimConfig | None = None,
+        *,
+        lose_rate: float = 0.0,
+        lose_seed: int = 0,
+    ) -> None:
         self.seed = seed or resized(default_seed(), nodes=3, volumes=0)
         self.config = config or SimConfig(seed=self.seed.seed, images=self.seed.image_profiles)
         self.view = ClusterView.empty()
@@ -37,6 +50,11 @@ class World:
         self.now = 0.0
         self.rv = 0
         self.log: list[Write] = []
+        self.lost: list[Write] = []
+        self.lose_rate = lose_rate
+        # when set, decides alone which writes are refused (a scripted fault instead of dice)
+        self.losing: Callable[[Write], bool] | None = None
+        self._losing = random.Random(lose_seed)
         for kind, obj in base_objects(self.seed):
             self.put(kind, obj)
 
@@ -73,6 +91,12 @@ class World:
     def round(self) -> RoundResult:
         result = reconcile(self.view, self.memory, self.config, self.now, "2026-01-01T00:00:00Z", self.rng)
         for write in result.writes:
+            lost = self.losing(write) if self.losing else self._losing.random() < self.lose_rate
+            if lost:
+                self.lost.append(write)
+                if write.observed is not None:
+                    self.view.upsert(write.kind, write.observed)  # as the runner does on a refusal
+                continue
             self.log.append(write)
             if write.verb == "create":
                 assert write.body is not None

@@ -3,7 +3,8 @@ the foreground until Ctrl-C, for `make run`, demos and trying corral's services 
 
 It prints `kubeconfig: <path>` once the seeded cluster is ready (the file appears at that moment,
 atomically), `longhorn-manager: <url>` (the manager REST API), then `READY <url>`; SIGINT or SIGTERM
-shuts it down cleanly with exit status 0.
+shuts it down cleanly with exit status 0. `corral sandbox fault …` (sandbox_fault.py) injects faults
+into it from another shell.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import signal
 import sys
 from pathlib import Path
 from typing import Any
+
+from corral_cli import sandbox_fault
 
 DEFAULT_KUBECONFIG = Path("run/sandbox/kubeconfig")
 
@@ -49,6 +52,7 @@ def register(subparsers: Any) -> None:
         help="an engine image a live upgrade never completes to (repeatable)",
     )
     up.set_defaults(func=run_up)
+    sandbox_fault.register(actions, DEFAULT_KUBECONFIG)
 
 
 def run_up(args: argparse.Namespace) -> int:

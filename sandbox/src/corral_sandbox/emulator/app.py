@@ -48,6 +48,8 @@ class Emulator:
         self.store = Store(history_size=history_size, write_log=self.write_log)
         self._watch_state = WatchState(self.faults, bookmark_interval_s, first_bookmark_s)
         self._api = ApiServer(self.store, self.faults, self._watch_state)
+        # extra `/_sandbox/<name>/…` endpoints (see mount_control)
+        self.control_mounts: dict[str, control.ControlMount] = {}
         self._api.control = control.handler(self)
         self._http: HttpServer | None = None
         self.url = ""
@@ -131,6 +133,14 @@ class Emulator:
         self.store.admission.add_mutating(
             group, plural, MutatingHook(fn, name or f"mutator.{group or 'core'}", include_status)
         )
+
+    def mount_control(self, name: str, mount: control.ControlMount) -> None:
+        """Serve `/_sandbox/<name>/…` with `mount(method, path below it, JSON body)`, which answers with
+        a Reply now or a coroutine (raise `errors.ApiError` to refuse): how the sandbox exposes the
+        Longhorn simulator's faults on the API server's own control surface."""
+        if name in ("faults", "compact", "writes", "load", "stats"):
+            raise ValueError(f"/_sandbox/{name} is the emulator's own")
+        self.control_mounts[name] = mount
 
     # --- oracles (tests read the truth here, never to feed the code under test) -----------------------
 

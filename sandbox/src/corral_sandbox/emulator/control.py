@@ -7,24 +7,30 @@ take", so these endpoints do, and `EmulatorControl` calls them:
 * `POST /_sandbox/compact`: forget the watch history (older resourceVersions get 410);
 * `GET/DELETE /_sandbox/writes`: the write log (filters: verb, plural, namespace, name, dry_run, since);
 * `POST /_sandbox/load`: create-or-replace objects as given, status included (seeding, benchmarks);
-* `GET /_sandbox/stats`: resourceVersion, object counts, open watches, events sent.
+* `GET /_sandbox/stats`: resourceVersion, object counts, open watches, events sent;
+* `/_sandbox/<mount>/…`: whatever was mounted there with `Emulator.mount_control` (the sandbox mounts
+  the Longhorn simulator's faults at `/_sandbox/simulator`), so one URL reaches every knob.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import aiohttp
 import msgspec
 
 from corral_sandbox.emulator import errors
-from corral_sandbox.emulator.http import Query, Reply, Request
+from corral_sandbox.emulator.http import Handled, Query, Reply, Request
 from corral_sandbox.emulator.store import decode, encode
 from corral_sandbox.emulator.writelog import WriteRecord
 
 if TYPE_CHECKING:
     from corral_sandbox.emulator.app import Emulator
+
+
+# a mounted control: (method, the path below the mount point, decoded JSON body) → the answer
+ControlMount: TypeAlias = Callable[[str, str, Any], Handled]
 
 
 def _ok(doc: Any) -> Reply:
@@ -46,14 +52,17 @@ def _write_filters(query: Query) -> dict[str, Any]:
     return filters
 
 
-def handler(emulator: Emulator) -> Callable[[Request], Reply]:
-    def handle(request: Request) -> Reply:
+def handler(emulator: Emulator) -> Callable[[Request], Handled]:
+    def handle(request: Request) -> Handled:
         what = request.path.removeprefix("/_sandbox").strip("/")
         method = request.method
         try:
             body = decode(request.body) if request.body else {}
         except msgspec.DecodeError as e:
             raise errors.bad_request(f"couldn't decode the request body: {e}") from None
+        mount, _, below = what.partition("/")
+        if mount in emulator.control_mounts:
+            return emulator.control_mounts[mount](method, below, body)
         if what == "faults":
             if method == "POST":
                 if not isinstance(body, dict):
@@ -141,6 +150,10 @@ class EmulatorControl:
     async def stats(self) -> dict[str, Any]:
         result: dict[str, Any] = await self._call("GET", "stats")
         return result
+
+    async def call(self, method: str, what: str, body: Any = None) -> Any:
+        """Any `/_sandbox/<what>` endpoint, e.g. one mounted by the sandbox (`simulator/stall`)."""
+        return await self._call(method, what, body)
 
     async def close(self) -> None:
         if self._session is not None:

@@ -82,18 +82,25 @@ class Faults:
         return bool(self.conflict_rate or self.throttle_rate or self.error_rate)
 
     def write_fault(self, rt: ResourceType, name: str, *, creating: bool = False) -> ApiError | None:
-        """The injected refusal for this write, if the dice say so (a create is never a Conflict: the
-        apiserver only answers that to writes against an existing object's resourceVersion)."""
+        """The injected refusal for this write, if the dice say so.
+
+        One roll, split into consecutive bands of the rates that apply. A create is never a Conflict
+        (the apiserver only answers that to writes against an existing object's resourceVersion), so
+        for a create the conflict band is left out altogether rather than passed on to the next
+        band: with `conflict_rate=1` and nothing else, creates succeed instead of being throttled.
+        """
         if not self.writes_faulty or (self.plurals and rt.plural not in self.plurals):
             return None
         roll = self._random.random()
-        if roll < self.conflict_rate and not creating:
-            return conflict(
-                rt,
-                name,
-                "the object has been modified; please apply your changes to the latest version and try again",
-            )
-        roll -= self.conflict_rate
+        if not creating:
+            if roll < self.conflict_rate:
+                return conflict(
+                    rt,
+                    name,
+                    "the object has been modified; please apply your changes to the latest version and"
+                    " try again",
+                )
+            roll -= self.conflict_rate
         if roll < self.throttle_rate:
             return too_many_requests(self.retry_after_s)
         roll -= self.throttle_rate

@@ -89,7 +89,7 @@ class ApiServer:
         self.faults = faults
         self.watch_state = watch_state
         self.server_address = ""
-        self.control: Callable[[Request], Reply] | None = None  # the /_sandbox handler, set by the Emulator
+        self.control: Callable[[Request], Handled] | None = None  # the /_sandbox handler, set by the Emulator
 
     def handle(self, request: Request) -> Handled:
         """Answer now (a Reply) or later (a coroutine), the way `http.Connection` expects."""
@@ -137,8 +137,7 @@ class ApiServer:
         if path.startswith("/api"):
             return self._api(request, path)
         if path.startswith("/_sandbox") and self.control is not None:
-            reply: Reply = self.control(request)
-            return reply
+            return self.control(request)
         if path.rstrip("/") == "/version":
             return _json_response(encode(discovery.KUBE_VERSION))
         if path in ("/healthz", "/livez", "/readyz"):

@@ -5,6 +5,10 @@ Timers are the one piece of memory the controllers keep: `ctx.waited(key, second
 the first time a condition is seen and reports whether it has lasted long enough. A timer nobody
 asks about in a round is dropped, so when the condition goes away the wait starts over next time,
 the way a controller restart or a changed object resets real Longhorn's progress.
+
+A patch is applied to the round's view at once (so later controllers in the round see it), but the
+object as it was observed is kept with the write: if the server refuses the write (409/429/500, a
+cut connection), the runner puts that back, and the next round decides from what the server holds.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Any
 
 from corral_sandbox.simulator.config import SimConfig
 from corral_sandbox.simulator.view import ClusterView, Obj
-from corral_sandbox.simulator.writes import Write, diff_fields
+from corral_sandbox.simulator.writes import Verb, Write, diff_fields
 
 
 @dataclass
@@ -48,6 +52,8 @@ class ReconcileContext:
     # objects whose reconcile failed this round (malformed input): reported, skipped, never fatal
     errors: list[str] = field(default_factory=list)
     touched: set[str] = field(default_factory=set)
+    # (kind, name) → the object as observed before this round's first local change to it
+    observed: dict[tuple[str, str], Obj] = field(default_factory=dict)
 
     @property
     def namespace(self) -> str:
@@ -94,22 +100,26 @@ class ReconcileContext:
 
     def patch_status(self, kind: str, obj: Obj, wanted: dict[str, Any], reason: str) -> None:
         """Merge-patch the status subresource so the listed status fields hold `wanted`."""
-        patch = diff_fields(obj.get("status") or {}, wanted)
-        if patch:
-            self.writes.append(Write("status", kind, obj["metadata"]["name"], {"status": patch}, reason))
-            _apply_locally(obj, "status", patch)
+        self._patch("status", kind, obj, "status", wanted, reason)
 
     def patch_spec(self, kind: str, obj: Obj, wanted: dict[str, Any], reason: str) -> None:
-        patch = diff_fields(obj.get("spec") or {}, wanted)
-        if patch:
-            self.writes.append(Write("patch", kind, obj["metadata"]["name"], {"spec": patch}, reason))
-            _apply_locally(obj, "spec", patch)
+        self._patch("patch", kind, obj, "spec", wanted, reason)
 
     def patch_metadata(self, kind: str, obj: Obj, wanted: dict[str, Any], reason: str) -> None:
-        patch = diff_fields(obj.get("metadata") or {}, wanted)
-        if patch:
-            self.writes.append(Write("patch", kind, obj["metadata"]["name"], {"metadata": patch}, reason))
-            _apply_locally(obj, "metadata", patch)
+        self._patch("patch", kind, obj, "metadata", wanted, reason)
+
+    def _patch(
+        self, verb: Verb, kind: str, obj: Obj, section: str, wanted: dict[str, Any], reason: str
+    ) -> None:
+        patch = diff_fields(obj.get(section) or {}, wanted)
+        if not patch:
+            return
+        key = (kind, obj["metadata"]["name"])
+        observed = self.observed.get(key)
+        if observed is None:
+            observed = self.observed[key] = copy.deepcopy(obj)
+        self.writes.append(Write(verb, kind, key[1], {section: patch}, reason, observed=observed))
+        _apply_locally(obj, section, patch)
 
     def new_suffix(self) -> str:
         return f"{self.rng.getrandbits(32):08x}"

@@ -3,12 +3,16 @@ stall them, restart them (losing their in-memory progress), slow their writes, k
 process, fail a replica, restart an instance-manager container.
 
 API-level faults (latency, 409/429/5xx, cut watches) belong to the emulator (`emu.faults`); these are
-the data-plane side.
+the data-plane side. Both are reachable from another process through `/_sandbox/` (control.py here,
+the emulator's control.py there), and `clear()` undoes every fault held here.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from kubernetes_asyncio import client
 
 from corral_sandbox.simulator.objects import engine_name
 from corral_sandbox.simulator.reconcile import CONTROLLERS
@@ -17,10 +21,40 @@ if TYPE_CHECKING:
     from corral_sandbox.simulator.runner import Simulator
 
 
+# API answers that say "try again": the emulator's injected faults among them
+_TRANSIENT = {409, 429, 500, 503}
+_NODE_WRITE_SECONDS = 10.0
+_RETRY_SECONDS = 0.05
+
+
 class SimFaults:
     def __init__(self, simulator: Simulator) -> None:
         self._sim = simulator
         self.write_delay_seconds = 0.0
+        # nodes made NotReady here, so `clear()` knows which to bring back
+        self.not_ready: set[str] = set()
+
+    def state(self) -> dict[str, Any]:
+        """What is held now (for `GET /_sandbox/simulator` and `corral sandbox fault show`)."""
+        memory = self._sim.memory
+        return {
+            "stalled": sorted(self._sim.paused),
+            "slowWritesSeconds": self.write_delay_seconds,
+            "notReadyNodes": sorted(self.not_ready),
+            "enginesToCrash": sorted(memory.crash_engines),
+            "replicasToFail": sorted(memory.fail_replicas),
+        }
+
+    async def clear(self) -> None:
+        """Undo every fault held here: controllers resumed, writes at full speed, nodes Ready again,
+        crashes not yet carried out dropped. (What a fault already did — a crashed engine, a failed
+        replica — the simulated controllers repair as Longhorn would.)"""
+        self.write_delay_seconds = 0.0
+        self._sim.memory.crash_engines.clear()
+        self._sim.memory.fail_replicas.clear()
+        for node in sorted(self.not_ready):
+            await self.set_node_ready(node, True)
+        self.resume()
 
     def stall(self, *controllers: str) -> None:
         """Stop the named controllers (all when none named) from acting until `resume`."""
@@ -61,18 +95,41 @@ class SimFaults:
     async def set_node_ready(self, node: str, ready: bool) -> None:
         """Node NotReady (or Ready again): the Longhorn node's and the kube node's Ready condition,
         written through the API like the node controller and kubelet would. Its instance manager goes
-        `unknown`, the instances in it fail, and volumes react (SIM-FAULT node NotReady)."""
+        `unknown`, the instances in it fail, and volumes react (SIM-FAULT node NotReady).
+
+        A fault is the one write here that must not be lost: one the API server refuses (injected
+        409/429/500) is tried again, for up to `_NODE_WRITE_SECONDS`."""
         flag = "True" if ready else "False"
         for kind in ("node", "kubenode"):
+            if self._sim.view.get(kind, node) is None:
+                raise KeyError(f"no {kind} {node}")
+        for kind in ("node", "kubenode"):
+            await self._write_ready(kind, node, flag, "" if ready else "KubernetesNodeNotReady")
+        if ready:
+            self.not_ready.discard(node)
+        else:
+            self.not_ready.add(node)
+        self._sim.wake()
+
+    async def _write_ready(self, kind: str, node: str, flag: str, reason: str) -> None:
+        deadline = asyncio.get_running_loop().time() + _NODE_WRITE_SECONDS
+        while True:
             obj = self._sim.view.get(kind, node)
             if obj is None:
                 raise KeyError(f"no {kind} {node}")
             conditions = [c for c in obj.get("status", {}).get("conditions", []) if c.get("type") != "Ready"]
-            reason = "" if ready else "KubernetesNodeNotReady"
             conditions.insert(0, {"type": "Ready", "status": flag, "reason": reason})
-            answer = await self._sim.io.patch(kind, node, {"status": {"conditions": conditions}}, status=True)
+            try:
+                answer = await self._sim.io.patch(
+                    kind, node, {"status": {"conditions": conditions}}, status=True
+                )
+            except client.ApiException as error:
+                if error.status not in _TRANSIENT or asyncio.get_running_loop().time() > deadline:
+                    raise
+                await asyncio.sleep(_RETRY_SECONDS)
+                continue
             self._sim.view.upsert(kind, answer)
-        self._sim.wake()
+            return
 
     def slow_writes(self, seconds: float) -> None:
         """Every simulator write waits this long first (a slow controller, not a slow API)."""

@@ -79,10 +79,11 @@ def _reconcile_instance(
         return
     crash_set = ctx.memory.crash_engines if kind == "engine" else ctx.memory.fail_replicas
     if name in crash_set:
-        crash_set.discard(name)
         if current in ("running", "starting"):
+            # kept until the error is seen: a refused write must not swallow the fault
             ctx.patch_status(kind, obj, {"currentState": "error"}, f"{kind} process killed (fault)")
             return
+        crash_set.discard(name)  # seen dead (or there was no process to kill)
     im_name = istatus.get("instanceManagerName", "")
     if current in ("running", "starting") and im_name and im_name not in running_managers:
         ctx.patch_status(kind, obj, {"currentState": "error"}, f"{kind} lost its instance manager")

@@ -63,6 +63,9 @@ class KubeIO:
         items = answer.get("items", []) or []
         return items, str(answer.get("metadata", {}).get("resourceVersion", ""))
 
+    async def get(self, kind: str, name: str) -> Obj:
+        return await self._call("GET", f"{collection_path(kind, self._namespace)}/{name}")
+
     async def create(self, kind: str, obj: Obj) -> Obj:
         return await self._call("POST", collection_path(kind, self._namespace), body=obj)
 

@@ -78,7 +78,12 @@ def coalesce(writes: list[Write]) -> list[Write]:
             held = result[index[key]]
             body = _deep_merge(dict(held.body or {}), write.body or {})
             result[index[key]] = Write(
-                held.verb, held.kind, held.name, body, f"{held.reason}; {write.reason}"
+                held.verb,
+                held.kind,
+                held.name,
+                body,
+                f"{held.reason}; {write.reason}",
+                observed=held.observed,
             )
             continue
         if write.verb in ("create", "delete"):

@@ -12,6 +12,7 @@ Two ways to drive it:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -261,6 +262,7 @@ class Simulator:
                     self.view.remove(write.kind, write.name, resource_version(answer))
         except client.ApiException as error:
             self.write_errors += 1
+            self._forget_refused(write)
             if error.status in _STALE:
                 log.debug(
                     "%s %s/%s refused (%s): will look again", write.verb, write.kind, write.name, error.status
@@ -271,11 +273,32 @@ class Simulator:
                 log.warning(
                     "%s %s/%s failed (%s); retrying", write.verb, write.kind, write.name, error.status
                 )
+                if error.status >= 500:
+                    await self._read_back(write)
             self._retry_at = self.clock.now()
         except (OSError, TimeoutError) as error:
             self.write_errors += 1
+            self._forget_refused(write)
             log.warning("%s %s/%s failed (%s); retrying", write.verb, write.kind, write.name, error)
+            await self._read_back(write)
             self._retry_at = self.clock.now()
+
+    async def _read_back(self, write: Write) -> None:
+        """A create whose answer was lost (a cut connection, a timeout, a 5xx) may have been stored all
+        the same. Look it up by name before the next round decides, so a replica named at random is
+        not made a second time because the watch has not told of the first one yet."""
+        if write.verb != "create":
+            return
+        # not there (404), or unknown still: the watch or the next resync will tell
+        with contextlib.suppress(client.ApiException, OSError, TimeoutError):
+            self.view.upsert(write.kind, await self._io.get(write.kind, write.name))
+
+    def _forget_refused(self, write: Write) -> None:
+        """A refused patch changed nothing on the server: the view goes back to the object as observed
+        (unless something newer arrived meanwhile), so the next round redoes the change instead of
+        believing it made."""
+        if write.observed is not None:
+            self.view.upsert(write.kind, write.observed)
 
     async def _resync(self) -> None:
         while not self._stopping:

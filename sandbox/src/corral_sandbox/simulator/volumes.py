@@ -18,7 +18,8 @@ from corral_sandbox.simulator.objects import FINALIZER
 from corral_sandbox.simulator.rebuild import engine_modes, mark_failed_replicas
 from corral_sandbox.simulator.scope import ClusterFacts, VolumeScope, failed, running
 from corral_sandbox.simulator.upgrade import (
-    rollback_or_finish_offline,
+    finish_offline,
+    settle_attached,
     step_live_upgrade,
     switch_engine_image,
 )
@@ -69,8 +70,9 @@ def _reconcile_volume(ctx: ReconcileContext, facts: ClusterFacts, scope: VolumeS
         state = "detached"
 
     if scope.engine is None:
-        volume.setdefault("status", {})["currentImage"] = current_image
-        ctx.create("engine", objects.engine(volume, ctx.namespace), "volume needs an engine")
+        # the engine starts on the image the volume runs (not changed locally: only writes change the view)
+        shown = {**volume, "status": {**status(volume), "currentImage": current_image}}
+        ctx.create("engine", objects.engine(shown, ctx.namespace), "volume needs an engine")
         wanted.update(state=state, robustness="unknown", ownerID=_owner(ctx, facts, volume, ""))
         ctx.patch_status("volume", volume, wanted, "volume created")
         return
@@ -82,8 +84,10 @@ def _reconcile_volume(ctx: ReconcileContext, facts: ClusterFacts, scope: VolumeS
     if not crashed:
         mark_failed_replicas(ctx, scope, state)
     # a detached volume's new replicas take the image it is about to run (an offline upgrade may be
-    # pending); an attached one's take the image its engine runs
-    _replenish(ctx, facts, scope, vspec.get("image", "") if state == "detached" else current_image)
+    # pending); an attached one's take the image its engine runs — ahead of currentImage between a
+    # live upgrade's swap and the volume reporting it, so nothing made then is on the old image
+    serving = (status(engine).get("currentImage") if running(engine) else "") or current_image
+    _replenish(ctx, facts, scope, vspec.get("image", "") if state == "detached" else serving)
 
     want_node = vspec.get("nodeID", "")
     upgrading = vspec.get("image", "") != current_image
@@ -92,7 +96,7 @@ def _reconcile_volume(ctx: ReconcileContext, facts: ClusterFacts, scope: VolumeS
         state = "detaching"
         wanted["remountRequestedAt"] = ctx.stamp
     elif state == "detached":
-        if not rollback_or_finish_offline(ctx, scope, wanted):
+        if not finish_offline(ctx, scope, wanted):
             pass  # still re-imaging; attach afterwards
         elif want_node:
             state = "attaching"
@@ -104,6 +108,12 @@ def _reconcile_volume(ctx: ReconcileContext, facts: ClusterFacts, scope: VolumeS
             wanted["currentNodeID"] = want_node
     elif state == "attached" and want_node != vstatus.get("currentNodeID", ""):
         state = "detaching"
+    elif state == "attached" and not running(engine):
+        # the status says attached but the engine is not serving: a crash whose detach was not
+        # recorded (the status write was refused, and the engine stopped meanwhile). Go the crash's
+        # way — detach, finish any upgrade offline, reattach — rather than restart it where it was.
+        state = "detaching"
+        wanted["remountRequestedAt"] = ctx.stamp
     if state == "detaching" and _all_stopped(scope):
         state = "detached"
         wanted["currentNodeID"] = ""
@@ -111,10 +121,8 @@ def _reconcile_volume(ctx: ReconcileContext, facts: ClusterFacts, scope: VolumeS
     if state in ("attaching", "attached") and scope.data_engine == "v1" and not scope.inactive():
         # a stopped replica starts on the image the volume runs, whatever it was made with
         for replica in scope.active():
-            if not running(replica) and spec(replica).get("image") != wanted["currentImage"]:
-                ctx.patch_spec(
-                    "replica", replica, {"image": wanted["currentImage"]}, "replica follows volume"
-                )
+            if not running(replica) and spec(replica).get("image") != serving:
+                ctx.patch_spec("replica", replica, {"image": serving}, "replica follows volume")
     _drive_instances(ctx, scope, state, want_node)
     modes = engine_modes(ctx, facts, scope) if state == "attached" and running(engine) else {}
     robustness = _robustness(scope, state, modes)
@@ -122,7 +130,7 @@ def _reconcile_volume(ctx: ReconcileContext, facts: ClusterFacts, scope: VolumeS
         if upgrading and vspec.get("dataEngine", "v1") == "v1":
             step_live_upgrade(ctx, scope, robustness, wanted)
         elif not upgrading:
-            rollback_or_finish_offline(ctx, scope, wanted, attached=True)
+            settle_attached(ctx, scope, wanted)
         switch_engine_image(ctx, scope)
     _migration(ctx, scope, state, wanted)
     wanted["state"] = state

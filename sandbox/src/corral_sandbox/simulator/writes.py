@@ -23,6 +23,10 @@ class Write:
     reason: str = ""
     # for delete: the object must still have this uid (a Kubernetes delete precondition)
     uid: str = field(default="", compare=False)
+    # for patch/status: the object as observed before the round changed it locally (see context.py);
+    # put back into the view when the server refuses the write, so the view never shows a change the
+    # server does not hold
+    observed: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def record(self) -> dict[str, Any]:
         """The deterministic part of a write, for the replay log."""

@@ -1,0 +1,85 @@
+"""`SandboxControl`: every fault of a running sandbox, from another process, over its `/_sandbox/` HTTP
+control surface — the API server's (the emulator's `Faults`) and the simulated Longhorn's (`SimFaults`,
+mounted at `/_sandbox/simulator`).
+
+What `corral sandbox fault …` and chaos tests use against a sandbox they did not start in-process:
+
+    control = SandboxControl.from_kubeconfig("run/sandbox/kubeconfig")
+    await control.set_faults(conflict_rate=0.5)        # API: 409 on half the writes
+    await control.crash_engine("pvc-1")                # data plane: kill pvc-1's engine
+    await control.clear()                              # both sides back to normal
+    await control.close()
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from corral_sandbox.emulator.control import EmulatorControl
+
+SIMULATOR = "simulator"
+
+
+def server_of(kubeconfig: str | os.PathLike[str]) -> str:
+    """The API server URL of a kubeconfig's current context (the sandbox's URL)."""
+    doc: dict[str, Any] = yaml.safe_load(Path(kubeconfig).read_text()) or {}
+    contexts = {c.get("name"): c.get("context", {}) for c in doc.get("contexts") or []}
+    clusters: dict[str, dict[str, Any]] = {
+        c.get("name"): c.get("cluster", {}) for c in doc.get("clusters") or []
+    }
+    current = contexts.get(doc.get("current-context"), {})
+    cluster: dict[str, Any] = clusters.get(current.get("cluster")) or next(iter(clusters.values()), {})
+    server = cluster.get("server")
+    if not isinstance(server, str) or not server:
+        raise ValueError(f"{kubeconfig}: no cluster server URL in it")
+    return server
+
+
+class SandboxControl(EmulatorControl):
+    """EmulatorControl plus the simulator's faults; each call answers the simulator's state after it."""
+
+    @classmethod
+    def from_kubeconfig(cls, kubeconfig: str | os.PathLike[str]) -> SandboxControl:
+        return cls(server_of(kubeconfig))
+
+    async def _simulator(self, action: str = "", **body: Any) -> dict[str, Any]:
+        what = f"{SIMULATOR}/{action}" if action else SIMULATOR
+        result: dict[str, Any] = await self.call("POST" if action else "GET", what, body if action else None)
+        return result
+
+    async def simulator_faults(self) -> dict[str, Any]:
+        return await self._simulator()
+
+    async def stall(self, *controllers: str) -> dict[str, Any]:
+        return await self._simulator("stall", controllers=list(controllers))
+
+    async def resume(self, *controllers: str) -> dict[str, Any]:
+        return await self._simulator("resume", controllers=list(controllers))
+
+    async def restart_simulator(self) -> dict[str, Any]:
+        return await self._simulator("restart")
+
+    async def crash_engine(self, volume: str) -> dict[str, Any]:
+        return await self._simulator("crash-engine", volume=volume)
+
+    async def fail_replica(self, replica: str) -> dict[str, Any]:
+        return await self._simulator("fail-replica", replica=replica)
+
+    async def set_node_ready(self, node: str, ready: bool) -> dict[str, Any]:
+        return await self._simulator("node-ready", node=node, ready=ready)
+
+    async def slow_writes(self, seconds: float) -> dict[str, Any]:
+        return await self._simulator("slow-writes", seconds=seconds)
+
+    async def restart_instance_manager_container(self, pod: str) -> dict[str, Any]:
+        return await self._simulator("restart-im-container", pod=pod)
+
+    async def clear(self) -> dict[str, Any]:
+        """Every fault off: the API server's knobs reset, the simulator's faults undone."""
+        api = await self.reset_faults()
+        simulator = await self._simulator("clear")
+        return {"api": api, "simulator": simulator}
