@@ -22,7 +22,7 @@ import pytest
 from corral_cli.commands.run import nats_answers, repo_root, sandbox_available
 from corral_cli.demo.show import DEMO_IMAGE
 from corral_kube.client import connected
-from tests.fixtures.processes import free_port, wait_until
+from tests.fixtures.processes import free_port, python_module, wait_until
 
 DEADLINE_S = 60.0
 READY_DEADLINE_S = 180.0  # service imports alone take seconds on a loaded 2-core machine
@@ -359,5 +359,17 @@ def test_the_demo_shows_the_engine_upgrade_wave_until_it_is_over(tmp_path: Path)
         assert proc.wait(timeout=DEADLINE_S) == 0, rest
         codes = rest.split("exit codes: ", 1)[1].split(")", 1)[0]
         assert all(item.endswith(" 0") for item in codes.split(", ")), rest
+
+        # The run recorded its bus from before the first service started: the service's own
+        # decider, run again over that recording, makes exactly the commands the live one made.
+        replay = subprocess.run(
+            python_module("corral_cli", "replay", "engine-upgrade", str(tmp_path / "events.jsonl")),
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE_S,
+            check=False,
+        )
+        assert replay.returncode == 0, replay.stdout + replay.stderr
+        assert "diff: 8 same, 0 changed, 0 missing, 0 extra" in replay.stdout, replay.stdout
     finally:
         stop_leftovers(proc)

@@ -86,6 +86,12 @@ def register(subparsers: Any) -> None:
     )
     dump.add_argument("--follow", action="store_true", help="then record new messages until interrupted")
     dump.add_argument("--count", type=int, default=None, help="with --follow: stop after N new messages")
+    dump.add_argument(
+        "--ensure-streams",
+        action="store_true",
+        help="create the bus contract's streams first if they are missing, as every service does"
+        " (to record a bus from before its first service starts)",
+    )
     dump.set_defaults(func=run_dump)
     tail = actions.add_parser("tail", help="one line per new message, live")
     add_bus_arguments(tail)
@@ -167,6 +173,10 @@ async def _record(bus: Any, stop: asyncio.Event, args: argparse.Namespace, out: 
     from corral_decision.bundle import encode
     from corral_model.subjects import COMMANDS_STREAM
 
+    if args.ensure_streams:
+        from corral_bus import ensure_streams
+
+        await ensure_streams(bus.js)
     filters = _filters(args)
     feed = LiveFeed(bus, filters)
     if args.follow:

@@ -181,6 +181,23 @@ def sandbox_kubeconfig(plan: RunPlan) -> Path:
     return plan.run_dir / "sandbox" / "kubeconfig"
 
 
+def recorder_component(plan: RunPlan, bundle: Path) -> Component:
+    """`corral events dump --follow`: every event, command and result of the run in one bundle, from
+    before the first service starts, so `corral replay <service> BUNDLE` can decide the run again.
+    (A dump taken afterwards cannot: LH_OBJECTS keeps only the last events of each object.)"""
+    log = plan.log_dir / "recorder.log"
+    log.unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "corral_cli", "events", "dump", "--follow", "--ensure-streams"]
+    argv += ["--nats", plan.nats_url]
+    return Component(
+        "recorder",
+        [*argv, "--output", str(bundle)],
+        env={"PYTHONUNBUFFERED": "1"},
+        ready=lambda: log.is_file() and "recording new messages" in log.read_text(errors="replace"),
+        where=[f"recording:  {bundle}  (corral replay engine-upgrade {bundle})"],
+    )
+
+
 def sandbox_component(plan: RunPlan, options: list[str] | None = None) -> Component:
     """The seeded sandbox cluster; its kubeconfig appears (atomically) once the cluster is ready.
     `options` go to `corral sandbox up` (the demo's seed, sizes, simulated durations)."""
@@ -367,6 +384,8 @@ def run(args: argparse.Namespace) -> int:
         shutil.rmtree(run_dir / "nats", ignore_errors=True)
     plan.infrastructure.append(nats_component(run_dir, args.nats_port, args.nats_monitor_port))
     with_demo = with_sandbox and not args.no_demo
+    if args.record != "-" and (args.record or with_demo):
+        plan.infrastructure.append(recorder_component(plan, Path(args.record or run_dir / "events.jsonl")))
     if with_sandbox:
         plan.infrastructure.append(sandbox_component(plan, sandbox_options(args, with_demo)))
     if not args.no_plugins:
@@ -473,6 +492,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--keep-bus",
         action="store_true",
         help="keep the JetStream store of the last run (sandbox runs wipe it)",
+    )
+    parser.add_argument(
+        "--record",
+        metavar="BUNDLE",
+        default="",
+        help="record the bus to BUNDLE for `corral replay` (the demo records to <run-dir>/events.jsonl;"
+        " '-': off)",
     )
     parser.add_argument("--no-plugins", action="store_true", help=f"skip `{PLUGIN_GROUP}` entry points")
     parser.set_defaults(func=run)

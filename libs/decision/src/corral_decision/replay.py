@@ -218,7 +218,8 @@ class Replay:
             return
         self.report.results += 1
         self.decider.record_result(result)
-        self._recording.result(line, result, after=self._last)
+        if self._decided_by_decider(result.target.kind):
+            self._recording.result(line, result, after=self._last)
         target = result.target
         self._observe(line, target_key(target.kind, target.namespace, target.name))
 
@@ -228,8 +229,15 @@ class Replay:
         except SchemaError as e:
             self.report.skipped.append((line, str(e)))
             return
+        if not self._decided_by_decider(command.target.kind):
+            return
         self.report.recorded_commands += 1
         self._recording.command(line, command, after=self._last)  # recorded, never adopted
+
+    def _decided_by_decider(self, kind: str) -> bool:
+        """Only the kinds the service commands are its decider's: the service also publishes its
+        start-up hooks' commands (the upgrade-path gate's Events), which no replay makes."""
+        return self.service.command_token(kind) is not None
 
     # --- deciding as the runner does ------------------------------------------------------------------
 
