@@ -46,6 +46,10 @@ _RUNNING_REASONS = frozenset(
 )
 
 
+def pod_terminating(pod: lh.Pod | None) -> bool:
+    return pod is not None and bool(pod.metadata.deletion_timestamp)
+
+
 class DeciderConfig(msgspec.Struct, frozen=True, kw_only=True):
     command_ttl: float = 60.0
     """A command with neither a result nor a visible effect after this long is presumed lost."""
@@ -291,15 +295,13 @@ class ImRestartDecider(DeciderBase):
             check=lambda i, p, s, n, k: memo.check(shape, i, p, s, n, k),
         )
         restart = self.slots.restarts.get(record.key)
-        if restart is not None and (
-            restart.deadline <= now
-            or (
-                pod is not None
-                and pod.metadata.uid != restart.old_pod_uid
-                and judgement.reason in _RUNNING_REASONS
-            )
-        ):
-            self.slots.end(record.key)
+        if restart is not None:
+            pod_uid = pod.metadata.uid if pod is not None else ""
+            replaced = pod_uid != restart.old_pod_uid and judgement.reason in _RUNNING_REASONS
+            # The pod it was to delete is still there, unterminated, with no delete out: it was lost.
+            lost = pod_uid == restart.old_pod_uid and record.delete_sent is None and not pod_terminating(pod)
+            if restart.deadline <= now or replaced or lost:
+                self.slots.end(record.key)
 
     def _act(self, record: ImRecord, now: float, commands: list[Command]) -> None:
         judgement, im, pod = record.judgement, record.im, record.pod
