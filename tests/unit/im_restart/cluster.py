@@ -139,6 +139,15 @@ class Cluster:
         for token in sorted(kinds):
             self.decider.apply(ObjectEvent(type=EventType.RESYNCED, kind=token, namespace=NS, name=""))
 
+    def replica(self) -> ImRestartDecider:
+        """Another replica's decider with the same view (bootstrapped), none of the commands."""
+        other = ImRestartDecider(self.clock, self.decider.config)
+        for (token, _), obj in self.objects.items():
+            other.apply(self.event(EventType.MODIFIED, token, obj))
+        for token in sorted(READS):
+            other.apply(ObjectEvent(type=EventType.RESYNCED, kind=token, namespace=NS, name=""))
+        return other
+
     def get(self, token: str, name: str) -> Any:
         return self.objects[(token, name)]
 
