@@ -22,10 +22,11 @@ from typing import Any
 
 import msgspec
 
+from corral_dangerzone.errors import SettingValueError
 from corral_decision.base import DeciderBase
 from corral_decision.decider import Clock, Explanation, InvalidEvent, Pending
 from corral_im_restart.commands import SERVICE, condition_differs, delete_pod, patch_condition
-from corral_im_restart.judge import Judgement, judge
+from corral_im_restart.judge import Judgement, judge_running, judge_state
 from corral_im_restart.limits import RestartSlots
 from corral_im_restart.reasons import Reason
 from corral_im_restart.records import Restart, Sent
@@ -48,6 +49,22 @@ _RUNNING_REASONS = frozenset(
 
 def pod_terminating(pod: lh.Pod | None) -> bool:
     return pod is not None and bool(pod.metadata.deletion_timestamp)
+
+
+def _pod_moved_on(sent: Sent | None, pod: lh.Pod | None, pod_rv: int, now: float) -> bool:
+    """A delete settles once the view shows the pod gone, replaced, terminating or merely fresher
+    (it was preconditioned on the resourceVersion), or its deadline passed."""
+    return sent is not None and (
+        pod is None
+        or pod.metadata.uid != sent.pod_uid
+        or bool(pod.metadata.deletion_timestamp)
+        or pod_rv > sent.decided_rv
+        or sent.deadline <= now
+    )
+
+
+def _im_moved_on(sent: Sent | None, im: lh.InstanceManager | None, im_rv: int, now: float) -> bool:
+    return sent is not None and (im is None or im_rv > sent.decided_rv or sent.deadline <= now)
 
 
 class DeciderConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -165,16 +182,16 @@ class ImRestartDecider(DeciderBase):
         if not self._bootstrapped:
             return []
         now = self.clock()
-        timers = self._timers
+        timers, marked, view = self._timers, self._dirty, self.view
         while timers and timers[0][0] <= now:
-            self._dirty.add(heapq.heappop(timers)[2])
-        if self.view.refresh_settings():
-            self._dirty.update(self.view.records)
+            marked.add(heapq.heappop(timers)[2])
+        if view.settings_stale and view.refresh_settings():
+            marked.update(view.records)
         commands: list[Command] = []
-        if self._dirty:
-            dirty = sorted(self._dirty) if len(self._dirty) > 1 else list(self._dirty)
-            self._dirty.clear()
-            records = self.view.records
+        if marked:
+            dirty = sorted(marked) if len(marked) > 1 else list(marked)
+            marked.clear()
+            records = view.records
             for key in dirty:
                 record = records.get(key)
                 if record is None:
@@ -260,40 +277,53 @@ class ImRestartDecider(DeciderBase):
     def _judge(self, record: ImRecord, now: float) -> None:
         """Settle what the view now shows, then judge the IM afresh."""
         pod, im = record.pod, record.im
-        pod_rv = record.pod_rv()
-        for attr in ("delete_sent", "delete_hold"):
-            sent: Sent | None = getattr(record, attr)
-            if sent is not None and (
-                pod is None
-                or pod.metadata.uid != sent.pod_uid
-                or pod.metadata.deletion_timestamp
-                or pod_rv > sent.decided_rv
-                or sent.deadline <= now
-            ):
-                setattr(record, attr, None)
-        im_rv = record.rv()
-        for attr in ("condition_sent", "condition_hold"):
-            sent = getattr(record, attr)
-            if sent is not None and (im is None or im_rv > sent.decided_rv or sent.deadline <= now):
-                setattr(record, attr, None)
+        if record.delete_sent is not None or record.delete_hold is not None:
+            pod_rv = record.pod_rv()
+            if _pod_moved_on(record.delete_sent, pod, pod_rv, now):
+                record.delete_sent = None
+            if _pod_moved_on(record.delete_hold, pod, pod_rv, now):
+                record.delete_hold = None
+        if record.condition_sent is not None or record.condition_hold is not None:
+            im_rv = record.rv()
+            if _im_moved_on(record.condition_sent, im, im_rv, now):
+                record.condition_sent = None
+            if _im_moved_on(record.condition_hold, im, im_rv, now):
+                record.condition_hold = None
         if im is None:
             record.judgement = None
             self.slots.end(record.key)
             self.slots.unwait(record.key)
             return
+        judgement = judge_state(im, pod)
+        if judgement is None:
+            assert pod is not None
+            judgement = self._judge_running(record, im, pod)
+        record.judgement = judgement
+        if self.slots.restarts:
+            self._follow_restart(record, pod, judgement, now)
+
+    def _judge_running(self, record: ImRecord, im: lh.InstanceManager, pod: lh.Pod) -> Judgement:
         view = self.view
-        node = view.nodes.get(record.pod_node)
-        kube_node = view.kube_nodes.get(record.node)
+        settings = view.settings
+        if isinstance(settings, SettingValueError):
+            return Judgement(reason=Reason.SETTINGS_INVALID, detail=str(settings))
         shape = (record.pod_shape, record.im_shape, view.node_shape(record))
-        memo = self._memo
-        judgement = record.judgement = judge(
-            im,
-            pod,
-            view.settings,
-            node,
-            kube_node,
-            check=lambda i, p, s, n, k: memo.check(shape, i, p, s, n, k),
-        )
+        check = self._memo.get(shape, settings)
+        if check is None:
+            try:
+                check = self._memo.check(
+                    shape,
+                    im,
+                    pod,
+                    settings,
+                    view.nodes.get(record.pod_node),
+                    view.kube_nodes.get(record.node),
+                )
+            except (LookupError, SettingValueError) as e:
+                return Judgement(reason=Reason.CHECK_FAILED, detail=str(e))
+        return judge_running(im, check)
+
+    def _follow_restart(self, record: ImRecord, pod: lh.Pod | None, judgement: Judgement, now: float) -> None:
         restart = self.slots.restarts.get(record.key)
         if restart is not None:
             pod_uid = pod.metadata.uid if pod is not None else ""

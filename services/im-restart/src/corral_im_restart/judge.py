@@ -14,8 +14,6 @@ corral tells the operator which settings a busy IM waits for (IM-02).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import msgspec
 
 from corral_dangerzone.errors import SettingValueError
@@ -57,28 +55,28 @@ def pod_state(pod: Pod) -> str:
     """`syncStatusWithPod` for a pod that exists and is not terminating: `starting`, `running` or
     `error`. A pod without a phase yet (just created) counts as Pending, not as failed."""
     phase = pod.status.phase
-    if phase in ("", "Pending"):
-        return "starting"
     if phase == "Running":
-        ready = all(c.ready for c in pod.status.container_statuses)
-        return "running" if ready else "starting"
-    return "error"
+        for container in pod.status.container_statuses:
+            if not container.ready:
+                return "starting"
+        return "running"
+    return "starting" if phase in ("", "Pending") else "error"
 
 
 def busy_instances(im: InstanceManager) -> tuple[str, ...]:
+    """Its engine, engine-frontend and replica instances that are `running` or `starting`, by name.
+    (Per event on every IM: plain loops, and nothing built for an idle IM.)"""
     status = im.status
-    return tuple(
-        sorted(
-            name
-            for instances in (
-                status.instance_engines,
-                status.instance_engine_frontends,
-                status.instance_replicas,
-            )
-            for name, instance in instances.items()
-            if instance.status.state in ACTIVE_INSTANCE_STATES
-        )
-    )
+    busy: list[str] = []
+    for instances in (status.instance_engines, status.instance_engine_frontends, status.instance_replicas):
+        if instances:
+            for name, instance in instances.items():
+                if instance.status.state in ACTIVE_INSTANCE_STATES:
+                    busy.append(name)
+    if not busy:
+        return ()
+    busy.sort()
+    return tuple(busy)
 
 
 def synced_condition(unsynced: tuple[str, ...], hugepage_blocked: bool) -> Condition:
@@ -101,6 +99,10 @@ class PodCheck(msgspec.Struct, frozen=True, kw_only=True):
     hugepage_blocked: bool
     deletion_needed: bool
     cpu_mask_applied: bool
+    condition: Condition
+    """The SettingSynced condition these say (built once per shape, shared by its IMs)."""
+    synced_judgement: Judgement | None = None
+    """The judgement of an idle IM with this pod when nothing is to be done (shared likewise)."""
 
 
 def pod_check(
@@ -120,31 +122,24 @@ def pod_check(
         unsynced = (*unsynced, *HUGEPAGE_SETTINGS)
         blocked = hugepages.applied
     cpu_mask_ok = cpu_mask_applied(settings, im)
+    # §4.3 step 7 for an idle running IM: deletion not required = synced && cpu && hugepages.
+    deletion_needed = not (synced and cpu_mask_ok and hugepages.applied)
+    condition = synced_condition(unsynced, blocked)
     return PodCheck(
         unsynced=unsynced,
         hugepage_blocked=blocked,
-        # §4.3 step 7 for an idle running IM: deletion not required = synced && cpu && hugepages.
-        deletion_needed=not (synced and cpu_mask_ok and hugepages.applied),
+        deletion_needed=deletion_needed,
         cpu_mask_applied=cpu_mask_ok,
+        condition=condition,
+        synced_judgement=None
+        if deletion_needed or blocked
+        else Judgement(reason=Reason.SETTINGS_SYNCED, condition=condition),
     )
 
 
-CheckPod = Callable[[InstanceManager, Pod, DangerZoneSettings, "Node | None", "KubeNode | None"], PodCheck]
-
-
-def judge(
-    im: InstanceManager,
-    pod: Pod | None,
-    settings: DangerZoneSettings | SettingValueError,
-    node: Node | None,
-    kube_node: KubeNode | None,
-    check: CheckPod = pod_check,
-) -> Judgement:
-    """`node` is the Longhorn node the pod runs on (guaranteed CPU), `kube_node` the Kubernetes node
-    of `im.spec.nodeID` (allocatable CPU, hugepage capacity). `check` is `pod_check` or a memo of it.
-
-    The early exits are `danger_zone_sync`'s (state, busy, pod missing), reordered so the state
-    comes from the pod and a busy IM still gets its condition."""
+def judge_state(im: InstanceManager, pod: Pod | None) -> Judgement | None:
+    """Everything decided before the settings rules (`danger_zone_sync`'s early exits, the state
+    read from the pod); None: the IM and its pod run, the settings rules decide."""
     if pod is None:
         return Judgement(reason=Reason.POD_MISSING)
     if pod.metadata.deletion_timestamp:
@@ -155,29 +150,57 @@ def judge(
     im_state = im.status.current_state
     if state != "running" or im_state != "running":
         return Judgement(reason=Reason.NOT_RUNNING, detail=f"instance manager {im_state or '-'}, pod {state}")
+    return None
+
+
+def judge(
+    im: InstanceManager,
+    pod: Pod | None,
+    settings: DangerZoneSettings | SettingValueError,
+    node: Node | None,
+    kube_node: KubeNode | None,
+) -> Judgement:
+    """`node` is the Longhorn node the pod runs on (guaranteed CPU), `kube_node` the Kubernetes node
+    of `im.spec.nodeID` (allocatable CPU, hugepage capacity). The decider does the same in steps,
+    with `pod_check` memoised (shapes.py).
+
+    The early exits are `danger_zone_sync`'s (state, busy, pod missing), reordered so the state
+    comes from the pod and a busy IM still gets its condition."""
+    early = judge_state(im, pod)
+    if early is not None:
+        return early
+    assert pod is not None
     if isinstance(settings, SettingValueError):
         return Judgement(reason=Reason.SETTINGS_INVALID, detail=str(settings))
     try:
-        result = check(im, pod, settings, node, kube_node)
+        check = pod_check(im, pod, settings, node, kube_node)
     except (LookupError, SettingValueError) as e:
         return Judgement(reason=Reason.CHECK_FAILED, detail=str(e))
-    unsynced = result.unsynced
-    condition = synced_condition(unsynced, result.hugepage_blocked)
+    return judge_running(im, check)
+
+
+def judge_running(im: InstanceManager, check: PodCheck) -> Judgement:
+    """A running IM with a running pod, given what the settings rules say about the pod."""
     busy = busy_instances(im)
     if busy:
         return Judgement(
-            reason=Reason.BUSY, detail=", ".join(busy), unsynced=unsynced, condition=condition, busy=busy
+            reason=Reason.BUSY,
+            detail=", ".join(busy),
+            unsynced=check.unsynced,
+            condition=check.condition,
+            busy=busy,
         )
-    if result.hugepage_blocked:
+    if check.synced_judgement is not None:
+        return check.synced_judgement
+    unsynced, condition = check.unsynced, check.condition
+    if check.hugepage_blocked:
         return Judgement(
             reason=Reason.HUGEPAGE_CAPACITY,
             detail="the node's hugepages-2Mi cannot take the new memory size",
             unsynced=unsynced,
             condition=condition,
         )
-    if not result.deletion_needed:
-        return Judgement(reason=Reason.SETTINGS_SYNCED, condition=condition)
     detail = ", ".join(unsynced)
-    if not result.cpu_mask_applied:
+    if not check.cpu_mask_applied:
         detail = f"{detail}; cpu mask not applied" if detail else "cpu mask not applied"
     return Judgement(reason=Reason.SETTINGS_UNSYNCED, detail=detail, unsynced=unsynced, condition=condition)

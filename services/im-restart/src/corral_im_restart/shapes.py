@@ -54,6 +54,10 @@ class ShapeMemo:
         self._checks: dict[Shape, PodCheck] = {}
         self._settings: DangerZoneSettings | None = None
 
+    def get(self, shape: Shape, settings: DangerZoneSettings) -> PodCheck | None:
+        """The check already made for `shape` under these very settings (the common case)."""
+        return self._checks.get(shape) if settings is self._settings else None
+
     def check(
         self,
         shape: Shape,

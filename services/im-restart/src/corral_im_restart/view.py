@@ -42,7 +42,9 @@ class ImRecord:
         "im_shape",
         "judgement",
         "key",
+        "node",
         "pod",
+        "pod_node",
         "pod_shape",
     )
 
@@ -50,6 +52,10 @@ class ImRecord:
         self.key = key
         self.im: InstanceManager | None = None
         self.pod: Pod | None = None
+        self.node = ""
+        """The IM's `spec.nodeID` (its Kubernetes node: CPU, hugepages; the limits count per node)."""
+        self.pod_node = ""
+        """The pod's `spec.nodeName` (its Longhorn node: the guaranteed-CPU check)."""
         self.im_shape = b""
         self.pod_shape = b""
         self.judgement: Judgement | None = None
@@ -58,14 +64,6 @@ class ImRecord:
         self.delete_hold: Sent | None = None
         """The refused delete: no new one until the pod is fresher, or the backoff has passed."""
         self.condition_hold: Sent | None = None
-
-    @property
-    def node(self) -> str:
-        return self.im.spec.node_id if self.im is not None else ""
-
-    @property
-    def pod_node(self) -> str:
-        return self.pod.spec.node_name if self.pod is not None else ""
 
     def rv(self) -> int:
         return _rv(self.im.metadata.resource_version) if self.im is not None else 0
@@ -129,7 +127,8 @@ class ImView:
         if im is None:
             if record is not None:
                 self._unindex(record)
-                record.im = None
+                record.im, record.node = None, ""
+                self._index(record)
                 if record.pod is None:
                     del self.records[key]
             return [key]
@@ -138,7 +137,7 @@ class ImView:
         old = record.im
         if old is None or old.spec.node_id != im.spec.node_id:
             self._unindex(record)
-            record.im = im
+            record.im, record.node = im, im.spec.node_id
             self._index(record)
         else:
             record.im = im
@@ -177,15 +176,19 @@ class ImView:
             if pod is None:
                 return
             record = self.records[key] = ImRecord(key)
-        self._unindex(record)
-        record.pod = pod
-        self._index(record)
+        old = record.pod
+        if old is None or pod is None or old.spec.node_name != pod.spec.node_name:
+            self._unindex(record)
+            record.pod, record.pod_node = pod, pod.spec.node_name if pod is not None else ""
+            self._index(record)
+        else:
+            record.pod = pod
         if pod is None:
             record.pod_shape = b""
             if record.im is None:
                 del self.records[key]
-        else:
-            record.pod_shape = pod_shape(pod)
+        elif old is None or old.spec != pod.spec or old.metadata.annotations != pod.metadata.annotations:
+            record.pod_shape = pod_shape(pod)  # (most pod events are status changes: same shape)
 
     def _apply_node(self, name: str, obj: Any, table: dict[str, Any]) -> Iterator[ImKey]:
         if obj is None:
