@@ -109,9 +109,22 @@ class ImRestartDecider(DeciderBase):
                 self._bootstrapped = True
                 self._dirty.update(self.view.records)
             return
-        touched = self.view.apply(event)
-        if touched is not None:
+        view = self.view
+        touched = view.apply(event)
+        if touched is None:
+            return  # the settings changed: every IM is judged at the next decision
+        if not view.quiet:
             self._dirty.update(touched)
+            return
+        # Only resourceVersions moved: the judgement stands; a command out on this object
+        # settles on a fresher version, so that IM is looked at again.
+        records = view.records
+        for key in touched:
+            record = records.get(key)
+            if record is not None and (
+                record.delete_sent or record.delete_hold or record.condition_sent or record.condition_hold
+            ):
+                self._dirty.add(key)
 
     def record_result(self, result: CommandResult) -> None:
         target = result.target
@@ -189,7 +202,7 @@ class ImRestartDecider(DeciderBase):
             marked.update(view.records)
         commands: list[Command] = []
         if marked:
-            dirty = sorted(marked) if len(marked) > 1 else list(marked)
+            dirty = sorted(marked) if len(marked) > 1 else [marked.pop()]
             marked.clear()
             records = view.records
             for key in dirty:
@@ -353,7 +366,8 @@ class ImRestartDecider(DeciderBase):
             or record.delete_sent is not None
             or record.delete_hold is not None
         ):
-            self.slots.unwait(record.key)
+            if self.slots.limited:  # only a limit makes IMs wait
+                self.slots.unwait(record.key)
             return
         if judgement.reason is Reason.SETTINGS_UNSYNCED:
             if record.key in self.slots.restarts:

@@ -28,7 +28,7 @@ from corral_dangerzone.synced import (
     unsynced_settings,
 )
 from corral_dangerzone.table import SettingName
-from corral_im_restart.reasons import DELETE_REASONS, Reason
+from corral_im_restart.reasons import Reason
 from corral_model.longhorn import Condition, InstanceManager, KubeNode, Node, Pod
 
 SETTING_SYNCED = "SettingSynced"
@@ -48,7 +48,8 @@ class Judgement(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def delete(self) -> bool:
-        return self.reason in DELETE_REASONS
+        reason = self.reason  # (identity: an Enum's hash is a Python-level call, and this is per event)
+        return reason is Reason.SETTINGS_UNSYNCED or reason is Reason.POD_FAILED
 
 
 def pod_state(pod: Pod) -> str:

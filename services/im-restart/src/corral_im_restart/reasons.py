@@ -41,6 +41,3 @@ class Reason(enum.StrEnum):
     """The actuator refused the last delete; waiting for a fresher view (or the backoff)."""
     VIEW_INCOMPLETE = "view-incomplete"
     """Not every kind has been listed yet: nothing is decided."""
-
-
-DELETE_REASONS = frozenset({Reason.POD_FAILED, Reason.SETTINGS_UNSYNCED})

@@ -17,7 +17,7 @@ from typing import Any
 from corral_dangerzone.errors import SettingValueError
 from corral_dangerzone.settings import DangerZoneSettings
 from corral_dangerzone.table import DANGER_ZONE
-from corral_im_restart.judge import Judgement
+from corral_im_restart.judge import Judgement, pod_state
 from corral_im_restart.records import Sent
 from corral_im_restart.shapes import im_shape, node_shape, pod_shape
 from corral_model.envelopes import EventType, ObjectEvent
@@ -91,6 +91,33 @@ def owning_im(pod: Pod) -> str:
     return pod.metadata.name
 
 
+def _same_im_facts(old: InstanceManager, new: InstanceManager) -> bool:
+    """Nothing a judgement or a condition write reads changed (only the resourceVersion, the IP…)."""
+    a, b = old.status, new.status
+    return (
+        a.current_state == b.current_state
+        and a.instance_replicas == b.instance_replicas
+        and a.instance_engines == b.instance_engines
+        and a.instance_engine_frontends == b.instance_engine_frontends
+        and a.conditions == b.conditions
+        and a.data_engine_status == b.data_engine_status
+        and old.spec == new.spec
+    )
+
+
+def _same_pod_facts(old: Pod, new: Pod) -> bool:
+    """Nothing a judgement reads changed (a restart count, the pod IP, the resourceVersion…)."""
+    a, b = old.metadata, new.metadata
+    return (
+        a.uid == b.uid
+        and a.deletion_timestamp == b.deletion_timestamp
+        and pod_state(old) == pod_state(new)
+        and old.status.phase == new.status.phase
+        and old.spec == new.spec
+        and a.annotations == b.annotations
+    )
+
+
 class ImView:
     def __init__(self) -> None:
         self.records: dict[ImKey, ImRecord] = {}
@@ -103,11 +130,14 @@ class ImView:
         self._setting_values: dict[str, str] = {}
         self.settings: DangerZoneSettings | SettingValueError = DangerZoneSettings.defaults()
         self.settings_stale = False
+        self.quiet = False
 
     # --- events -----------------------------------------------------------------------------------
 
     def apply(self, event: ObjectEvent[Any]) -> Iterator[ImKey] | None:
-        """Fold one event in; the IMs it touched (None: every IM, the settings changed)."""
+        """Fold one event in; the IMs it touched (None: every IM, the settings changed). `quiet`
+        tells whether the event changed nothing a judgement reads (only resourceVersions moved)."""
+        self.quiet = False
         kind, obj, deleted = event.kind, event.object, event.type is EventType.DELETED
         if kind == "instancemanager":
             return iter(self._apply_im(event.namespace, event.name, None if deleted else obj))
@@ -135,6 +165,10 @@ class ImView:
         if record is None:
             record = self.records[key] = ImRecord(key)
         old = record.im
+        if old is not None and _same_im_facts(old, im):
+            record.im = im
+            self.quiet = True
+            return [key]
         if old is None or old.spec.node_id != im.spec.node_id:
             self._unindex(record)
             record.im, record.node = im, im.spec.node_id
@@ -177,6 +211,10 @@ class ImView:
                 return
             record = self.records[key] = ImRecord(key)
         old = record.pod
+        if old is not None and pod is not None and _same_pod_facts(old, pod):
+            record.pod = pod
+            self.quiet = True
+            return
         if old is None or pod is None or old.spec.node_name != pod.spec.node_name:
             self._unindex(record)
             record.pod, record.pod_node = pod, pod.spec.node_name if pod is not None else ""
