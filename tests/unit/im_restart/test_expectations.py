@@ -159,3 +159,21 @@ def test_failed_pods_are_never_held_back_by_a_limit() -> None:
     cluster.put(msgspec.structs.replace(pod, status=lh.PodStatus(phase="Failed")))
     [delete] = _deletes_of(cluster.decide())
     assert delete.target.name == "im-1-2" and delete.reason.startswith("pod-failed")
+
+
+def test_an_im_waiting_for_a_slot_that_turns_busy_no_longer_waits() -> None:
+    cluster = _cluster(DeciderConfig(max_restarts_per_node=1), ims=2)
+    cluster.put(setting("priority-class", "p"))
+    [first] = _deletes_of(cluster.decide())
+    assert first.target.name == "im-1-1"
+    assert cluster.decider.slots.is_waiting((NS, "im-1-2"))
+    im = cluster.get("instancemanager", "im-1-2")
+    busy = lh.InstanceProcess(status=lh.InstanceProcessStatus(state="starting"))
+    cluster.put(
+        msgspec.structs.replace(im, status=msgspec.structs.replace(im.status, instance_replicas={"r": busy}))
+    )
+    cluster.decide()
+    assert not cluster.decider.slots.is_waiting((NS, "im-1-2"))
+    assert _explain(cluster, "im-1-2") == (Reason.BUSY, "r")
+    cluster.result(first, Outcome.PRECONDITION_FAILED)  # the slot frees: nobody is due
+    assert _deletes_of(cluster.decide()) == []

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from corral_dangerzone.settings import DangerZoneSettings
+from corral_im_restart.core import DeciderConfig
 from corral_im_restart.judge import SETTING_SYNCED, judge
 from corral_im_restart.reasons import Reason
 from corral_kube.patching import tokens
@@ -65,8 +66,10 @@ ops = st.lists(
 class Model:
     """The truth the decider watches, and an actuator applying its commands at once."""
 
-    def __init__(self) -> None:
-        self.cluster = Cluster()
+    def __init__(self, config: DeciderConfig | None = None) -> None:
+        self.cluster = Cluster(config)
+        self.restarting: set[str] = set()
+        """IMs whose pod was deleted for lagging settings and not recreated yet."""
         self.values: dict[str, str] = {}
         self.instances: dict[str, dict[str, str]] = {name: {} for name in IMS}
         self.pod_serial = 0
@@ -116,6 +119,7 @@ class Model:
         kube = self.cluster.get("kubenode", im.spec.node_id)
         self.cluster.put(im_pod(im, self.settings, node, kube, uid=f"pod-{self.pod_serial}"))
         self.put_im(name, current_state="running")
+        self.restarting.discard(name)
 
     def busy(self, name: str) -> bool:
         return any(s in ("running", "starting") for s in self.instances[name].values())
@@ -154,6 +158,11 @@ class Model:
             assert pod is not None and pod.metadata.uid == command.target.uid
             assert pod.metadata.uid not in self.deleted_uids, "a pod deleted twice"
             self.deleted_uids.add(pod.metadata.uid)
+            self.restarting.add(name)
+            limit = self.cluster.decider.config.max_restarts_per_node
+            node_id = self.im(name).spec.node_id
+            on_node = [n for n in self.restarting if self.im(n).spec.node_id == node_id]
+            assert not limit or len(on_node) <= limit, f"{on_node} restarting at once on {node_id}"
             self.cluster.result(command)
             self.cluster.delete("pod", name)
             self.instances[name] = {}
@@ -181,6 +190,16 @@ class Model:
                 return
         raise AssertionError("the decider never went quiet")
 
+    def settle(self) -> None:
+        """Quiet, with every deleted pod recreated (Longhorn's controller catching up)."""
+        for _ in range(len(IMS) + 1):
+            self.quiesce()
+            if not self.restarting:
+                return
+            for name in sorted(self.restarting):
+                self.recreate(name)
+        raise AssertionError("restarts never finished")
+
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops)
@@ -206,3 +225,21 @@ def test_restarts_are_idle_once_and_the_condition_agrees(steps: list[tuple[Any, 
                 wanted.message,
             )
             assert (current.status == "True") == (not direct.unsynced)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops)
+def test_a_per_node_limit_holds_and_every_due_restart_still_happens(steps: list[tuple[Any, ...]]) -> None:
+    """IMs im-a and im-c share node-1: with one restart at a time per node, the second waits for
+    the first's replacement, and once everything settles no idle IM lags the settings."""
+    model = Model(DeciderConfig(max_restarts_per_node=1))
+    model.settle()
+    for op in steps:
+        model.run(op)
+    model.settle()
+    view = model.cluster.decider.view
+    for name in IMS:
+        im, pod = model.im(name), model.pod(name)
+        node = view.nodes.get(pod.spec.node_name) if pod is not None else None
+        direct = judge(im, pod, model.settings, node, view.kube_nodes.get(im.spec.node_id))
+        assert direct.reason not in (Reason.SETTINGS_UNSYNCED, Reason.POD_FAILED), (name, direct)

@@ -384,10 +384,18 @@ class ImRestartDecider(DeciderBase):
                 if not self.slots.free(node):
                     break
                 record = records.get(key)
-                if record is None or record.judgement is None or record.pod is None:
-                    self.slots.unwait(key)
+                judgement = record.judgement if record is not None else None
+                if (
+                    record is None
+                    or judgement is None
+                    or judgement.reason is not Reason.SETTINGS_UNSYNCED
+                    or record.pod is None
+                    or record.delete_sent is not None
+                    or record.delete_hold is not None
+                ):
+                    self.slots.unwait(key)  # (judged since: it no longer waits)
                     continue
-                commands.append(self._delete(record, record.judgement, now))
+                commands.append(self._delete(record, judgement, now))
 
     def _delete(self, record: ImRecord, judgement: Judgement, now: float) -> Command:
         pod = record.pod
