@@ -72,8 +72,9 @@ class DeciderConfig(msgspec.Struct, frozen=True, kw_only=True):
     """A command with neither a result nor a visible effect after this long is presumed lost."""
     applied_ttl: float = 600.0
     """After an `applied` result, how long the view may lag before the command stops counting."""
-    retry_backoff: float = 30.0
-    """After a refusal with no fresher object in view, wait this long before the same command."""
+    retry_backoff: float = 120.0
+    """After a refusal with no fresher object in view, wait this long before the same command. Keep
+    it at least LH_COMMANDS' dedup window (60 s), or the identical retry (same id) is dropped."""
     max_restarts: int = 0
     """Settings restarts in flight cluster-wide; 0 = unlimited (Longhorn)."""
     max_restarts_per_node: int = 0
