@@ -287,3 +287,21 @@ def test_nothing_is_decided_before_every_kind_is_listed() -> None:
     assert reason(cluster) == Reason.VIEW_INCOMPLETE
     cluster.resync(["kubenode"])
     assert deletes(cluster.decide()) == ["im-1"]
+
+
+def test_an_event_that_moves_only_resource_versions_re_judges_nothing() -> None:
+    cluster = one_node_cluster(replicas={"r-1": "running"})
+    [patch] = cluster.decide()  # SettingSynced=True, out on the IM
+    pod = cluster.get("pod", "im-1")
+    restarted = lh.PodStatus(
+        phase="Running",
+        pod_ip="10.0.0.9",
+        container_statuses=(lh.ContainerStatus(ready=True, restart_count=3),),
+    )
+    cluster.put(msgspec.structs.replace(pod, status=restarted))
+    assert cluster.decider._dirty == set()  # nothing out on the pod: nothing to look at
+    # A fresher IM settles the command out on it, so that IM is looked at again.
+    cluster.put(cluster.get("instancemanager", "im-1"))
+    assert cluster.decider._dirty == {(NS, "im-1")}
+    [again] = cluster.decide()  # the IM did not take the patch: the condition is sent anew
+    assert again.verb is Verb.PATCH_STATUS and again.preconditions != patch.preconditions

@@ -117,13 +117,17 @@ class ImRestartDecider(DeciderBase):
         if not view.quiet:
             self._dirty.update(touched)
             return
-        # Only resourceVersions moved: the judgement stands; a command out on this object
-        # settles on a fresher version, so that IM is looked at again.
+        # Only resourceVersions moved: the judgement stands; a command out on this very object
+        # (a delete on the pod, a condition patch on the IM) settles on a fresher version, so
+        # that IM is looked at again.
         records = view.records
+        on_pod = event.kind == "pod"
         for key in touched:
             record = records.get(key)
             if record is not None and (
-                record.delete_sent or record.delete_hold or record.condition_sent or record.condition_hold
+                (record.delete_sent or record.delete_hold)
+                if on_pod
+                else (record.condition_sent or record.condition_hold)
             ):
                 self._dirty.add(key)
 
