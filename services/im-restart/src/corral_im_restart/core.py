@@ -326,7 +326,8 @@ class ImRestartDecider(DeciderBase):
         if isinstance(settings, SettingValueError):
             return Judgement(reason=Reason.SETTINGS_INVALID, detail=str(settings))
         shape = (record.pod_shape, record.im_shape, view.node_shape(record))
-        check = self._memo.get(shape, settings)
+        memo = self._memo
+        check = memo.checks.get(shape) if settings is memo.settings else None
         if check is None:
             try:
                 check = self._memo.check(
@@ -365,8 +366,9 @@ class ImRestartDecider(DeciderBase):
             command = patch_condition(im, wanted, now)
             record.condition_sent = self._sent(command, record, record.rv(), now)
             commands.append(command)
+        reason = judgement.reason
         if (
-            not judgement.delete
+            (reason is not Reason.SETTINGS_UNSYNCED and reason is not Reason.POD_FAILED)
             or pod is None
             or record.delete_sent is not None
             or record.delete_hold is not None
@@ -374,7 +376,7 @@ class ImRestartDecider(DeciderBase):
             if self.slots.limited:  # only a limit makes IMs wait
                 self.slots.unwait(record.key)
             return
-        if judgement.reason is Reason.SETTINGS_UNSYNCED:
+        if reason is Reason.SETTINGS_UNSYNCED:
             if record.key in self.slots.restarts:
                 return  # this IM's restart is still under way
             if not self.slots.free(record.node):

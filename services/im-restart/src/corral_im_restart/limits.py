@@ -21,16 +21,14 @@ class RestartSlots:
     def __init__(self, total_limit: int = 0, node_limit: int = 0) -> None:
         self.total_limit = total_limit
         self.node_limit = node_limit
+        self.limited = bool(total_limit or node_limit)
+        """Some limit is set (only then do IMs wait for a slot)."""
         self.restarts: dict[ImKey, Restart] = {}
         self._per_node: Counter[str] = Counter()
         self._waiting: dict[str, dict[ImKey, None]] = {}
         self._waits_on: dict[ImKey, str] = {}
         self.freed = False
         """A slot was freed since the waiting IMs were last looked at."""
-
-    @property
-    def limited(self) -> bool:
-        return bool(self.total_limit or self.node_limit)
 
     def free(self, node: str) -> bool:
         total_ok = not self.total_limit or len(self.restarts) < self.total_limit

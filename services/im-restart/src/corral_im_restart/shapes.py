@@ -51,12 +51,13 @@ class ShapeMemo:
 
     def __init__(self, limit: int = 4096) -> None:
         self._limit = limit
-        self._checks: dict[Shape, PodCheck] = {}
-        self._settings: DangerZoneSettings | None = None
+        self.checks: dict[Shape, PodCheck] = {}
+        """Valid for `settings` only (read directly on the decider's per-event path)."""
+        self.settings: DangerZoneSettings | None = None
 
     def get(self, shape: Shape, settings: DangerZoneSettings) -> PodCheck | None:
         """The check already made for `shape` under these very settings (the common case)."""
-        return self._checks.get(shape) if settings is self._settings else None
+        return self.checks.get(shape) if settings is self.settings else None
 
     def check(
         self,
@@ -67,16 +68,16 @@ class ShapeMemo:
         node: Node | None,
         kube_node: KubeNode | None,
     ) -> PodCheck:
-        if settings is not self._settings:
-            self._checks.clear()
-            self._settings = settings
-        found = self._checks.get(shape)
+        if settings is not self.settings:
+            self.checks.clear()
+            self.settings = settings
+        found = self.checks.get(shape)
         if found is None:
             found = pod_check(im, pod, settings, node, kube_node)  # raises: not cached
-            if len(self._checks) >= self._limit:
-                self._checks.clear()
-            self._checks[shape] = found
+            if len(self.checks) >= self._limit:
+                self.checks.clear()
+            self.checks[shape] = found
         return found
 
     def __len__(self) -> int:
-        return len(self._checks)
+        return len(self.checks)
