@@ -143,3 +143,18 @@ def test_same_seed_same_writes() -> None:
         return [w.record() for w in world.log]
 
     assert run() == run()
+
+
+def test_the_im_controller_keeps_conditions_it_does_not_own() -> None:
+    """corral's im-restart writes SettingSynced; the simulated IM controller must not drop it, or
+    the two would rewrite the conditions list in turn forever."""
+    world = grown(None)
+    im = world.view.all("instancemanager")[0]
+    name = im["metadata"]["name"]
+    synced = {"type": "SettingSynced", "status": "True", "reason": "", "message": ""}
+    world.patch("instancemanager", name, {"status": {"conditions": [*im["status"]["conditions"], synced]}})
+    writes = len(world.log)
+    world.settle()
+    conditions = world.get("instancemanager", name)["status"]["conditions"]
+    assert [c["type"] for c in conditions] == ["PodReady", "SettingSynced"]
+    assert not [w for w in world.log[writes:] if w.kind == "instancemanager" and w.name == name]

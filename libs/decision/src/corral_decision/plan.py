@@ -14,6 +14,8 @@ from corral_decision.service import DecisionService
 from corral_decision.snapshot import snapshot_events
 from corral_model.envelopes import Command
 
+COMMAND_PENDING = "command-pending"
+
 
 def plan_snapshot(
     service: DecisionService[Any], document: Mapping[str, Any], now: float
@@ -22,6 +24,12 @@ def plan_snapshot(
     for event in snapshot_events(document, service.reads):
         decider.apply(event)
     commands = decider.decide()
+    # A chosen target explains itself as `command-pending`: the command line says it all. Others
+    # that got a command too keep their reason (im-restart patches a busy IM's condition).
     pending = {(c.target.kind, c.target.namespace, c.target.name) for c in commands}
-    explanations = [e for e in decider.explain() if (e.kind, e.namespace, e.name) not in pending]
+    explanations = [
+        e
+        for e in decider.explain()
+        if (e.kind, e.namespace, e.name) not in pending or e.reason != COMMAND_PENDING
+    ]
     return commands, explanations

@@ -82,9 +82,13 @@ class DecisionService(Generic[ConfigT]):
         return "corral_" + self.name.replace("-", "_")
 
     def object_filters(self, namespace: str) -> list[str]:
-        """LH_OBJECTS subjects of the kinds the decider reads, in `namespace`."""
+        """LH_OBJECTS subjects of the kinds the decider reads, in `namespace`; a cluster-scoped
+        kind (`kubenode`) is published without a namespace (the `_` token), as the watcher does."""
         ns = escape_token(namespace)
-        return [f"{OBJECTS_PREFIX}.{kind}.{ns}.>" for kind in sorted(self.reads)]
+        return [
+            f"{OBJECTS_PREFIX}.{kind}.{ns if KINDS[kind].namespaced else escape_token('')}.>"
+            for kind in sorted(self.reads)
+        ]
 
     def command_token(self, kind: str) -> str | None:
         """The subject token for a command on `kind` (`Volume` → `volume`); None: not its to command."""

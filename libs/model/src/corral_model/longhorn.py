@@ -54,6 +54,10 @@ class Condition(_Slim, frozen=True):
     status: str = "Unknown"
     reason: str = ""
     message: str = ""
+    # Kept so a service rewriting a conditions list (im-restart's SettingSynced) keeps the others whole.
+    # (nullable in the CRD: None when null or absent)
+    last_probe_time: str | None = None
+    last_transition_time: str | None = None
 
 
 def condition_status(conditions: tuple[Condition, ...], type_: str) -> str:

@@ -124,8 +124,11 @@ def _reconcile_manager(
             "ownerID": spec(im).get("nodeID", ""),
             "instanceEngines": dict(maps.get("instanceEngines", {})),
             "instanceReplicas": dict(maps.get("instanceReplicas", {})),
+            # PodReady is the IM controller's; the others (SettingSynced, written by corral's
+            # im-restart) are kept, or the two would rewrite the list in turn forever.
             "conditions": [
-                {"type": "PodReady", "status": "True" if state == "running" else "False", "reason": reason}
+                {"type": "PodReady", "status": "True" if state == "running" else "False", "reason": reason},
+                *(c for c in status(im).get("conditions", None) or [] if c.get("type") != "PodReady"),
             ],
         },
         f"instance manager {state}",

@@ -1,0 +1,468 @@
+"""The im-restart decider: Longhorn's instance-manager `handlePod` decision (longhorn-behaviour.md
+§4.3) as a `corral_decision.Decider`. Pure: no I/O, injected clock.
+
+* `apply(event)` folds an event into the view (view.py) and marks the IMs it touched; a
+  danger-zone setting change marks every IM, and the settings are parsed once, at the next decision;
+* `decide()` judges the marked IMs (judge.py, memoised by pod shape: shapes.py) and returns, per IM,
+  at most one pod delete and at most one SettingSynced patch;
+* a delete is an expectation until the view shows a fresher pod (deleted, terminating, replaced or
+  merely changed: the delete was preconditioned on the pod's resourceVersion, so it applied or can
+  no longer apply), a refusal comes back, or `command_ttl` passes. So the same pod is never deleted
+  twice, and any number of settings pending on a busy IM lead to one delete once it is idle;
+* a refusal frees what the command held; the IM is judged again, but the same command is not sent
+  again until the view holds a fresher object than the refused decision used, or `retry_backoff`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import Counter
+from typing import Any
+
+import msgspec
+
+from corral_dangerzone.errors import SettingValueError
+from corral_decision.base import DeciderBase
+from corral_decision.decider import Clock, Explanation, InvalidEvent, Pending
+from corral_im_restart.commands import SERVICE, condition_differs, delete_pod, patch_condition
+from corral_im_restart.judge import Judgement, judge_running, judge_state
+from corral_im_restart.limits import RestartSlots
+from corral_im_restart.reasons import Reason
+from corral_im_restart.records import Restart, Sent
+from corral_im_restart.shapes import ShapeMemo
+from corral_im_restart.view import ImKey, ImRecord, ImView
+from corral_model import longhorn as lh
+from corral_model.envelopes import Command, CommandResult, EventType, ObjectEvent, Outcome, Target, Verb
+
+READS: dict[str, type[Any]] = {
+    "instancemanager": lh.InstanceManager,
+    "pod": lh.Pod,
+    "setting": lh.Setting,
+    "node": lh.Node,
+    "kubenode": lh.KubeNode,
+}
+_RUNNING_REASONS = frozenset(
+    {Reason.SETTINGS_SYNCED, Reason.SETTINGS_UNSYNCED, Reason.BUSY, Reason.HUGEPAGE_CAPACITY}
+)
+
+
+def pod_terminating(pod: lh.Pod | None) -> bool:
+    return pod is not None and bool(pod.metadata.deletion_timestamp)
+
+
+def _pod_moved_on(sent: Sent | None, pod: lh.Pod | None, pod_rv: int, now: float) -> bool:
+    """A delete settles once the view shows the pod gone, replaced, terminating or merely fresher
+    (it was preconditioned on the resourceVersion), or its deadline passed."""
+    return sent is not None and (
+        pod is None
+        or pod.metadata.uid != sent.pod_uid
+        or bool(pod.metadata.deletion_timestamp)
+        or pod_rv > sent.decided_rv
+        or sent.deadline <= now
+    )
+
+
+def _im_moved_on(sent: Sent | None, im: lh.InstanceManager | None, im_rv: int, now: float) -> bool:
+    return sent is not None and (im is None or im_rv > sent.decided_rv or sent.deadline <= now)
+
+
+class DeciderConfig(msgspec.Struct, frozen=True, kw_only=True):
+    command_ttl: float = 60.0
+    """A command with neither a result nor a visible effect after this long is presumed lost."""
+    applied_ttl: float = 600.0
+    """After an `applied` result, how long the view may lag before the command stops counting."""
+    retry_backoff: float = 120.0
+    """After a refusal with no fresher object in view, wait this long before the same command. Keep
+    it at least LH_COMMANDS' dedup window (60 s), or the identical retry (same id) is dropped."""
+    max_restarts: int = 0
+    """Settings restarts in flight cluster-wide; 0 = unlimited (Longhorn)."""
+    max_restarts_per_node: int = 0
+    """Settings restarts in flight per node; 0 = unlimited (Longhorn)."""
+    restart_timeout: float = 600.0
+    """How long a restart holds its slot while its replacement pod does not run."""
+
+
+class ImRestartDecider(DeciderBase):
+    """The im-restart rules as a `corral_decision.Decider`."""
+
+    def __init__(self, clock: Clock, config: DeciderConfig | None = None) -> None:
+        super().__init__(clock, reads=READS)
+        self.config = config or DeciderConfig()
+        self.view = ImView()
+        self.slots = RestartSlots(self.config.max_restarts, self.config.max_restarts_per_node)
+        self._memo = ShapeMemo()
+        self._dirty: set[ImKey] = set()
+        self._timers: list[tuple[float, int, ImKey]] = []
+        self._seq = itertools.count()
+        self._bootstrapped = False
+
+    # --- input ------------------------------------------------------------------------------------
+
+    def apply(self, event: ObjectEvent[Any]) -> None:
+        struct = READS.get(event.kind)
+        if struct is None:
+            raise InvalidEvent(f"im-restart does not read {event.kind!r}")
+        if event.type not in (EventType.RESYNCED, EventType.DELETED) and not isinstance(event.object, struct):
+            raise InvalidEvent(f"{event.kind} {event.namespace}/{event.name} carries no {struct.__name__}")
+        if self.observe(event) is None:  # a RESYNCED marker
+            if self.ready and not self._bootstrapped:
+                self._bootstrapped = True
+                self._dirty.update(self.view.records)
+            return
+        view = self.view
+        touched = view.apply(event)
+        if touched is None:
+            return  # the settings changed: every IM is judged at the next decision
+        if not view.quiet:
+            self._dirty.update(touched)
+            return
+        # Only resourceVersions moved: the judgement stands; a command out on this very object
+        # (a delete on the pod, a condition patch on the IM) settles on a fresher version, so
+        # that IM is looked at again.
+        records = view.records
+        on_pod = event.kind == "pod"
+        for key in touched:
+            record = records.get(key)
+            if record is not None and (
+                (record.delete_sent or record.delete_hold)
+                if on_pod
+                else (record.condition_sent or record.condition_hold)
+            ):
+                self._dirty.add(key)
+
+    def record_result(self, result: CommandResult) -> None:
+        target = result.target
+        record = self._record_for(target)
+        if record is None:
+            return
+        is_delete = target.kind == "Pod"
+        sent = record.delete_sent if is_delete else record.condition_sent
+        if sent is None or sent.command_id != result.command_id:
+            return
+        now = self.clock()
+        if result.outcome is Outcome.APPLIED and not result.dry_run:
+            sent.applied = True
+            sent.deadline = now + self.config.applied_ttl
+            self._schedule(sent.deadline, record.key)
+            return
+        # Refused (or only a dry run): free it; the same command waits for a fresher view.
+        sent.deadline = now + self.config.retry_backoff
+        if is_delete:
+            record.delete_sent, record.delete_hold = None, sent
+            restart = self.slots.restarts.get(record.key)
+            if restart is not None and restart.old_pod_uid == sent.pod_uid:
+                self.slots.end(record.key)
+        else:
+            record.condition_sent, record.condition_hold = None, sent
+        self._schedule(sent.deadline, record.key)
+        self._dirty.add(record.key)
+
+    def adopt(self, command: Command, applied: CommandResult | None) -> bool:
+        """Count another replica's command while it can still apply on this view: a delete of
+        the very pod in view (uid and resourceVersion), a patch of the IM status in view."""
+        if command.service != SERVICE:
+            return False
+        record = self._record_for(command.target)
+        if record is None:
+            return False
+        tested_rv = next(
+            (p.value for p in command.preconditions if p.path == "/metadata/resourceVersion"), None
+        )
+        now = self.clock()
+        if command.verb is Verb.DELETE and command.target.kind == "Pod":
+            pod = record.pod
+            if record.delete_sent is not None or pod is None or pod.metadata.uid != command.target.uid:
+                return False
+            if tested_rv != pod.metadata.resource_version or pod.metadata.deletion_timestamp:
+                return False
+            sent = record.delete_sent = self._sent(
+                command, record, record.pod_rv(), now, pod_uid=pod.metadata.uid
+            )
+            if command.reason.startswith(Reason.SETTINGS_UNSYNCED):
+                self._start_restart(record, now)
+        elif command.verb is Verb.PATCH_STATUS and command.target.kind == "InstanceManager":
+            im = record.im
+            if record.condition_sent is not None or im is None or tested_rv != im.metadata.resource_version:
+                return False
+            sent = record.condition_sent = self._sent(command, record, record.rv(), now)
+        else:
+            return False
+        if applied is not None and applied.outcome is Outcome.APPLIED:
+            sent.applied = True
+            sent.deadline = now + self.config.applied_ttl
+            self._schedule(sent.deadline, record.key)
+        return True
+
+    # --- output -----------------------------------------------------------------------------------
+
+    def decide(self) -> list[Command]:
+        if not self._bootstrapped:
+            return []
+        now = self.clock()
+        timers, marked, view = self._timers, self._dirty, self.view
+        while timers and timers[0][0] <= now:
+            marked.add(heapq.heappop(timers)[2])
+        if view.settings_stale and view.refresh_settings():
+            marked.update(view.records)
+        commands: list[Command] = []
+        if marked:
+            dirty = sorted(marked) if len(marked) > 1 else [marked.pop()]
+            marked.clear()
+            records = view.records
+            for key in dirty:
+                record = records.get(key)
+                if record is None:
+                    self.slots.end(key)
+                    self.slots.unwait(key)
+                    continue
+                self._judge(record, now)
+                self._act(record, now, commands)
+        if self.slots.freed:
+            self.slots.freed = False
+            self._fill_slots(now, commands)
+        return commands
+
+    def next_due(self) -> float | None:
+        return self._timers[0][0] if self._timers else None
+
+    def reconsider_all(self) -> None:
+        self._dirty.update(self.view.records)
+
+    def expectations(self) -> list[Pending]:
+        """O(IMs): for takeover, metric scrapes and replay, never per event."""
+        return [
+            Pending(
+                command_id=sent.command_id, target=sent.target, issued_at=sent.issued_at, applied=sent.applied
+            )
+            for record in self.view.records.values()
+            for sent in (record.delete_sent, record.condition_sent)
+            if sent is not None
+        ]
+
+    def explain(self, key: str | None = None) -> list[Explanation]:
+        """Per IM (or the one `key` names, `InstanceManager/ns/name`): why its pod is (not) deleted."""
+        if key is None:
+            records = [self.view.records[k] for k in sorted(self.view.records)]
+        else:
+            kind, _, rest = key.partition("/")
+            namespace, _, name = rest.partition("/")
+            one = self.view.records.get((namespace, name)) if kind == "InstanceManager" else None
+            records = [one] if one is not None else []
+        out = []
+        for record in records:
+            if record.im is None:
+                continue
+            reason, detail = self._why(record)
+            out.append(
+                Explanation(
+                    kind="InstanceManager",
+                    namespace=record.key[0],
+                    name=record.key[1],
+                    group=record.node,
+                    reason=reason,
+                    detail=detail,
+                )
+            )
+        return out
+
+    # --- figures for metrics, progress and tests ------------------------------------------------------
+
+    def judgement(self, namespace: str, name: str) -> Judgement | None:
+        record = self.view.records.get((namespace, name))
+        return record.judgement if record is not None else None
+
+    def unsynced_by_node(self) -> dict[tuple[str, str], int]:
+        """(node, setting) → IMs whose pod lags that setting (O(IMs): for scrapes)."""
+        counts: Counter[tuple[str, str]] = Counter()
+        for record in self.view.records.values():
+            if record.judgement is not None and record.im is not None:
+                for setting in record.judgement.unsynced:
+                    counts[(record.node, str(setting))] += 1
+        return dict(counts)
+
+    # --- internals ----------------------------------------------------------------------------------
+
+    def _record_for(self, target: Target) -> ImRecord | None:
+        if target.kind == "Pod":
+            found = self.view.record_of_pod(target.namespace, target.name)
+            # A pod no longer in view: Longhorn names IM pods after their IM.
+            return found or self.view.records.get((target.namespace, target.name))
+        if target.kind == "InstanceManager":
+            return self.view.records.get((target.namespace, target.name))
+        return None
+
+    def _judge(self, record: ImRecord, now: float) -> None:
+        """Settle what the view now shows, then judge the IM afresh."""
+        pod, im = record.pod, record.im
+        if record.delete_sent is not None or record.delete_hold is not None:
+            pod_rv = record.pod_rv()
+            if _pod_moved_on(record.delete_sent, pod, pod_rv, now):
+                record.delete_sent = None
+            if _pod_moved_on(record.delete_hold, pod, pod_rv, now):
+                record.delete_hold = None
+        if record.condition_sent is not None or record.condition_hold is not None:
+            im_rv = record.rv()
+            if _im_moved_on(record.condition_sent, im, im_rv, now):
+                record.condition_sent = None
+            if _im_moved_on(record.condition_hold, im, im_rv, now):
+                record.condition_hold = None
+        if im is None:
+            record.judgement = None
+            self.slots.end(record.key)
+            self.slots.unwait(record.key)
+            return
+        judgement = judge_state(im, pod)
+        if judgement is None:
+            assert pod is not None
+            judgement = self._judge_running(record, im, pod)
+        record.judgement = judgement
+        if self.slots.restarts:
+            self._follow_restart(record, pod, judgement, now)
+
+    def _judge_running(self, record: ImRecord, im: lh.InstanceManager, pod: lh.Pod) -> Judgement:
+        view = self.view
+        settings = view.settings
+        if isinstance(settings, SettingValueError):
+            return Judgement(reason=Reason.SETTINGS_INVALID, detail=str(settings))
+        shape = (record.pod_shape, record.im_shape, view.node_shape(record))
+        memo = self._memo
+        check = memo.checks.get(shape) if settings is memo.settings else None
+        if check is None:
+            try:
+                check = self._memo.check(
+                    shape,
+                    im,
+                    pod,
+                    settings,
+                    view.nodes.get(record.pod_node),
+                    view.kube_nodes.get(record.node),
+                )
+            except (LookupError, SettingValueError) as e:
+                return Judgement(reason=Reason.CHECK_FAILED, detail=str(e))
+        return judge_running(im, check)
+
+    def _follow_restart(self, record: ImRecord, pod: lh.Pod | None, judgement: Judgement, now: float) -> None:
+        restart = self.slots.restarts.get(record.key)
+        if restart is not None:
+            pod_uid = pod.metadata.uid if pod is not None else ""
+            replaced = pod_uid != restart.old_pod_uid and judgement.reason in _RUNNING_REASONS
+            # The pod it was to delete is still there, unterminated, with no delete out: it was lost.
+            lost = pod_uid == restart.old_pod_uid and record.delete_sent is None and not pod_terminating(pod)
+            if restart.deadline <= now or replaced or lost:
+                self.slots.end(record.key)
+
+    def _act(self, record: ImRecord, now: float, commands: list[Command]) -> None:
+        judgement, im, pod = record.judgement, record.im, record.pod
+        if judgement is None or im is None:
+            return
+        wanted = judgement.condition
+        if (
+            wanted is not None
+            and record.condition_sent is None
+            and record.condition_hold is None
+            and condition_differs(im, wanted)
+        ):
+            command = patch_condition(im, wanted, now)
+            record.condition_sent = self._sent(command, record, record.rv(), now)
+            commands.append(command)
+        reason = judgement.reason
+        if (
+            (reason is not Reason.SETTINGS_UNSYNCED and reason is not Reason.POD_FAILED)
+            or pod is None
+            or record.delete_sent is not None
+            or record.delete_hold is not None
+        ):
+            if self.slots.limited:  # only a limit makes IMs wait
+                self.slots.unwait(record.key)
+            return
+        if reason is Reason.SETTINGS_UNSYNCED:
+            if record.key in self.slots.restarts:
+                return  # this IM's restart is still under way
+            if not self.slots.free(record.node):
+                self.slots.wait(record.key, record.node)
+                return
+        commands.append(self._delete(record, judgement, now))
+
+    def _fill_slots(self, now: float, commands: list[Command]) -> None:
+        records = self.view.records
+        for node, keys in list(self.slots.waiting()):
+            for key in keys:
+                if not self.slots.free(node):
+                    break
+                record = records.get(key)
+                judgement = record.judgement if record is not None else None
+                if (
+                    record is None
+                    or judgement is None
+                    or judgement.reason is not Reason.SETTINGS_UNSYNCED
+                    or record.pod is None
+                    or record.delete_sent is not None
+                    or record.delete_hold is not None
+                ):
+                    self.slots.unwait(key)  # (judged since: it no longer waits)
+                    continue
+                commands.append(self._delete(record, judgement, now))
+
+    def _delete(self, record: ImRecord, judgement: Judgement, now: float) -> Command:
+        pod = record.pod
+        assert pod is not None
+        detail = f"{judgement.detail}; " if judgement.detail else ""
+        command = delete_pod(
+            pod,
+            f"{judgement.reason}: {detail}instance manager {record.key[1]} on node {record.node or '-'}",
+            now,
+        )
+        record.delete_sent = self._sent(command, record, record.pod_rv(), now, pod_uid=pod.metadata.uid)
+        self.slots.unwait(record.key)
+        if judgement.reason is Reason.SETTINGS_UNSYNCED:
+            self._start_restart(record, now)
+        return command
+
+    def _start_restart(self, record: ImRecord, now: float) -> None:
+        pod_uid = record.pod.metadata.uid if record.pod is not None else ""
+        deadline = now + self.config.restart_timeout
+        self.slots.start(record.key, Restart(node=record.node, old_pod_uid=pod_uid, deadline=deadline))
+        self._schedule(deadline, record.key)
+
+    def _sent(
+        self, command: Command, record: ImRecord, decided_rv: int, now: float, pod_uid: str = ""
+    ) -> Sent:
+        deadline = now + self.config.command_ttl
+        self._schedule(deadline, record.key)
+        return Sent(
+            command_id=command.id,
+            target=command.target,
+            decided_rv=decided_rv,
+            issued_at=now,
+            deadline=deadline,
+            reason=command.reason,
+            pod_uid=pod_uid,
+        )
+
+    def _schedule(self, due: float, key: ImKey) -> None:
+        heapq.heappush(self._timers, (due, next(self._seq), key))
+
+    def _why(self, record: ImRecord) -> tuple[str, str]:
+        if not self._bootstrapped:
+            return Reason.VIEW_INCOMPLETE, ""
+        judgement = record.judgement
+        if judgement is None:
+            return Reason.VIEW_INCOMPLETE, "not judged yet"
+        if record.delete_sent is not None:
+            return Reason.COMMAND_PENDING, record.delete_sent.reason
+        restart = self.slots.restarts.get(record.key)
+        if restart is not None and not judgement.delete:
+            return (
+                Reason.RESTARTING,
+                f"{judgement.reason}: {judgement.detail}" if judgement.detail else judgement.reason,
+            )
+        if judgement.delete:
+            if record.delete_hold is not None:
+                return Reason.RETRY_BACKOFF, f"{judgement.reason}: {judgement.detail}"
+            if self.slots.is_waiting(record.key):
+                return (
+                    Reason.CONCURRENCY_LIMIT,
+                    f"{self.slots.why_full(record.node)}; due: {judgement.detail}",
+                )
+        return judgement.reason, judgement.detail

@@ -1,0 +1,41 @@
+"""`corral plan im-restart --snapshot FILE [--explain]` on a recorded cluster (tests/data/im_restart/
+cluster.yaml): the kit finds the service through its entry point and its own decider plans."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from corral_cli.main import main as corral
+from corral_decision.plan import plan_snapshot
+from corral_im_restart.service import DEFINITION
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "im_restart"
+CLUSTER = DATA / "cluster.yaml"
+
+
+def test_the_plan_restarts_the_idle_and_failed_ims_and_explains_the_others() -> None:
+    commands, explanations = plan_snapshot(DEFINITION, yaml.safe_load(CLUSTER.read_text()), now=1000.0)
+    assert sorted((c.verb, c.target.kind, c.target.name) for c in commands) == [
+        ("delete", "Pod", "im-failed"),
+        ("delete", "Pod", "im-idle"),
+        ("patch-status", "InstanceManager", "im-busy"),
+        ("patch-status", "InstanceManager", "im-idle"),
+    ]
+    assert {e.name: (e.reason, e.detail) for e in explanations} == {
+        "im-busy": ("busy", "vol-1-e-0, vol-2-r-1"),
+        "im-failed": (
+            "command-pending",
+            "pod-failed: pod phase Failed; instance manager im-failed on node node-2",
+        ),
+        "im-starting": ("not-running", "instance manager starting, pod starting"),
+        "im-synced": ("settings-synced", ""),
+    }
+
+
+def test_cli_prints_the_recorded_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    code = corral(["plan", "im-restart", "--snapshot", str(CLUSTER), "--now", "1000", "--explain"])
+    assert code == 0
+    assert capsys.readouterr().out.splitlines() == (DATA / "cluster.plan.jsonl").read_text().splitlines()
