@@ -248,21 +248,11 @@ class EngineUpgradeDecider:
             volumes = [one] if one is not None else []
         out: list[Explanation] = []
         for volume in volumes:
-            if volume.flags & UNREADABLE:  # before any gate: only the operator can mend it
-                out.append(
-                    Explanation(
-                        kind="Volume",
-                        namespace=volume.namespace,
-                        name=volume.name,
-                        group=volume.owner,
-                        reason=Reason.UNREADABLE,
-                        detail=view.unreadable_reason(volume),
-                    )
-                )
-                continue
             reason = volume_reason(volume, view, now)
             detail = ""
-            if gate is not None:
+            if volume.flags & UNREADABLE:  # before any gate: only the operator can mend it
+                reason, detail = Reason.UNREADABLE, view.unreadable_reason(volume)
+            elif gate is not None:
                 reason, detail = gate, reason or ""
             elif reason is None:
                 full = self._owners.in_flight(volume.owner) >= view.limit
