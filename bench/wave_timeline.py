@@ -9,7 +9,7 @@ commit that sets `status.currentImage` to it (the simulated volume controller re
 
 `slot_idle` then replays those instants per owner node: a slot freed by a finished upgrade waits
 until the next command for that node lands, and that wait counts only while the node still has
-volumes waiting for a slot. Pure past the first function: instants in, figures out.
+volumes waiting for a slot. Everything after `upgrades` is pure: instants in, figures out.
 """
 
 from __future__ import annotations
