@@ -97,19 +97,6 @@ async def test_missing_object_is_not_found(emulator: Emulator, make_actuator: Ma
     assert result.outcome is Outcome.NOT_FOUND
 
 
-async def test_injected_conflict_is_a_precondition_failure_not_retried(
-    emulator: Emulator, make_actuator: MakeActuator
-) -> None:
-    seed_cluster(emulator)
-    emulator.faults.update({"conflict_rate": 1.0, "plurals": ["volumes"]})
-    actuator = make_actuator()
-    result = await actuator.execute(upgrade("vol-0"))
-    assert result.outcome is Outcome.PRECONDITION_FAILED
-    assert "conflict" in result.detail
-    assert actuator.api.retries == 0
-    assert image_of(emulator, "vol-0") == OLD_IMAGE
-
-
 async def test_throttling_is_retried_until_it_passes(emulator: Emulator, make_actuator: MakeActuator) -> None:
     seed_cluster(emulator, volumes=10)
     emulator.faults.update({"throttle_rate": 0.5, "retry_after_s": 0, "plurals": ["volumes"], "seed": 7})

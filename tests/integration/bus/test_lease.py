@@ -8,7 +8,8 @@ import time
 import pytest
 
 from corral_bus import Bus, connect
-from corral_bus.lease import Lease
+from corral_bus.lease import Lease, worst_failover
+from corral_decision import DecisionConfig
 from tests.fixtures.nats import NatsServer
 from tests.fixtures.processes import eventually
 
@@ -107,3 +108,39 @@ async def test_one_leader_through_a_server_restart(bus: Bus, nats_server: NatsSe
     await b.stop()
     await bus_a.close()
     await bus_b.close()
+
+
+async def test_a_cut_off_holder_stops_leading_before_the_standby_leads(nats_server: NatsServer) -> None:
+    """At the decision services' default TTL: the holder loses NATS (its connection closed, the
+    process still running and consulting `is_leader`); it must have stopped leading before the
+    standby leads, and the standby must lead within the failover bound."""
+    ttl = DecisionConfig().lease_ttl_s
+    bus_a = await connect(nats_server.url, name="replica-a")
+    bus_b = await connect(nats_server.url, name="replica-b")
+    gained: list[float] = []
+    a = Lease(bus_a, "im-restart", "a", ttl=ttl)
+    b = Lease(
+        bus_b,
+        "im-restart",
+        "b",
+        ttl=ttl,
+        on_change=lambda led: gained.append(time.monotonic()) if led else None,
+    )
+    try:
+        await a.start()
+        await b.start()
+        assert a.is_leader and not b.is_leader
+        first = a.revision
+        await eventually(lambda: a.revision >= first + 2, within=4 * ttl, what="holder renewed")
+        watch = Watch(a, b)
+        await bus_a.close()  # cut off: no renewal gets through any more
+        cut = time.monotonic()
+        await eventually(lambda: b.is_leader, within=4 * ttl, what="standby took over")
+        await watch.stop()
+        assert watch.overlaps == 0 and watch.samples > 50
+        assert not a.is_leader
+        assert gained and gained[0] - cut <= worst_failover(ttl) + 0.5, f"took {gained[0] - cut:.2f}s"
+    finally:
+        await a.stop(release=False)
+        await b.stop()
+        await bus_b.close()

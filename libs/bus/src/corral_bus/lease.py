@@ -12,6 +12,23 @@ renewed the same lease. Expiry is judged without comparing clocks between machin
 Since the standby first saw a revision after it was written, the holder's own deadline
 (`sent + 0.7 ttl`) always passes before the standby's (`seen + 0.85 ttl`). A holder that stops
 cleanly deletes the key (compare-and-set again), and a standby takes over at its next poll.
+
+Why these ratios stay safe with a short TTL (decision services run 2.5 s, so that a standby leads
+within `worst_failover` < 3 s of a kill -9) on a loaded host:
+
+* Both deadlines are measured on each replica's own monotonic clock, never by comparing clocks
+  between machines. Clock *rates* would have to differ by more than (0.85 - 0.7) / 0.85 ≈ 18 % for
+  the standby's deadline to come first; NTP slews a monotonic clock by at most 0.05 %.
+* Late timers only ever move things the safe way. `is_leader` is computed from the monotonic clock
+  at every consult, not flipped by a timer, so a starved event loop that renews late makes the
+  holder stop leading *earlier* (a spurious handover, never two leaders); a standby whose poll runs
+  late takes over *later*. The cost of a short TTL is that a holder whose renewals are held up for
+  longer than `0.7 ttl - ttl/4` (1.1 s at 2.5 s) steps down and a standby takes over: safe, and
+  visible as a leadership change.
+* What no ratio can cover is a holder paused between consulting `is_leader` and its command
+  reaching the actuator. That is what fencing is for: commands carry `term`, the successor's is
+  higher, and the actuator refuses the older term once it has seen the newer one; until then the
+  command's field preconditions refuse a decision the cluster has moved past.
 """
 
 from __future__ import annotations
@@ -42,6 +59,23 @@ OnChange = Callable[[bool], Awaitable[None] | None]
 
 _HOLDER_DEADLINE = 0.7
 _TAKEOVER_AFTER = 0.85
+
+
+def poll_interval(ttl: float) -> float:
+    """How often a standby reads the key of a lease of `ttl`."""
+    return min(1.0, max(0.05, ttl / 20))
+
+
+def worst_failover(ttl: float) -> float:
+    """The longest from a holder's death to a standby leading, NATS round trips aside: the holder
+    may die just after a renewal, the standby may see that revision up to a poll late, then waits
+    `0.85 ttl` of unchanged revision, checked at its polls."""
+    return _TAKEOVER_AFTER * ttl + 2 * poll_interval(ttl)
+
+
+def holder_margin(ttl: float) -> float:
+    """How long before the earliest possible takeover a holder has stopped leading, at least."""
+    return (_TAKEOVER_AFTER - _HOLDER_DEADLINE) * ttl
 
 
 class LeaseRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -114,7 +148,11 @@ class Lease:
 
     @property
     def poll_every(self) -> float:
-        return min(1.0, max(0.05, self.ttl / 20))
+        return poll_interval(self.ttl)
+
+    @property
+    def worst_failover(self) -> float:
+        return worst_failover(self.ttl)
 
     async def start(self) -> None:
         """Open the bucket, make a first attempt at the lease, and keep at it in the background."""

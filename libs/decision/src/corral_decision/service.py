@@ -27,6 +27,11 @@ from corral_runtime.startup import StartupHook
 class DecisionConfig(ServiceConfig, kw_only=True, frozen=True):
     """What the kit's runner reads; a service subclasses it to add its rules' own settings."""
 
+    lease_ttl_s: Annotated[float, msgspec.Meta(gt=0)] = 2.5
+    """Shorter than other services' 10 s: a standby leads within `Lease.worst_failover` (2.4 s) of
+    the leader dying (kill -9, node loss) instead of about 11 s. Safe because the holder stops
+    leading before any standby may take over (the ratios in corral_bus.lease), and commands carry
+    the lease term, so the actuator fences off a leader that missed losing it."""
     debounce_s: Annotated[float, msgspec.Meta(ge=0)] = 0.05
     """After an event, wait this long for the rest of a burst before deciding."""
     handover_delay_s: Annotated[float, msgspec.Meta(ge=0)] = 0.0

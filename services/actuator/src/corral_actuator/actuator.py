@@ -9,6 +9,11 @@ testing its resourceVersion so nothing can slip in between). Deletes always read
 required labels and the command's preconditions are checked on that read, and the delete carries
 the uid and resourceVersion read as its preconditions.
 
+A 409 Conflict is not a broken precondition (that is the `test` operations' 422): the object moved
+under the write. When the fresh read shows every precondition still holding, the patch is sent
+again within the same command, a few times with a short jittered backoff (conflicts.py); only a
+conflict that persists, or a precondition the read shows broken, is reported.
+
 Before any of this the runner asks `admit`: a command not saying when it was made, dated in the
 future, or from a stale leader term is refused (admission.py), and not remembered against its id.
 
@@ -28,6 +33,7 @@ from kubernetes_asyncio.client import V1DeleteOptions, V1Preconditions
 from corral_actuator.admission import DEFAULT_MAX_CLOCK_SKEW, TermFence, timing_refusal
 from corral_actuator.api import JSON_PATCH, Answered, KubeApi
 from corral_actuator.classify import Answer, TransientApiError
+from corral_actuator.conflicts import ConflictBudget, ConflictRetry
 from corral_actuator.expiry import DEFAULT_MAX_COMMAND_AGE, overage
 from corral_actuator.kinds import KindInfo
 from corral_actuator.policy import Policy, Verdict
@@ -88,6 +94,8 @@ class Actuator:
         max_command_age: float = DEFAULT_MAX_COMMAND_AGE,
         max_clock_skew: float = DEFAULT_MAX_CLOCK_SKEW,
         fence: TermFence | None = None,
+        conflict_retry: ConflictRetry | None = None,
+        on_conflict_retry: Callable[[Command], None] | None = None,
     ) -> None:
         self.api = api
         self.policy = policy
@@ -98,6 +106,18 @@ class Actuator:
         self.max_command_age = max_command_age
         self.max_clock_skew = max_clock_skew
         self.fence = fence or TermFence()
+        self.conflict_retry = conflict_retry or ConflictRetry()
+        self._on_conflict_retry = on_conflict_retry
+        self.conflict_retries = 0
+        """Patches sent again after a 409 whose preconditions still held (all commands)."""
+
+    def _conflict_budget(self, command: Command) -> ConflictBudget:
+        def counted() -> None:
+            self.conflict_retries += 1
+            if self._on_conflict_retry is not None:
+                self._on_conflict_retry(command)
+
+        return ConflictBudget(self.conflict_retry, on_retry=counted)
 
     def _result(self, command: Command, outcome: Outcome, detail: str = "", rv: str = "") -> CommandResult:
         return CommandResult(
@@ -177,23 +197,31 @@ class Actuator:
     ) -> None:
         t = command.target
         tests = (*guards, *command.preconditions)
+        conflicts = self._conflict_budget(command)
         if redelivered or needs_snapshot(tests):
             # A redelivered command may have been written before the crash that lost its ack:
             # read first, so that a change that already holds is not written twice.
-            await self._patch_from_snapshot(command, guards, info, None)
+            await self._patch_from_snapshot(command, guards, info, None, conflicts)
         path = info.path(t.namespace, t.name) + ("/status" if command.verb is Verb.PATCH_STATUS else "")
-        answered = await self.api.request(
-            "PATCH", path, body=json_patch(command.changes, tests), content_type=JSON_PATCH
-        )
-        self._finish_on(answered)
-        # Refused (409/422): find out why from the object itself.
-        snapshot = await self._read(info, t.namespace, t.name)
-        self._settle(command, guards, snapshot)
-        if answered.status == 409:
-            raise _Done(Outcome.PRECONDITION_FAILED, f"conflict: {answered.message}", _rv(snapshot))
+        body = json_patch(command.changes, tests)
+        while True:
+            answered = await self.api.request("PATCH", path, body=body, content_type=JSON_PATCH)
+            self._finish_on(answered)
+            # Refused (409/422): find out why from the object itself.
+            snapshot = await self._read(info, t.namespace, t.name)
+            self._settle(command, guards, snapshot)
+            if answered.status != 409:
+                break
+            # A conflict, and the fresh read shows every precondition holding: send it again.
+            if not await conflicts.spend():
+                raise _Done(
+                    Outcome.PRECONDITION_FAILED,
+                    f"conflict persisted through {conflicts.used} retries: {answered.message}",
+                    _rv(snapshot),
+                )
         # Every precondition holds and the change does not: the patch itself did not fit the object
         # (a parent of a changed path is missing). Rebuild it from what was read.
-        await self._patch_from_snapshot(command, guards, info, snapshot)
+        await self._patch_from_snapshot(command, guards, info, snapshot, conflicts)
 
     def _settle(self, command: Command, guards: tuple[FieldValue, ...], snapshot: dict[str, Any]) -> None:
         """Finish when the object is outside the policy, already shows the change, or shows a
@@ -220,10 +248,13 @@ class Actuator:
         guards: tuple[FieldValue, ...],
         info: KindInfo,
         snapshot: dict[str, Any] | None,
+        conflicts: ConflictBudget,
     ) -> NoReturn:
         t = command.target
         path = info.path(t.namespace, t.name) + ("/status" if command.verb is Verb.PATCH_STATUS else "")
-        for _ in range(self.snapshot_attempts):
+        attempts = 0
+        while attempts < self.snapshot_attempts:
+            attempts += 1
             if snapshot is None:
                 snapshot = await self._read(info, t.namespace, t.name)
             self._settle(command, guards, snapshot)
@@ -234,6 +265,9 @@ class Actuator:
             seen = _rv(snapshot)
             snapshot = await self._read(info, t.namespace, t.name)
             if _rv(snapshot) == seen:
+                if answered.status == 409 and await conflicts.spend():
+                    attempts -= 1  # a conflict with nothing changed: not the object moving on
+                    continue
                 # The object did not change, so our resourceVersion test passed: the server refused
                 # the patch for another reason, and would again.
                 outcome = Outcome.PRECONDITION_FAILED if answered.status == 409 else Outcome.ERROR

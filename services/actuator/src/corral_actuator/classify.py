@@ -1,9 +1,10 @@
 """What an API server answer means for a command: done, refused, gone, worth retrying, or failed.
 
-Only overload and server trouble are retried (429, 5xx, timeouts, lost connections): the same
-request may well succeed a moment later. A 409 or 422 means a precondition no longer holds; the
-request would fail the same way again, and the deciding service must look at fresh state, so it is
-reported, never retried. Any other 4xx is a request the server will never accept.
+Only overload and server trouble are retried here (429, 5xx, timeouts, lost connections): the same
+request may well succeed a moment later. A 409 or 422 may mean a precondition no longer holds, which
+only the object can tell: the actuator reads it, reports a broken precondition (the deciding service
+must look at fresh state) and sends a patch whose preconditions still hold again after a 409
+(conflicts.py). Any other 4xx is a request the server will never accept.
 """
 
 from __future__ import annotations

@@ -45,6 +45,11 @@ class ActuatorConfig(ServiceConfig, frozen=True, kw_only=True):
     request_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 10.0
     retry_attempts: Annotated[int, msgspec.Meta(ge=1)] = 6
     retry_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    conflict_retries: Annotated[int, msgspec.Meta(ge=0)] = 4
+    """A patch refused with 409 Conflict whose preconditions still hold on a fresh read is sent again
+    up to this many times within the command (conflicts.py); 0 reports the first conflict."""
+    conflict_wait_s: Annotated[float, msgspec.Meta(ge=0)] = 0.02
+    """The first pause before such a retry; it doubles per retry (at most 0.5 s), plus jitter."""
     settings_ttl_s: Annotated[float, msgspec.Meta(ge=0)] = 2.0
     max_connections: Annotated[int, msgspec.Meta(ge=1)] = 64
     audit_log: bool = True

@@ -27,6 +27,7 @@ from corral_actuator.actuator import Actuator
 from corral_actuator.addressing import id_mismatch, subject_mismatch
 from corral_actuator.api import KubeApi, RetryPolicy
 from corral_actuator.config import ActuatorConfig, policy_file
+from corral_actuator.conflicts import ConflictRetry
 from corral_actuator.kinds import resolve_kind
 from corral_actuator.limiter import rate_limiter
 from corral_actuator.locks import KeyedLocks
@@ -59,6 +60,12 @@ class ActuatorMetrics:
         self.repeats = Counter(
             "corral_actuator_repeated_commands",
             "Commands that arrived again and were answered from the record of recent commands.",
+            registry=registry,
+        )
+        self.conflict_retries = Counter(
+            "corral_actuator_conflict_retries",
+            "Patches sent again after a 409 Conflict whose preconditions still held, by service.",
+            ["service"],
             registry=registry,
         )
         self.in_flight = Gauge("corral_actuator_in_flight", "Commands being applied now.", registry=registry)
@@ -252,6 +259,10 @@ async def main(ctx: ServiceContext[ActuatorConfig]) -> None:
             security_log=security_logger(ctx.log),
             max_command_age=config.max_command_age_s,
             max_clock_skew=config.max_clock_skew_s,
+            conflict_retry=ConflictRetry(
+                attempts=config.conflict_retries, wait_initial=config.conflict_wait_s
+            ),
+            on_conflict_retry=lambda command: metrics.conflict_retries.labels(command.service).inc(),
         )
         handler = CommandHandler(
             ctx.bus,
