@@ -164,7 +164,7 @@ def template_changes(obj: Workload, names: Iterable[SettingName], wanted: Wanted
             except SettingValueError:
                 last = ()
             merged = template_tolerations(template.spec.tolerations, last, wanted.tolerations)
-            changes.append(FieldValue(path=TOLERATIONS, value=msgspec.to_builtins(merged)))
+            changes.append(FieldValue(path=TOLERATIONS, value=[msgspec.to_builtins(t) for t in merged]))
             changes.append(FieldValue(path=LAST_APPLIED, value=wanted.last_applied))
         elif name is N.PRIORITY_CLASS:
             changes.append(FieldValue(path=PRIORITY_CLASS, value=wanted.priority_class or None))
