@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 
 from corral_model import longhorn as lh
@@ -302,3 +303,14 @@ def test_pending_gauge_counts_each_danger_zone_setting_until_applied() -> None:
     cluster.put(volume("pvc-a", "detached"))
     cluster.settle()
     assert cluster.decider.pending_by_setting() == {"taint-toleration": 0}
+
+
+def test_a_pod_that_changes_component_is_judged_for_its_new_settings() -> None:
+    cluster = managed_cluster(setting("storage-network", "kube-system/storage"))
+    cluster.carry_out(cluster.decide())
+    assert cluster.decider.pending_by_setting() == {"storage-network": 0}
+    # A share-manager pod (storage-network is not its setting) relabelled as a backing-image manager.
+    pod = cluster.get("pod", "share-manager-pvc-x")
+    labels = {"longhorn.io/component": "backing-image-manager"}
+    cluster.put(msgspec.structs.replace(pod, metadata=msgspec.structs.replace(pod.metadata, labels=labels)))
+    assert [c.target.name for c in cluster.decide() if c.verb is Verb.DELETE] == ["share-manager-pvc-x"]

@@ -195,9 +195,9 @@ class SettingSyncDecider(DeciderBase):
             record = self.components[key] = ComponentRecord(key, kind, role, obj, rv)
             self._set_lagging(record, lagging(role, obj, self.wanted, self._valid()))
         else:
-            old = record.obj
+            old, old_role = record.obj, record.role
             record.obj, record.rv, record.role = obj, rv, role
-            if not same_facts(old, obj):
+            if role is not old_role or not same_facts(old, obj):
                 self._set_lagging(record, lagging(role, obj, self.wanted, self._valid()))
         if self._settle_if_fresher(key, False) or key in self._held:
             held = self._held.get(key)
