@@ -289,7 +289,10 @@ async def test_status_goes_through_the_status_subresource(
         verb=Verb.PATCH_STATUS,
         target=Target(kind="Setting", namespace=NS, name="default-engine-image"),
         changes=(FieldValue(path="/status/applied", value=True),),
-        preconditions=(FieldValue(path="/status/applied", value=False),),
+        preconditions=(
+            FieldValue(path="/status/applied", value=False),
+            FieldValue(path="/value", value=DEFAULT_IMAGE),
+        ),
     )
     result = await make_actuator().execute(command)
     assert result.outcome is Outcome.APPLIED, result.detail
@@ -309,6 +312,9 @@ async def test_missing_parents_and_absent_preconditions_are_handled_from_a_read(
     }
     emulator.load("apps", "daemonsets", [daemonset])
     emulator.write_log.clear()
+    loaded = emulator.get("apps", "daemonsets", NS, "longhorn-csi-plugin")
+    assert loaded is not None
+    version = FieldValue(path="/metadata/resourceVersion", value=loaded["metadata"]["resourceVersion"])
     annotation = "/spec/template/metadata/annotations/longhorn.io~1last-applied-tolerations"
     tolerations = [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}]
 
@@ -326,7 +332,9 @@ async def test_missing_parents_and_absent_preconditions_are_handled_from_a_read(
 
     actuator = make_actuator()
     # No annotations map yet: the plain patch cannot add to it; the actuator rebuilds it from a read.
-    result = await actuator.execute(sync((FieldValue(path="/spec/template/spec/tolerations", value=None),)))
+    result = await actuator.execute(
+        sync((version, FieldValue(path="/spec/template/spec/tolerations", value=None)))
+    )
     assert result.outcome is Outcome.APPLIED, result.detail
     stored = emulator.get("apps", "daemonsets", NS, "longhorn-csi-plugin")
     assert stored is not None
@@ -341,7 +349,7 @@ async def test_missing_parents_and_absent_preconditions_are_handled_from_a_read(
         verb=Verb.PATCH,
         target=Target(kind="DaemonSet", namespace=NS, name="longhorn-csi-plugin"),
         changes=(FieldValue(path="/spec/template/spec/priorityClassName", value="high"),),
-        preconditions=(FieldValue(path="/spec/template/spec/tolerations", value=None),),
+        preconditions=(version, FieldValue(path="/spec/template/spec/tolerations", value=None)),
     )
     assert (await actuator.execute(stale)).outcome is Outcome.PRECONDITION_FAILED
 

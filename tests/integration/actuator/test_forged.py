@@ -223,7 +223,7 @@ async def test_the_probes_forged_commands_are_refused_and_the_genuine_ones_appli
                     Verb.PATCH,
                     "DaemonSet",
                     "longhorn-manager",
-                    changes={f"{PROBE}/periodSeconds": 1},
+                    changes={"/spec/template/spec/priorityClassName": "p"},
                 ),
                 "DaemonSet 'longhorn-manager' is not one setting-sync may patch (only longhorn-csi-plugin)",
             ),
@@ -233,7 +233,7 @@ async def test_the_probes_forged_commands_are_refused_and_the_genuine_ones_appli
                     Verb.PATCH,
                     "Deployment",
                     "corral-actuator",
-                    changes={f"{PROBE}/periodSeconds": 1},
+                    changes={"/spec/template/spec/priorityClassName": "p"},
                 ),
                 "Deployment 'corral-actuator' is not one setting-sync may patch",
             ),
@@ -270,6 +270,8 @@ async def test_the_probes_forged_commands_are_refused_and_the_genuine_ones_appli
                 engine_upgrade(f"node1-vol-{i}"),
                 "a Volume patch by engine-upgrade must carry a precondition on /spec/image",
             )
+        csi_before = emulator.get("apps", "daemonsets", NS, CSI)
+        assert csi_before is not None
         genuine = [
             engine_upgrade("node2-vol", owner_tests("node-2")),
             command(
@@ -277,7 +279,8 @@ async def test_the_probes_forged_commands_are_refused_and_the_genuine_ones_appli
                 Verb.PATCH,
                 "DaemonSet",
                 CSI,
-                changes={f"{PROBE}/periodSeconds": 7, f"{PROBE}/timeoutSeconds": 3},
+                changes={"/spec/template/spec/priorityClassName": "system-node-critical"},
+                preconditions={"/metadata/resourceVersion": csi_before["metadata"]["resourceVersion"]},
             ),
             im_delete("instance-manager-2"),
         ]
@@ -307,11 +310,8 @@ async def test_the_probes_forged_commands_are_refused_and_the_genuine_ones_appli
         csi = emulator.get("apps", "daemonsets", NS, "longhorn-csi-plugin")
         assert csi is not None
         probe = csi["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]
-        assert probe == {
-            "httpGet": {"path": "/healthz", "port": 9808},
-            "periodSeconds": 7,
-            "timeoutSeconds": 3,
-        }
+        assert probe == csi_before["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]
+        assert csi["spec"]["template"]["spec"]["priorityClassName"] == "system-node-critical"
         assert emulator.get("", "pods", NS, "instance-manager-2") is None
         await eventually(lambda: _drained(bus), what="every command acked")
     finally:

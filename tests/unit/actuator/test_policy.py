@@ -112,6 +112,26 @@ def test_engine_upgrade_may_not_set_any_other_image(policy: Policy) -> None:
             name="corral-actuator",
         ),
         cmd("setting-sync", Verb.PATCH, "DaemonSet", {"/status/numberReady": 1}),
+        # setting-sync without the tests its decision rested on.
+        cmd("setting-sync", Verb.PATCH_STATUS, "Setting", {"/status/applied": True}),
+        cmd(
+            "setting-sync",
+            Verb.PATCH,
+            "DaemonSet",
+            {"/spec/template/spec/priorityClassName": "p"},
+            name="longhorn-csi-plugin",
+        ),
+        cmd("setting-sync", Verb.DELETE, "Pod", preconditions={IM_LABEL: "instance-manager"}),
+        cmd(
+            "setting-sync",
+            Verb.DELETE,
+            "Pod",
+            preconditions={
+                "/metadata/uid": "u",
+                "/metadata/resourceVersion": "7",
+                IM_LABEL: "longhorn-manager",
+            },
+        ),
         cmd("setting-sync", Verb.PATCH_STATUS, "DaemonSet", {"/spec/template/spec/priorityClassName": "p"}),
         cmd("im-restart", Verb.DELETE, "Volume"),
         cmd("im-restart", Verb.PATCH, "Pod", {"/metadata/labels/x": "y"}),
@@ -151,7 +171,16 @@ def test_everything_else_is_rejected(policy: Policy, command: Command) -> None:
 @pytest.mark.parametrize(
     ("command", "guards"),
     [
-        (cmd("setting-sync", Verb.PATCH_STATUS, "Setting", {"/status/applied": True}), 0),
+        (
+            cmd(
+                "setting-sync",
+                Verb.PATCH_STATUS,
+                "Setting",
+                {"/status/applied": True},
+                preconditions={"/value": "key1:NoSchedule"},
+            ),
+            0,
+        ),
         (
             cmd(
                 "setting-sync",
@@ -163,13 +192,10 @@ def test_everything_else_is_rejected(policy: Policy, command: Command) -> None:
                     "/spec/template/spec/nodeSelector": {"a": "b"},
                     "/spec/template/spec/priorityClassName": "p",
                     "/spec/template/spec/containers/1/resources": {"limits": {"cpu": "1"}},
-                    "/spec/template/spec/containers/0/livenessProbe/periodSeconds": 5,
-                    "/spec/template/spec/containers/0/livenessProbe/timeoutSeconds": 4,
-                    "/spec/template/spec/containers/0/livenessProbe/failureThreshold": 3,
-                    "/spec/template/spec/containers/2/readinessProbe/periodSeconds": 5,
-                    "/spec/template/spec/containers/2/readinessProbe/timeoutSeconds": 4,
+                    "/spec/template/metadata/annotations/k8s.v1.cni.cncf.io~1networks": "[]",
                 },
                 name="longhorn-csi-plugin",
+                preconditions={"/metadata/resourceVersion": "7"},
             ),
             0,
         ),
@@ -180,8 +206,26 @@ def test_everything_else_is_rejected(policy: Policy, command: Command) -> None:
                 "deployment",
                 {"/spec/template/spec/priorityClassName": "p"},
                 name="csi-provisioner",
+                preconditions={"/metadata/resourceVersion": "7"},
             ),
             0,
+        ),
+        *(
+            (
+                cmd(
+                    "setting-sync",
+                    Verb.DELETE,
+                    "Pod",
+                    name=f"{component}-abc",
+                    preconditions={
+                        "/metadata/uid": "u",
+                        "/metadata/resourceVersion": "7",
+                        IM_LABEL: component,
+                    },
+                ),
+                1,
+            )
+            for component in ("instance-manager", "share-manager", "backing-image-manager")
         ),
         (
             cmd(

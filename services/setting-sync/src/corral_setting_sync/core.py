@@ -1,0 +1,475 @@
+"""The setting-sync decider: Longhorn's setting controller for danger-zone settings (spec §3.3) as
+a `corral_decision.Decider`. Pure: no I/O, injected clock.
+
+* `apply(event)` folds one event into the view and marks what it touched: a component (a managed
+  workload or pod, components.py) is re-judged against the settings it carries, a volume moves in
+  or out of the attachment index (volumes.py; O(1), the precondition is "the index is empty"), a
+  setting change re-judges every component for that one setting (rare);
+* `decide()` re-judges only the marked settings: components lagging a setting whose precondition
+  holds get one command each (a template patch, or a pod delete), and every Setting whose
+  `status.applied` disagrees with the verdict gets it written;
+* `applied` is true exactly when no component lags the value (nothing needed changing, or every
+  change is visible in the view), so it turns true on the event that shows the last change, and
+  never while a component still carries the old value;
+* a command is an expectation until the view shows a fresher object (or it is refused, or
+  `command_ttl` passes); a refused one is not sent again until the object changes or
+  `retry_backoff` passes.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from typing import Any
+
+import msgspec
+
+from corral_dangerzone.table import DANGER_ZONE, ApplyGroup, SettingName, default_value, definition
+from corral_decision.base import DeciderBase, TargetKey, key_of
+from corral_decision.decider import Clock, Explanation, InvalidEvent
+from corral_model import longhorn as lh
+from corral_model.envelopes import Command, CommandResult, EventType, ObjectEvent
+from corral_setting_sync.commands import SERVICE, delete_pod, patch_template, set_applied
+from corral_setting_sync.components import Component, Role, lagging, role_of, same_facts, template_changes
+from corral_setting_sync.reasons import Reason
+from corral_setting_sync.volumes import AttachmentIndex, name_some
+from corral_setting_sync.wanted import APPLIED_HERE, Wanted, check, defaults, with_value
+
+READS: dict[str, type[Any]] = {
+    "setting": lh.Setting,
+    "volume": lh.Volume,
+    "instancemanager": lh.InstanceManager,
+    "daemonset": lh.DaemonSet,
+    "deployment": lh.Deployment,
+    "pod": lh.Pod,
+}
+_DANGER = frozenset(n.value for n in DANGER_ZONE)
+_BY_GROUP = {
+    group: tuple(n.value for n, g in APPLIED_HERE.items() if g is group)
+    for group in (ApplyGroup.ALL_VOLUMES_DETACHED, ApplyGroup.RWX_VOLUMES_DETACHED)
+}
+_COMPONENT_KINDS = frozenset({"pod", "daemonset", "deployment"})
+
+
+class DeciderConfig(msgspec.Struct, frozen=True, kw_only=True):
+    command_ttl: float = 60.0
+    """A command with neither a result nor a visible effect after this long is presumed lost."""
+    applied_ttl: float = 600.0
+    """After an `applied` result, how long the view may lag before the command stops counting."""
+    retry_backoff: float = 120.0
+    """After a refusal with no fresher object in view, wait this long before the same command
+    (at least LH_COMMANDS' dedup window, or the identical retry is dropped)."""
+
+
+class Verdict(msgspec.Struct, frozen=True):
+    reason: Reason
+    applied: bool | None
+    """What `status.applied` must say; None: not corral's to write."""
+
+
+class ComponentRecord:
+    """One managed workload or pod and the settings (applied here) it does not carry yet."""
+
+    __slots__ = ("key", "lagging", "obj", "role", "rv", "token")
+
+    def __init__(self, key: TargetKey, token: str, role: Role, obj: Component, rv: int) -> None:
+        self.key, self.token, self.role, self.obj, self.rv = key, token, role, obj, rv
+        self.lagging: frozenset[SettingName] = frozenset()
+
+
+class SettingSyncDecider(DeciderBase):
+    """The setting-sync rules as a `corral_decision.Decider`."""
+
+    def __init__(self, clock: Clock, config: DeciderConfig | None = None) -> None:
+        super().__init__(clock, reads=READS)
+        self.config = config or DeciderConfig()
+        self.settings: dict[str, lh.Setting] = {}
+        self.raw: dict[str, str] = {n.value: row.default for n, row in DANGER_ZONE.items()}
+        self.invalid: dict[str, str] = {}
+        """Danger-zone setting → Longhorn's validation message for its stored value."""
+        self.wanted: Wanted = defaults()
+        self.volumes = AttachmentIndex()
+        self.components: dict[TargetKey, ComponentRecord] = {}
+        self.lagging: dict[SettingName, dict[TargetKey, None]] = {n: {} for n in APPLIED_HERE}
+        """Per setting, the components not carrying it (ordered set)."""
+        self._todo: dict[SettingName, set[TargetKey]] = {n: set() for n in APPLIED_HERE}
+        """Components to consider for a command at the next decision, per setting."""
+        self._dirty: set[str] = set()
+        self.verdicts: dict[str, Verdict] = {}
+        self._decided_rv: dict[TargetKey, int] = {}
+        self._held: dict[TargetKey, tuple[int, float]] = {}
+        """Refused: (resourceVersion refused at, retry after)."""
+        self._timers: list[tuple[float, int, TargetKey]] = []
+        self._seq = itertools.count()
+        self._bootstrapped = False
+
+    # --- input ------------------------------------------------------------------------------------
+
+    def apply(self, event: ObjectEvent[Any]) -> None:
+        struct = READS.get(event.kind)
+        if struct is None:
+            raise InvalidEvent(f"setting-sync does not read {event.kind!r}")
+        deleted = event.type is EventType.DELETED
+        if event.type is not EventType.RESYNCED and not deleted and not isinstance(event.object, struct):
+            raise InvalidEvent(f"{event.kind} {event.namespace}/{event.name} carries no {struct.__name__}")
+        key = self.observe(event)
+        if key is None:  # a RESYNCED marker
+            if self.ready and not self._bootstrapped:
+                self._bootstrapped = True
+                self.reconsider_all()
+            return
+        obj = None if deleted else event.object
+        kind = event.kind
+        if kind == "volume":
+            self._apply_volume(event.name, obj)
+        elif kind in _COMPONENT_KINDS:
+            self._apply_component(key, kind, obj)
+        elif kind == "setting":
+            self._apply_setting(key, event.name, obj)
+        # instancemanager: read for the group-D rules corral leaves to Longhorn (README); versions only.
+
+    def _apply_volume(self, name: str, volume: lh.Volume | None) -> None:
+        flipped_a, flipped_b = self.volumes.apply(name, volume)
+        if flipped_a:
+            self._precondition_moved(ApplyGroup.ALL_VOLUMES_DETACHED)
+        if flipped_b:
+            self._precondition_moved(ApplyGroup.RWX_VOLUMES_DETACHED)
+
+    def _precondition_moved(self, group: ApplyGroup) -> None:
+        for name in _BY_GROUP[group]:
+            setting = SettingName(name)
+            if self.lagging[setting]:
+                self._dirty.add(name)
+                self._todo[setting] = set(self.lagging[setting])
+
+    def _apply_setting(self, key: TargetKey, name: str, setting: lh.Setting | None) -> None:
+        if setting is None:
+            self.settings.pop(name, None)
+        else:
+            self.settings[name] = setting
+        self._settle_if_fresher(key, setting is None)
+        self._dirty.add(name)
+        if name not in _DANGER:
+            return
+        raw = setting.value if setting is not None else default_value(name)
+        if raw == self.raw[name]:
+            return
+        self.raw[name] = raw
+        message = check(SettingName(name), raw)
+        if message is None:
+            self.invalid.pop(name, None)
+        else:
+            self.invalid[name] = message
+        if SettingName(name) in APPLIED_HERE:
+            self._revalue(SettingName(name), raw, message is None)
+
+    def _revalue(self, name: SettingName, raw: str, valid: bool) -> None:
+        """Judge every component again for `name` alone (a value change: rare, O(components))."""
+        if valid:
+            self.wanted = with_value(self.wanted, name, raw)
+        index = self.lagging[name]
+        index.clear()
+        for record in self.components.values():
+            behind = record.lagging - {name}
+            if valid and name in lagging(record.role, record.obj, self.wanted, (name,)):
+                behind |= {name}
+                index[record.key] = None
+            record.lagging = behind
+        self._todo[name] = set(index)
+
+    def _valid(self) -> list[SettingName]:
+        return [n for n in APPLIED_HERE if n.value not in self.invalid]
+
+    def _apply_component(self, key: TargetKey, kind: str, obj: Component | None) -> None:
+        record = self.components.get(key)
+        role = role_of(kind, obj) if obj is not None else None
+        rv = self.versions.get(key, 0)
+        if role is None or obj is None:
+            if record is not None:
+                del self.components[key]
+                self._set_lagging(record, frozenset())
+            self._decided_rv.pop(key, None)
+            self._held.pop(key, None)
+            return
+        if record is None:
+            record = self.components[key] = ComponentRecord(key, kind, role, obj, rv)
+            self._set_lagging(record, lagging(role, obj, self.wanted, self._valid()))
+        else:
+            old, old_role = record.obj, record.role
+            record.obj, record.rv, record.role = obj, rv, role
+            if role is not old_role or not same_facts(old, obj):
+                self._set_lagging(record, lagging(role, obj, self.wanted, self._valid()))
+        if self._settle_if_fresher(key, False) or key in self._held:
+            held = self._held.get(key)
+            if held is not None and held[0] != rv:
+                del self._held[key]
+            self._look_again(record)
+
+    def _set_lagging(self, record: ComponentRecord, behind: frozenset[SettingName]) -> None:
+        before = record.lagging
+        if before == behind:
+            return
+        record.lagging = behind
+        for name in before - behind:
+            del self.lagging[name][record.key]
+            self._dirty.add(name.value)
+        for name in behind - before:
+            self.lagging[name][record.key] = None
+            self._todo[name].add(record.key)
+            self._dirty.add(name.value)
+
+    def _look_again(self, record: ComponentRecord) -> None:
+        for name in record.lagging:
+            self._todo[name].add(record.key)
+            self._dirty.add(name.value)
+
+    def _settle_if_fresher(self, key: TargetKey, gone: bool) -> bool:
+        """A command out on `key` is done once the view holds a fresher object (it was
+        preconditioned on the version it read, so it applied or can no longer apply)."""
+        if key not in self.pending:
+            return False
+        if gone or self.versions.get(key, 0) > self._decided_rv.get(key, 0):
+            self.settle(key)
+            self._decided_rv.pop(key, None)
+            return True
+        return False
+
+    def record_result(self, result: CommandResult) -> None:
+        key = key_of(result.target)
+        mine = self.pending.get(key)
+        super().record_result(result)
+        if mine is None or mine.command_id != result.command_id:
+            return
+        now = self.clock()
+        if key in self.pending:  # applied: counts until the view shows it (or applied_ttl)
+            self._schedule(now + self.config.applied_ttl, key)
+            return
+        # Refused: the same command only once the object changes, or after the backoff.
+        self._held[key] = (self._decided_rv.pop(key, 0), now + self.config.retry_backoff)
+        self._schedule(now + self.config.retry_backoff, key)
+        self._touch(key)
+
+    def may_adopt(self, command: Command) -> bool:
+        """Another replica's command counts while it can still apply on this view."""
+        if command.service != SERVICE:
+            return False
+        key = key_of(command.target)
+        version = self.versions.get(key)
+        if version is None:
+            return False
+        tests = {p.path: p.value for p in command.preconditions}
+        if "/metadata/resourceVersion" in tests:
+            return bool(tests["/metadata/resourceVersion"] == str(version))
+        setting = self.settings.get(command.target.name) if command.target.kind == "Setting" else None
+        return setting is not None and tests.get("/value") == setting.value
+
+    def adopt(self, command: Command, applied: CommandResult | None) -> bool:
+        if not super().adopt(command, applied):
+            return False
+        key = key_of(command.target)
+        self._decided_rv[key] = self.versions.get(key, 0)
+        ttl = self.config.applied_ttl if applied is not None else self.config.command_ttl
+        self._schedule(self.clock() + ttl, key)
+        return True
+
+    # --- output -----------------------------------------------------------------------------------
+
+    def decide(self) -> list[Command]:
+        if not self._bootstrapped:
+            return []
+        now = self.clock()
+        self._expire(now)
+        commands: list[Command] = []
+        if not self._dirty:
+            return commands
+        dirty = sorted(self._dirty)
+        self._dirty.clear()
+        keys: set[TargetKey] = set()
+        for name in dirty:
+            setting = _applied_here(name)
+            if setting is not None and self._todo[setting]:
+                if self._actionable(setting):
+                    keys |= self._todo[setting]
+                self._todo[setting] = set()
+        components = self.components
+        for key in sorted(keys):
+            record = components.get(key)
+            if record is not None:
+                self._act(record, now, commands)
+        for name in dirty:
+            verdict = self.verdicts[name] = self._verdict(name)
+            self._write_status(name, verdict, now, commands)
+        return commands
+
+    def next_due(self) -> float | None:
+        return self._timers[0][0] if self._timers else None
+
+    def reconsider_all(self) -> None:
+        self._dirty.update(self.settings)
+        self._dirty.update(n.value for n in APPLIED_HERE)
+        for name, index in self.lagging.items():
+            self._todo[name] = set(index)
+
+    def explain(self, key: str | None = None) -> list[Explanation]:
+        """Per Setting in view (or the one `key` names, `Setting/ns/name`): applied, or what blocks it."""
+        names = sorted(self.settings)
+        if key is not None:
+            kind, _, rest = key.partition("/")
+            namespace, _, name = rest.partition("/")
+            names = [
+                n
+                for n in names
+                if kind == "Setting" and self.settings[n].metadata.namespace == namespace and n == name
+            ]
+        out = []
+        for name in names:
+            setting = self.settings[name]
+            if not self._bootstrapped:
+                reason, detail = Reason.VIEW_INCOMPLETE, ""
+            else:
+                reason = self._verdict(name).reason
+                detail = self._detail(name, reason)
+            out.append(
+                Explanation(
+                    kind="Setting",
+                    namespace=setting.metadata.namespace,
+                    name=name,
+                    reason=reason,
+                    group=_group_of(name),
+                    detail=detail,
+                )
+            )
+        return out
+
+    # --- figures for metrics and tests ----------------------------------------------------------------
+
+    def pending_by_setting(self) -> dict[str, int]:
+        """Danger-zone Setting in view → 1 while its value is not applied (0 once it is)."""
+        return {
+            name: int(self._verdict(name).reason.pending) for name in sorted(self.settings) if name in _DANGER
+        }
+
+    # --- internals ----------------------------------------------------------------------------------
+
+    def _actionable(self, name: SettingName) -> bool:
+        if name.value in self.invalid:
+            return False
+        group = APPLIED_HERE[name]
+        if group is ApplyGroup.ALL_VOLUMES_DETACHED:
+            return self.volumes.all_detached
+        if group is ApplyGroup.RWX_VOLUMES_DETACHED:
+            return self.volumes.rwx_detached
+        return True
+
+    def _act(self, record: ComponentRecord, now: float, commands: list[Command]) -> None:
+        key = record.key
+        if key in self.pending:
+            return
+        held = self._held.get(key)
+        if held is not None:
+            if held[0] == record.rv and now < held[1]:
+                return
+            del self._held[key]
+        names = [n for n in record.lagging if self._actionable(n)]
+        if not names:
+            return
+        obj = record.obj
+        if isinstance(obj, lh.Pod):
+            if obj.metadata.deletion_timestamp:
+                return  # already going; it counts as lagging until it is gone
+            command = delete_pod(obj, names, now)
+        else:
+            changes = template_changes(obj, names, self.wanted)
+            command = patch_template(key[0], obj, changes, names, now)
+        self._issue(command, key, record.rv, now, commands)
+
+    def _write_status(self, name: str, verdict: Verdict, now: float, commands: list[Command]) -> None:
+        setting = self.settings.get(name)
+        if verdict.applied is None or setting is None or setting.status.applied == verdict.applied:
+            return
+        key = ("Setting", setting.metadata.namespace, name)
+        if key in self.pending:
+            return
+        rv = self.versions.get(key, 0)
+        held = self._held.get(key)
+        if held is not None:
+            if held[0] == rv and now < held[1]:
+                return
+            del self._held[key]
+        self._issue(set_applied(setting, verdict.applied, verdict.reason, now), key, rv, now, commands)
+
+    def _issue(self, command: Command, key: TargetKey, rv: int, now: float, commands: list[Command]) -> None:
+        self.expect(command)
+        self._decided_rv[key] = rv
+        self._schedule(now + self.config.command_ttl, key)
+        commands.append(command)
+
+    def _schedule(self, due: float, key: TargetKey) -> None:
+        heapq.heappush(self._timers, (due, next(self._seq), key))
+
+    def _expire(self, now: float) -> None:
+        timers = self._timers
+        while timers and timers[0][0] <= now:
+            _, _, key = heapq.heappop(timers)
+            mine = self.pending.get(key)
+            if mine is not None:
+                ttl = self.config.applied_ttl if mine.applied else self.config.command_ttl
+                if mine.issued_at + ttl > now:
+                    continue  # a later timer covers it
+                self.settle(key)
+                self._decided_rv.pop(key, None)
+            self._touch(key)
+
+    def _touch(self, key: TargetKey) -> None:
+        """Look at `key` again at the next decision."""
+        record = self.components.get(key)
+        if record is not None:
+            self._look_again(record)
+        elif key[0] == "Setting":
+            self._dirty.add(key[2])
+
+    def _verdict(self, name: str) -> Verdict:
+        if name not in _DANGER:
+            return Verdict(Reason.NOT_DANGER_ZONE, True)
+        if name in self.invalid:
+            return Verdict(Reason.INVALID_VALUE, False)
+        setting = SettingName(name)
+        group = APPLIED_HERE.get(setting)
+        if group is None:
+            if definition(name).group is ApplyGroup.CONSUMED_OTHER:
+                return Verdict(Reason.CONSUMED_ELSEWHERE, True)
+            return Verdict(Reason.NOT_HANDLED, None)
+        if not self.lagging[setting]:
+            return Verdict(Reason.APPLIED, True)
+        if group is ApplyGroup.ALL_VOLUMES_DETACHED and not self.volumes.all_detached:
+            return Verdict(Reason.ATTACHED_VOLUMES, False)
+        if group is ApplyGroup.RWX_VOLUMES_DETACHED and not self.volumes.rwx_detached:
+            return Verdict(Reason.RWX_VOLUMES_ATTACHED, False)
+        return Verdict(Reason.APPLYING, False)
+
+    def _detail(self, name: str, reason: Reason) -> str:
+        if reason is Reason.INVALID_VALUE:
+            return self.invalid[name]
+        if reason is Reason.ATTACHED_VOLUMES:
+            return name_some(self.volumes.attached, "attached volume", "attached volumes")
+        if reason is Reason.RWX_VOLUMES_ATTACHED:
+            return name_some(self.volumes.rwx_attached, "attached RWX volume", "attached RWX volumes")
+        if reason is Reason.APPLYING:
+            lagging_keys = self.lagging[SettingName(name)]
+            names = {f"{k[0]}/{k[2]}" for k in lagging_keys}
+            return name_some(names, "component on the old value", "components on the old value")
+        if reason is Reason.NOT_HANDLED:
+            return f"group {_group_of(name)}: left to Longhorn"
+        return ""
+
+
+def _applied_here(name: str) -> SettingName | None:
+    try:
+        setting = SettingName(name)
+    except ValueError:
+        return None
+    return setting if setting in APPLIED_HERE else None
+
+
+def _group_of(name: str) -> str:
+    return str(definition(name).group) if name in _DANGER else ""

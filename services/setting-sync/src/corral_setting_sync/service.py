@@ -1,0 +1,58 @@
+"""setting-sync as a decision service on the kit: its configuration, the kinds it reads and
+commands, its decider and its scrape-time gauge. Everything else is the kit's runner."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Annotated
+
+import msgspec
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from corral_decision import Clock, DecisionConfig, DecisionService
+from corral_setting_sync.commands import SERVICE, command_mode
+from corral_setting_sync.core import READS, DeciderConfig, SettingSyncDecider
+from corral_upgradepath.hooks import bus_gate
+
+
+class SettingSyncConfig(DecisionConfig, kw_only=True, frozen=True):
+    retry_backoff_s: Annotated[float, msgspec.Meta(gt=0)] = 120.0
+    """After a refusal with no fresher object in view, wait this long before the same command (at
+    least LH_COMMANDS' dedup window, or the identical retry is dropped as a duplicate)."""
+
+    def decider_config(self) -> DeciderConfig:
+        return DeciderConfig(
+            command_ttl=self.command_ttl_s,
+            applied_ttl=self.applied_ttl_s,
+            retry_backoff=self.retry_backoff_s,
+        )
+
+
+def new_decider(config: SettingSyncConfig, clock: Clock) -> SettingSyncDecider:
+    return SettingSyncDecider(clock, config.decider_config())
+
+
+def gauges(decider: SettingSyncDecider) -> Iterable[Metric]:
+    """Read from the decider when Prometheus scrapes, not on every event."""
+    pending = GaugeMetricFamily(
+        "corral_setting_pending",
+        "1 while a danger-zone setting's value is not applied (blocked, applying or invalid).",
+        labels=["setting"],
+    )
+    for setting, value in decider.pending_by_setting().items():
+        pending.add_metric([setting], value)
+    return [pending]
+
+
+DEFINITION = DecisionService(
+    name=SERVICE,
+    config=SettingSyncConfig,
+    reads=READS,
+    commands=frozenset({"setting", "daemonset", "deployment", "pod"}),
+    new_decider=new_decider,
+    gauges=gauges,
+    # Commands counted as `template`, `pod` or `applied`.
+    command_mode=command_mode,
+    # Decided from the watcher's view on the bus: this service holds no API credentials.
+    startup=(bus_gate,),
+)
