@@ -19,8 +19,6 @@ from corral_upgradepath.hooks import bus_gate
 
 
 class EngineUpgradeConfig(DecisionConfig, kw_only=True, frozen=True):
-    retry_backoff_s: Annotated[float, msgspec.Meta(gt=0)] = 120.0
-    """After a refusal with no fresher state in view, wait this long before deciding again."""
     tombstone_ttl_s: Annotated[float, msgspec.Meta(gt=0)] = 600.0
     """How long a deleted object's resourceVersion is remembered to reject late, older events."""
 

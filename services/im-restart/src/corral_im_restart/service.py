@@ -23,9 +23,6 @@ class ImRestartConfig(DecisionConfig, kw_only=True, frozen=True):
     """Settings restarts in flight at once per node; 0 = unlimited, as Longhorn."""
     restart_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 600.0
     """How long a restart holds its slot while the replacement pod does not run."""
-    retry_backoff_s: Annotated[float, msgspec.Meta(gt=0)] = 120.0
-    """After a refusal with no fresher object in view, wait this long before the same command (at
-    least LH_COMMANDS' dedup window, or the identical retry is dropped as a duplicate)."""
 
     def decider_config(self) -> DeciderConfig:
         return DeciderConfig(

@@ -4,9 +4,7 @@ commands, its decider and its scrape-time gauge. Everything else is the kit's ru
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Annotated
 
-import msgspec
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from corral_decision import Clock, DecisionConfig, DecisionService
@@ -16,10 +14,6 @@ from corral_upgradepath.hooks import bus_gate
 
 
 class SettingSyncConfig(DecisionConfig, kw_only=True, frozen=True):
-    retry_backoff_s: Annotated[float, msgspec.Meta(gt=0)] = 120.0
-    """After a refusal with no fresher object in view, wait this long before the same command (at
-    least LH_COMMANDS' dedup window, or the identical retry is dropped as a duplicate)."""
-
     def decider_config(self) -> DeciderConfig:
         return DeciderConfig(
             command_ttl=self.command_ttl_s,
