@@ -82,6 +82,12 @@ class KubeIO:
             return await self._call("PATCH", path, body=ops, content_type=JSON_PATCH)
         return await self._call("PATCH", path, body=body, content_type=MERGE_PATCH)
 
+    async def put_status(self, kind: str, name: str, status: Obj) -> Obj:
+        """Set the whole status as given, literal nulls included (a JSON Patch `add` of /status)."""
+        path = f"{collection_path(kind, self._namespace)}/{name}/status"
+        ops = [{"op": "add", "path": "/status", "value": status}]
+        return await self._call("PATCH", path, body=ops, content_type=JSON_PATCH)
+
     async def delete(self, kind: str, name: str, uid: str = "") -> Obj:
         body: Obj = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if uid:
