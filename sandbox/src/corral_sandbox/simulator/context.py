@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from corral_sandbox.simulator.config import SimConfig
+from corral_sandbox.simulator.nulls import NULL
 from corral_sandbox.simulator.view import ClusterView, Obj
 from corral_sandbox.simulator.writes import Verb, Write, diff_fields
 
@@ -139,6 +140,8 @@ def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
     for key, value in patch.items():
         if value is None:
             target.pop(key, None)
+        elif value is NULL:
+            target[key] = None
         elif isinstance(value, dict) and isinstance(target.get(key), dict):
             _merge(target[key], value)
         else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from corral_sandbox.simulator.conditions import condition
 from corral_sandbox.simulator.context import ReconcileContext
 from corral_sandbox.simulator.objects import FINALIZER
 from corral_sandbox.simulator.view import ClusterView, Obj, deleting, spec, status
@@ -29,8 +30,8 @@ def ready_nodes(view: ClusterView) -> list[str]:
     """Longhorn nodes whose Ready condition is True, sorted."""
     names = []
     for node in view.all("node"):
-        for condition in status(node).get("conditions", []) or []:
-            if condition.get("type") == "Ready" and condition.get("status") == "True":
+        for held in status(node).get("conditions", []) or []:
+            if held.get("type") == "Ready" and held.get("status") == "True":
                 names.append(node["metadata"]["name"])
     return names
 
@@ -125,14 +126,6 @@ def _owner(name: str, nodes: list[str]) -> str:
 
 def _ready(value: str, reason: str, message: str, stamp: str, ei: Obj) -> dict[str, str]:
     """The `ready` condition, keeping its transition time while the status does not change."""
-    for condition in status(ei).get("conditions", []) or []:
-        if condition.get("type") == "ready" and condition.get("status") == value:
-            stamp = condition.get("lastTransitionTime", stamp)
-    return {
-        "type": "ready",
-        "status": value,
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": stamp,
-        "lastProbeTime": "",
-    }
+    return condition(
+        status(ei).get("conditions"), "ready", value, reason=reason, message=message, stamp=stamp
+    )

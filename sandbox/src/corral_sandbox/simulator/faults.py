@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes_asyncio import client
 
+from corral_sandbox.simulator.clock import timestamp
+from corral_sandbox.simulator.conditions import condition
 from corral_sandbox.simulator.objects import engine_name
 from corral_sandbox.simulator.reconcile import CONTROLLERS
 
@@ -117,8 +119,13 @@ class SimFaults:
             obj = self._sim.view.get(kind, node)
             if obj is None:
                 raise KeyError(f"no {kind} {node}")
-            conditions = [c for c in obj.get("status", {}).get("conditions", []) if c.get("type") != "Ready"]
-            conditions.insert(0, {"type": "Ready", "status": flag, "reason": reason})
+            held = obj.get("status", {}).get("conditions") or []
+            conditions = [c for c in held if c.get("type") != "Ready"]
+            if kind == "node":  # Longhorn's condition shape; the kube node's is kubelet's
+                stamp = timestamp(self._sim.clock)
+                conditions.insert(0, condition(held, "Ready", flag, reason=reason, stamp=stamp))
+            else:
+                conditions.insert(0, {"type": "Ready", "status": flag, "reason": reason})
             try:
                 answer = await self._sim.io.patch(
                     kind, node, {"status": {"conditions": conditions}}, status=True

@@ -17,6 +17,7 @@ from collections import defaultdict
 from typing import Any
 
 from corral_sandbox.simulator import objects
+from corral_sandbox.simulator.conditions import condition
 from corral_sandbox.simulator.context import ReconcileContext
 from corral_sandbox.simulator.engine_images import ready_nodes
 from corral_sandbox.simulator.settings import as_bool, parse_millicpu
@@ -122,12 +123,19 @@ def _reconcile_manager(
             "currentState": state,
             "ip": ip,
             "ownerID": spec(im).get("nodeID", ""),
-            "instanceEngines": dict(maps.get("instanceEngines", {})),
-            "instanceReplicas": dict(maps.get("instanceReplicas", {})),
+            # omitempty in Longhorn's Go type: an IM without instances has neither key
+            "instanceEngines": dict(maps.get("instanceEngines", {})) or None,
+            "instanceReplicas": dict(maps.get("instanceReplicas", {})) or None,
             # PodReady is the IM controller's; the others (SettingSynced, written by corral's
             # im-restart) are kept, or the two would rewrite the list in turn forever.
             "conditions": [
-                {"type": "PodReady", "status": "True" if state == "running" else "False", "reason": reason},
+                condition(
+                    status(im).get("conditions"),
+                    "PodReady",
+                    "True" if state == "running" else "False",
+                    reason=reason,
+                    stamp=ctx.stamp,
+                ),
                 *(c for c in status(im).get("conditions", None) or [] if c.get("type") != "PodReady"),
             ],
         },

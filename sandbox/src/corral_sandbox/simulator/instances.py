@@ -13,6 +13,7 @@ from __future__ import annotations
 import zlib
 
 from corral_sandbox.simulator.context import ReconcileContext
+from corral_sandbox.simulator.nulls import NULL
 from corral_sandbox.simulator.objects import FINALIZER
 from corral_sandbox.simulator.view import Obj, deleting, spec, status
 
@@ -77,6 +78,10 @@ def _reconcile_instance(
                 kind, obj, {"finalizers": [f for f in finalizers if f != FINALIZER]}, f"{kind} deleted"
             )
         return
+    if "conditions" not in istatus:
+        # a new instance's conditions are a nil slice, which Longhorn's first status write sends as
+        # null (the field is nullable); folded into the round's other status write of the object
+        ctx.patch_status(kind, obj, {"conditions": NULL}, f"new {kind}")
     crash_set = ctx.memory.crash_engines if kind == "engine" else ctx.memory.fail_replicas
     if name in crash_set:
         if current in ("running", "starting"):
@@ -92,7 +97,7 @@ def _reconcile_instance(
     desire = ispec.get("desireState") or "stopped"
     if "currentState" not in istatus and desire != "running":
         # a new instance reports itself stopped rather than saying nothing
-        ctx.patch_status(kind, obj, {**_stopped(), "ownerID": ispec.get("nodeID", "")}, f"new {kind}")
+        ctx.patch_status(kind, obj, {**_stopped(kind), "ownerID": ispec.get("nodeID", "")}, f"new {kind}")
         return
     if desire == "running":
         if current in ("error", "running"):
@@ -104,7 +109,7 @@ def _reconcile_instance(
             manager = ctx.view.get("instancemanager", im_name)  # the process was created there
         if manager is None:
             if current != "stopped":
-                ctx.patch_status(kind, obj, _stopped(), f"{kind} has no running instance manager")
+                ctx.patch_status(kind, obj, _stopped(kind), f"{kind} has no running instance manager")
             return
         start = ctx.config.instance_start_seconds
         if kind == "replica" and ispec.get("active") is False:
@@ -134,11 +139,13 @@ def _reconcile_instance(
             )
         return
     if current != "stopped" and ctx.waited(f"stop/{kind}/{name}", ctx.config.instance_stop_seconds):
-        ctx.patch_status(kind, obj, _stopped(), f"{kind} stopped")
+        ctx.patch_status(kind, obj, _stopped(kind), f"{kind} stopped")
 
 
-def _stopped() -> dict[str, object]:
-    return {
+def _stopped(kind: str) -> dict[str, object]:
+    """A stopped instance's status as Longhorn writes it: a stopped Engine's per-replica maps are nil,
+    which the API server keeps as literal nulls (nullable fields), and its endpoint is empty."""
+    stopped: dict[str, object] = {
         "currentState": "stopped",
         "currentImage": "",
         "instanceManagerName": "",
@@ -146,7 +153,9 @@ def _stopped() -> dict[str, object]:
         "storageIP": "",
         "port": 0,
         "started": False,
-        "endpoint": None,
-        "replicaModeMap": None,
-        "rebuildStatus": None,
     }
+    if kind == "engine":
+        stopped["endpoint"] = ""
+        for field in ("replicaModeMap", "rebuildStatus", "backupStatus", "restoreStatus", "purgeStatus"):
+            stopped[field] = NULL
+    return stopped

@@ -14,9 +14,11 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+from corral_sandbox.simulator.nulls import as_json_patch, has_null
 from corral_sandbox.simulator.view import KINDS, Obj
 
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 
 
 class WatchExpired(Exception):
@@ -69,9 +71,22 @@ class KubeIO:
     async def create(self, kind: str, obj: Obj) -> Obj:
         return await self._call("POST", collection_path(kind, self._namespace), body=obj)
 
-    async def patch(self, kind: str, name: str, body: Obj, *, status: bool = False) -> Obj:
+    async def patch(
+        self, kind: str, name: str, body: Obj, *, status: bool = False, observed: Obj | None = None
+    ) -> Obj:
+        """A merge patch; one holding a literal `NULL` (nulls.py) goes as a JSON Patch against the
+        object as `observed`, since a merge patch's null deletes."""
         path = f"{collection_path(kind, self._namespace)}/{name}" + ("/status" if status else "")
+        if has_null(body):
+            ops = as_json_patch(body, observed or {})
+            return await self._call("PATCH", path, body=ops, content_type=JSON_PATCH)
         return await self._call("PATCH", path, body=body, content_type=MERGE_PATCH)
+
+    async def put_status(self, kind: str, name: str, status: Obj) -> Obj:
+        """Set the whole status as given, literal nulls included (a JSON Patch `add` of /status)."""
+        path = f"{collection_path(kind, self._namespace)}/{name}/status"
+        ops = [{"op": "add", "path": "/status", "value": status}]
+        return await self._call("PATCH", path, body=ops, content_type=JSON_PATCH)
 
     async def delete(self, kind: str, name: str, uid: str = "") -> Obj:
         body: Obj = {"apiVersion": "v1", "kind": "DeleteOptions"}

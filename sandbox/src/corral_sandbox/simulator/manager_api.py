@@ -217,7 +217,7 @@ def volume_resource(volume: Obj, *, replicas: list[Obj], engines: list[Obj], sel
         "numberOfReplicas": spec.get("numberOfReplicas", 0),
         "dataEngine": spec.get("dataEngine", "v1"),
         "dataLocality": spec.get("dataLocality", ""),
-        "standby": bool(spec.get("standby", False)),
+        "standby": bool(spec.get("Standby", False)),  # the CR's json tag is capitalised
         "image": spec.get("image", ""),
         "currentImage": status.get("currentImage", ""),
         "state": status.get("state", ""),

@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from corral_sandbox.simulator.conditions import condition
 from corral_sandbox.simulator.settings import (
     LAST_APPLIED_TOLERATIONS,
     STORAGE_NETWORK_ANNOTATION,
@@ -72,7 +73,7 @@ def volume(
             "numberOfReplicas": replicas,
             "nodeID": node_id,
             "dataEngine": data_engine,
-            "standby": standby,
+            "Standby": standby,  # sic: Longhorn's json tag is capitalised
             "dataLocality": data_locality,
             "frontend": "" if standby else frontend,
             "accessMode": "rwo",
@@ -259,8 +260,8 @@ def longhorn_node(name: str, namespace: str, *, ready: bool = True, schedulable:
         "spec": {"allowScheduling": schedulable, "instanceManagerCPURequest": 0},
         "status": {
             "conditions": [
-                {"type": "Ready", "status": flag, "reason": "" if ready else "KubernetesNodeNotReady"},
-                {"type": "Schedulable", "status": "True" if schedulable else "False", "reason": ""},
+                condition(None, "Ready", flag, reason="" if ready else "KubernetesNodeNotReady"),
+                condition(None, "Schedulable", "True" if schedulable else "False"),
             ],
             "cpuPolicy": "none",
         },

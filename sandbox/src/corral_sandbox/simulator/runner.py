@@ -249,7 +249,11 @@ class Simulator:
                 self.view.upsert(write.kind, answer)
             elif write.verb in ("patch", "status"):
                 answer = await self._io.patch(
-                    write.kind, write.name, write.body or {}, status=write.verb == "status"
+                    write.kind,
+                    write.name,
+                    write.body or {},
+                    status=write.verb == "status",
+                    observed=write.observed,
                 )
                 self.view.upsert(write.kind, answer)
             else:

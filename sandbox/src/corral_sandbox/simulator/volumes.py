@@ -161,8 +161,8 @@ def _delete_volume(ctx: ReconcileContext, scope: VolumeScope) -> None:
 
 def _standby_and_restore(ctx: ReconcileContext, scope: VolumeScope, wanted: dict[str, Any]) -> None:
     vspec, vstatus = spec(scope.volume), status(scope.volume)
-    wanted["isStandby"] = bool(vspec.get("standby"))
-    restoring = bool(vspec.get("standby") or vspec.get("fromBackup"))
+    wanted["isStandby"] = bool(vspec.get("Standby"))  # sic: Longhorn's json tag
+    restoring = bool(vspec.get("Standby") or vspec.get("fromBackup"))
     if not restoring or vstatus.get("restoreRequired") is False:
         wanted["restoreRequired"] = False
         return
@@ -183,12 +183,12 @@ def _expansion(ctx: ReconcileContext, scope: VolumeScope, wanted: dict[str, Any]
             ctx.patch_spec("engine", scope.engine, {"volumeSize": str(size)}, "expansion done")
             ctx.patch_status("engine", scope.engine, {"currentSize": str(size)}, "expansion done")
             wanted["expansionRequired"] = False
-            wanted["currentSize"] = str(size)
         return
     wanted["expansionRequired"] = False
     if size and not status(scope.engine).get("currentSize"):
         ctx.patch_status("engine", scope.engine, {"currentSize": str(current or size)}, "engine size")
-    wanted["currentSize"] = str(current or size)
+    # the size reached lives on the Engine (`status.currentSize`): a Volume's status has no such key
+    wanted["currentSize"] = None
 
 
 def _replenish(ctx: ReconcileContext, facts: ClusterFacts, scope: VolumeScope, image: str) -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from corral_sandbox.simulator.nulls import NULL, materialize
+
 Verb = Literal["create", "patch", "status", "delete"]
 
 
@@ -30,14 +32,18 @@ class Write:
 
     def record(self) -> dict[str, Any]:
         """The deterministic part of a write, for the replay log."""
-        return {"verb": self.verb, "kind": self.kind, "name": self.name, "body": self.body}
+        body = materialize(self.body, null="<null>")
+        return {"verb": self.verb, "kind": self.kind, "name": self.name, "body": body}
 
 
 def merge_diff(old: Any, new: Any) -> Any:
     """The merge patch taking `old` to `new` (dicts recurse; anything else is replaced).
 
-    Returns `_SAME` when nothing differs, so callers can tell "no patch" from "patch to null".
+    Returns `_SAME` when nothing differs, so callers can tell "no patch" from "patch to null". A
+    `NULL` in `new` (a literal null, nulls.py) is the same as a null held in `old`.
     """
+    if new is NULL:
+        return _SAME if old is None else NULL
     if isinstance(old, dict) and isinstance(new, dict):
         patch: dict[str, Any] = {}
         for key, value in new.items():
@@ -63,9 +69,16 @@ _SAME: Any = _Same()
 
 
 def diff_fields(old: dict[str, Any], wanted: dict[str, Any]) -> dict[str, Any] | None:
-    """A merge patch setting only the keys in `wanted` (others untouched); None if all already hold."""
+    """A merge patch setting only the keys in `wanted` (others untouched); None if all already hold.
+
+    `None` in `wanted` deletes the key; `NULL` makes it a literal null (nulls.py).
+    """
     patch: dict[str, Any] = {}
     for key, value in wanted.items():
+        if value is NULL:
+            if key not in old or old[key] is not None:
+                patch[key] = NULL
+            continue
         if value is None:
             if key in old and old[key] is not None:
                 patch[key] = None
