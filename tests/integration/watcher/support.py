@@ -19,8 +19,11 @@ from corral_model import codec
 from corral_model.envelopes import DeadLetter, EventType, ObjectEvent
 from corral_model.subjects import DEAD_PREFIX, DEAD_STREAM, OBJECTS_STREAM, object_subject
 from corral_sandbox.emulator import Emulator
+from corral_watcher.kindwatch import WatchSettings
 
 NAMESPACE = "longhorn-system"
+# The emulator bookmarks every 0.2 s: a second of silence is a dead watch; reconnect at once.
+FAST_WATCH = WatchSettings(namespace=NAMESPACE, inactivity_timeout=1.0, backoff_initial=0.02, backoff_max=0.5)
 GROUP = "longhorn.io"
 VERSION = "v1beta2"
 

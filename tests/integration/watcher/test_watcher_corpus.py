@@ -21,10 +21,10 @@ from corral_bus import Bus
 from corral_model.envelopes import EventType, ObjectEvent
 from corral_model.subjects import object_subject
 from corral_sandbox.emulator import Emulator
-from corral_watcher.kindwatch import WatchSettings
 from corral_watcher.watcher import Watcher
 from tests.fixtures.corpus import CorpusObject, corpus_objects, nullable_paths, with_nulls
 from tests.integration.watcher.support import (
+    FAST_WATCH,
     NAMESPACE,
     dead_letters,
     last_per_subject,
@@ -47,7 +47,7 @@ def nulled(obj: CorpusObject) -> CorpusObject:
 
 
 OBJECTS = READABLE + [nulled(o) for o in READABLE if PATHS.get(o.kind)]
-SETTINGS = WatchSettings(namespace=NAMESPACE, inactivity_timeout=1.0, backoff_initial=0.02, backoff_max=0.5)
+SETTINGS = FAST_WATCH
 
 
 def load(emulator: Emulator, objects: list[CorpusObject]) -> dict[tuple[str, str], dict[str, Any]]:

@@ -19,11 +19,11 @@ from corral_kube.decoding import LAST_APPLIED
 from corral_model.envelopes import EventType
 from corral_model.subjects import object_subject, resync_subject
 from corral_sandbox.emulator import Emulator
-from corral_watcher.kindwatch import WatchSettings
 from corral_watcher.watcher import Watcher
 from tests.fixtures.nats import NatsServer
 from tests.fixtures.processes import eventually
 from tests.integration.watcher.support import (
+    FAST_WATCH,
     GROUP,
     NAMESPACE,
     VERSION,
@@ -38,13 +38,7 @@ from tests.integration.watcher.support import (
 
 pytestmark = pytest.mark.integration
 
-SETTINGS = WatchSettings(
-    namespace=NAMESPACE,
-    inactivity_timeout=1.0,  # the emulator bookmarks every 0.2 s: a second of silence is a dead watch
-    resync_period=600.0,
-    backoff_initial=0.02,
-    backoff_max=0.5,
-)
+SETTINGS = FAST_WATCH
 
 
 @pytest.fixture

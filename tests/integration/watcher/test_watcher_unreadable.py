@@ -17,10 +17,10 @@ from corral_bus import Bus
 from corral_model.envelopes import EventType, ObjectEvent
 from corral_model.subjects import object_subject
 from corral_sandbox.emulator import Emulator
-from corral_watcher.kindwatch import WatchSettings
 from corral_watcher.watcher import Watcher
 from tests.fixtures.processes import eventually
 from tests.integration.watcher.support import (
+    FAST_WATCH,
     GROUP,
     NAMESPACE,
     VERSION,
@@ -35,13 +35,9 @@ from tests.integration.watcher.support import (
 
 pytestmark = pytest.mark.integration
 
-SETTINGS = WatchSettings(
-    namespace=NAMESPACE,
-    inactivity_timeout=1.0,
-    resync_period=0.5,  # re-list often: a re-list must not report the same version again
-    backoff_initial=0.02,
-    backoff_max=0.5,
-)
+SETTINGS = msgspec.structs.replace(
+    FAST_WATCH, resync_period=0.5
+)  # re-list often: a re-list must not report the same version again
 
 
 def broken_body(name: str) -> dict[str, Any]:
