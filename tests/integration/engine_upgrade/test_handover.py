@@ -30,7 +30,10 @@ LIMIT = 2
 VOLUMES = [f"vol-{i}" for i in range(6)]
 # Created after A's first wave, first in slot order: a new leader that does not count A's queued
 # commands picks these (commands A never issued, so deduplication by id cannot hide the excess).
-LATE = ["aaa-0", "aaa-1"]
+# Named so that node-1 owns them from the start: until it attaches, the simulator gives a new volume
+# the ready node its name hashes to (simulator/volumes.py `_owner`), and a volume detached on another
+# node is rightly upgraded offline there by whichever replica leads, which is not this test's point.
+LATE = ["aaa-3", "aaa-5"]
 
 
 @pytest.fixture

@@ -35,7 +35,7 @@ from tests.scenarios.engine_upgrade.scenario import LIMIT_SETTING, Observer
 pytestmark = pytest.mark.integration
 LIMIT = 2
 VOLUMES = [f"vol-{i}" for i in range(4)]
-LATE = ["aaa-0", "aaa-1"]
+LATE = ["aaa-3", "aaa-5"]  # owned by node-1 from the start (see test_handover.LATE)
 
 
 @pytest.fixture
