@@ -19,6 +19,17 @@ CORRAL = Path(sys.executable).with_name("corral")
 REAL_VOLUME = "pvc-1b1760aa-d44d-4f64-aed8-53fb965dcb75"
 
 
+async def kubeconfig_written(process: asyncio.subprocess.Process, kubeconfig: Path) -> None:
+    """Until `corral sandbox up` has written its kubeconfig (the cluster is seeded); fails with its
+    stderr if it exits first. Generous: the machine is shared, and imports alone take seconds."""
+
+    async def written() -> bool:
+        assert process.returncode is None, (await process.stderr.read()).decode() if process.stderr else ""
+        return kubeconfig.exists()  # noqa: ASYNC240 (one local stat per poll, as before)
+
+    await eventually(written, within=120, what="the kubeconfig", interval=0.1)
+
+
 async def test_sandbox_up_serves_a_seeded_cluster_and_stops_cleanly(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     process = await asyncio.create_subprocess_exec(
@@ -39,15 +50,7 @@ async def test_sandbox_up_serves_a_seeded_cluster_and_stops_cleanly(tmp_path: Pa
     )
     head = ""  # the output read while the cluster runs
     try:
-
-        async def kubeconfig_written() -> bool:
-            assert process.returncode is None, (
-                (await process.stderr.read()).decode() if process.stderr else ""
-            )
-            return kubeconfig.exists()
-
-        # The machine is shared: imports alone can take seconds.
-        await eventually(kubeconfig_written, within=120, what="the kubeconfig", interval=0.1)
+        await kubeconfig_written(process, kubeconfig)
         api = await api_client(str(kubeconfig))
         try:
             volumes = await client.CustomObjectsApi(api).list_namespaced_custom_object(
@@ -103,14 +106,7 @@ async def test_sandbox_up_takes_a_seed_file_of_real_objects(tmp_path: Path) -> N
         cwd=tmp_path,
     )
     try:
-
-        async def kubeconfig_written() -> bool:
-            assert process.returncode is None, (
-                (await process.stderr.read()).decode() if process.stderr else ""
-            )
-            return kubeconfig.exists()
-
-        await eventually(kubeconfig_written, within=120, what="the kubeconfig", interval=0.1)
+        await kubeconfig_written(process, kubeconfig)
         api = await api_client(str(kubeconfig))
         try:
             volume = await client.CustomObjectsApi(api).get_namespaced_custom_object(
