@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import gc
 import itertools
-import random
 import statistics
 import time
 from collections.abc import Callable
@@ -33,8 +32,9 @@ from typing import Any
 
 import msgspec
 
-from bench.bench_engine_upgrade import calibration_ns
+from bench.bench_engine_upgrade import calibration_ns, fixed_clock
 from bench.report import write_report
+from bench.versioned import VersionedCluster
 from corral_dangerzone.pod_spec import expected_instance_manager_pod
 from corral_dangerzone.settings import DangerZoneSettings
 from corral_im_restart.core import READS, ImRestartDecider
@@ -52,29 +52,11 @@ SETTING_CHANGES = 3
 SYNCED = (lh.Condition(type="SettingSynced", status="True"),)
 
 
-def fixed_clock() -> Callable[[], float]:
-    return itertools.repeat(1_000_000.0).__next__
-
-
-class Cluster:
+class Cluster(VersionedCluster):
     def __init__(self, seed: int = 14) -> None:
-        self.rng = random.Random(seed)
-        self.rv = 0
+        super().__init__(seed, NS)
         self.ims: dict[str, lh.InstanceManager] = {}
         self.pods: dict[str, lh.Pod] = {}
-
-    def event(self, kind: str, obj: Any) -> ObjectEvent[Any]:
-        self.rv += 1
-        meta = msgspec.structs.replace(obj.metadata, resource_version=str(self.rv))
-        obj = msgspec.structs.replace(obj, metadata=meta)
-        return ObjectEvent(
-            type=EventType.MODIFIED,
-            kind=kind,
-            namespace="" if kind == "kubenode" else NS,
-            name=meta.name,
-            resource_version=meta.resource_version,
-            object=obj,
-        )
 
     def bootstrap(self) -> list[ObjectEvent[Any]]:
         settings = DangerZoneSettings.defaults()

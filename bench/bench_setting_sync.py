@@ -23,8 +23,6 @@ decision that issues every change when the last attached volume detaches. Measur
 from __future__ import annotations
 
 import gc
-import itertools
-import random
 import statistics
 import time
 from collections.abc import Callable
@@ -32,8 +30,9 @@ from typing import Any
 
 import msgspec
 
-from bench.bench_engine_upgrade import calibration_ns
+from bench.bench_engine_upgrade import calibration_ns, fixed_clock
 from bench.report import write_report
+from bench.versioned import VersionedCluster
 from corral_dangerzone.table import DANGER_ZONE, SettingName
 from corral_model import longhorn as lh
 from corral_model.envelopes import EventType, ObjectEvent
@@ -50,30 +49,11 @@ ROUNDS = 5
 KINDS = ("attach_detach", "volume_update", "pod_update")
 
 
-def fixed_clock() -> Callable[[], float]:
-    return itertools.repeat(1_000_000.0).__next__
-
-
-class Cluster:
+class Cluster(VersionedCluster):
     def __init__(self, seed: int = 13) -> None:
-        self.rng = random.Random(seed)
-        self.rv = 0
+        super().__init__(seed, NS)
         self.volumes: dict[str, lh.Volume] = {}
         self.pods: dict[str, lh.Pod] = {}
-
-    def event(self, kind: str, obj: Any) -> ObjectEvent[Any]:
-        self.rv += 1
-        meta = msgspec.structs.replace(obj.metadata, resource_version=str(self.rv))
-        obj = msgspec.structs.replace(obj, metadata=meta)
-        return ObjectEvent(
-            type=EventType.MODIFIED,
-            kind=kind,
-            namespace=NS,
-            name=meta.name,
-            uid=meta.uid,
-            resource_version=meta.resource_version,
-            object=obj,
-        )
 
     def bootstrap(self) -> list[ObjectEvent[Any]]:
         events: list[ObjectEvent[Any]] = []
