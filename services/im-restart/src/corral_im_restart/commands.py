@@ -14,29 +14,17 @@ import time
 
 import msgspec
 
+from corral_decision.pod_delete import guarded_pod_delete
 from corral_im_restart.judge import SETTING_SYNCED
 from corral_model.envelopes import Command, FieldValue, Target, Verb, new_command
 from corral_model.longhorn import Condition, InstanceManager, Pod
 
 SERVICE = "im-restart"
-COMPONENT_LABEL_PATH = "/metadata/labels/longhorn.io~1component"
 CONDITION_MODE = "condition"
 
 
 def delete_pod(pod: Pod, reason: str, now: float) -> Command:
-    meta = pod.metadata
-    return new_command(
-        service=SERVICE,
-        verb=Verb.DELETE,
-        target=Target(kind="Pod", namespace=meta.namespace, name=meta.name, uid=meta.uid),
-        preconditions=(
-            FieldValue(path="/metadata/uid", value=meta.uid),
-            FieldValue(path="/metadata/resourceVersion", value=meta.resource_version),
-            FieldValue(path=COMPONENT_LABEL_PATH, value="instance-manager"),
-        ),
-        reason=reason,
-        created_at=now,
-    )
+    return guarded_pod_delete(SERVICE, pod, "instance-manager", reason, now)
 
 
 def rfc3339(seconds: float) -> str:

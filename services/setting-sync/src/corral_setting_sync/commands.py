@@ -14,12 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from corral_dangerzone.table import SettingName
+from corral_decision.pod_delete import COMPONENT_LABEL, guarded_pod_delete
 from corral_model.envelopes import Command, FieldValue, Target, Verb, new_command
 from corral_model.longhorn import DaemonSet, Deployment, Pod, Setting
-from corral_setting_sync.components import COMPONENT_LABEL
 
 SERVICE = "setting-sync"
-COMPONENT_LABEL_PATH = "/metadata/labels/" + COMPONENT_LABEL.replace("/", "~1")
 
 
 def _names(settings: Iterable[SettingName]) -> str:
@@ -46,19 +45,8 @@ def patch_template(
 
 
 def delete_pod(pod: Pod, settings: Iterable[SettingName], now: float) -> Command:
-    meta = pod.metadata
-    return new_command(
-        service=SERVICE,
-        verb=Verb.DELETE,
-        target=Target(kind="Pod", namespace=meta.namespace, name=meta.name, uid=meta.uid),
-        preconditions=(
-            FieldValue(path="/metadata/uid", value=meta.uid),
-            FieldValue(path="/metadata/resourceVersion", value=meta.resource_version),
-            FieldValue(path=COMPONENT_LABEL_PATH, value=meta.labels.get(COMPONENT_LABEL, "")),
-        ),
-        reason=f"pod: {_names(settings)}",
-        created_at=now,
-    )
+    component = pod.metadata.labels.get(COMPONENT_LABEL, "")
+    return guarded_pod_delete(SERVICE, pod, component, f"pod: {_names(settings)}", now)
 
 
 def set_applied(setting: Setting, applied: bool, why: str, now: float) -> Command:

@@ -28,12 +28,13 @@ from corral_dangerzone.tolerations import (
     same_toleration_set,
 )
 from corral_dangerzone.workloads import template_tolerations
+from corral_decision.pod_delete import COMPONENT_LABEL
 from corral_model.envelopes import FieldValue
 from corral_model.longhorn import DaemonSet, Deployment, Pod, PodSpec, ResourceRequirements
 from corral_setting_sync.wanted import Wanted
 
 N = SettingName
-COMPONENT_LABEL = "longhorn.io/component"
+
 CSI_PLUGIN = "longhorn-csi-plugin"
 CSI_DEPLOYMENTS = frozenset({"csi-attacher", "csi-provisioner", "csi-resizer", "csi-snapshotter"})
 _CSI_CONTAINERS = frozenset(CSI_COMPONENTS)
