@@ -56,7 +56,6 @@ class Cluster(VersionedCluster):
     def __init__(self, seed: int = 14) -> None:
         super().__init__(seed, NS)
         self.ims: dict[str, lh.InstanceManager] = {}
-        self.pods: dict[str, lh.Pod] = {}
 
     def bootstrap(self) -> list[ObjectEvent[Any]]:
         settings = DangerZoneSettings.defaults()
@@ -120,16 +119,6 @@ class Cluster(VersionedCluster):
             im, status=msgspec.structs.replace(im.status, instance_replicas=replicas)
         )
         return self.event("instancemanager", im)
-
-    def pod_update(self) -> ObjectEvent[Any]:
-        name = self.rng.choice(list(self.pods))
-        pod = self.pods[name]
-        restarts = pod.status.container_statuses[0].restart_count + 1
-        status = lh.PodStatus(
-            phase="Running", container_statuses=(lh.ContainerStatus(ready=True, restart_count=restarts),)
-        )
-        pod = self.pods[name] = msgspec.structs.replace(pod, status=status)
-        return self.event("pod", pod)
 
 
 _STOPPED = lh.InstanceProcess(status=lh.InstanceProcessStatus(state="stopped"))

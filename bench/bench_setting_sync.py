@@ -53,7 +53,6 @@ class Cluster(VersionedCluster):
     def __init__(self, seed: int = 13) -> None:
         super().__init__(seed, NS)
         self.volumes: dict[str, lh.Volume] = {}
-        self.pods: dict[str, lh.Pod] = {}
 
     def bootstrap(self) -> list[ObjectEvent[Any]]:
         events: list[ObjectEvent[Any]] = []
@@ -141,16 +140,6 @@ class Cluster(VersionedCluster):
         volume = self.volumes[name]
         robustness = "degraded" if volume.status.robustness == "healthy" else "healthy"
         return self.set_volume(name, robustness=robustness, owner_id=f"node-{self.rng.randrange(NODES):04d}")
-
-    def pod_update(self) -> ObjectEvent[Any]:
-        name = self.rng.choice(list(self.pods))
-        pod = self.pods[name]
-        restarts = pod.status.container_statuses[0].restart_count + 1
-        status = lh.PodStatus(
-            phase="Running", container_statuses=(lh.ContainerStatus(ready=True, restart_count=restarts),)
-        )
-        pod = self.pods[name] = msgspec.structs.replace(pod, status=status)
-        return self.event("pod", pod)
 
 
 def timed_stream(

@@ -9,6 +9,7 @@ from typing import Any
 
 import msgspec
 
+from corral_model import longhorn as lh
 from corral_model.envelopes import EventType, ObjectEvent
 from corral_model.kinds import KINDS
 
@@ -18,6 +19,7 @@ class VersionedCluster:
         self.rng = random.Random(seed)
         self.rv = 0
         self.namespace = namespace
+        self.pods: dict[str, lh.Pod] = {}
 
     def event(self, kind: str, obj: Any) -> ObjectEvent[Any]:
         """`obj` written once more: MODIFIED at the next resourceVersion (cluster-scoped kinds
@@ -34,3 +36,14 @@ class VersionedCluster:
             resource_version=meta.resource_version,
             object=obj,
         )
+
+    def pod_update(self) -> ObjectEvent[Any]:
+        """A running pod's container restarts once more (status only: no setting reads it)."""
+        name = self.rng.choice(list(self.pods))
+        pod = self.pods[name]
+        restarts = pod.status.container_statuses[0].restart_count + 1
+        status = lh.PodStatus(
+            phase="Running", container_statuses=(lh.ContainerStatus(ready=True, restart_count=restarts),)
+        )
+        pod = self.pods[name] = msgspec.structs.replace(pod, status=status)
+        return self.event("pod", pod)
