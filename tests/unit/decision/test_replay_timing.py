@@ -1,6 +1,6 @@
-"""When the replay decides, on the recording's clock: as the live runner does, after the debounce
-that follows a line, when the decider's own timer comes due, never before the view is ready and
-never after the recording ends."""
+"""When the replay decides, on the recording's clock: as the live runner does, at once after a
+quiet spell and at most once per debounce within a burst, when the decider's own timer comes due,
+never before the view is ready and never after the recording ends."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def run(lines: list[Line], debounce_s: float) -> Recorder:
     return decider
 
 
-def test_a_burst_is_decided_once_its_debounce_has_passed() -> None:
+def test_a_quiet_spell_ends_in_a_decision_at_once_a_burst_once_per_debounce() -> None:
     lines = [
         line(1, T0, "a"),  # before the view is ready: nothing is decided
         line(2, T0 + S // 100, resync=True),
@@ -103,10 +103,11 @@ def test_a_burst_is_decided_once_its_debounce_has_passed() -> None:
     ]
     decider = run(lines, debounce_s=0.05)
     assert decider.applied == [T0 / S, T0 / S + 0.01, T0 / S + 0.02, T0 / S + 1.0]
-    # the burst that began at line 1 is decided at 0.05 (ready since line 2), line 4's at 1.05
-    assert decider.decided == [T0 / S + 0.05, T0 / S + 1.05]
+    # leading edge: ready at line 2, decided at once (0.01); line 3 comes within the debounce of
+    # that decision, so it waits until 0.06; line 4 follows a quiet spell: decided at once
+    assert decider.decided == [T0 / S + 0.01, T0 / S + 0.06, T0 / S + 1.0]
     # as the live leader does after its takeover, once, before its first decision
-    assert decider.reconsidered == [T0 / S + 0.05]
+    assert decider.reconsidered == [T0 / S + 0.01]
 
 
 def test_without_debounce_every_line_is_decided_on() -> None:

@@ -7,8 +7,9 @@ and decides as the live runner does, at the latest: after every line, and when i
 passes. The live runner waits its `debounce_s` for the rest of a burst, but a replay knows neither
 that setting nor how late the live service read each message, and a decision taken later than the
 live one sees the live one's effects (the patched volume is already upgrading) and so is never
-made; deciding after every line never comes too late. `debounce_s` waits that much recorded time
-after a line instead, to mimic a runner exactly.
+made; deciding after every line never comes too late. `debounce_s` rate-limits the decisions in
+recorded time instead, to mimic a runner exactly: a line after a quiet spell is decided on at once,
+the lines of a burst together, `debounce_s` after the previous decision.
 
 Nothing is decided before the decider is `ready` (its view complete), nor after the last line (the
 recording says nothing about later). Recorded commands are never adopted: the replay makes its own,
@@ -145,6 +146,7 @@ class Replay:
         self._objects_seen: set[str] = set()  # subjects
         self._decision_at: float | None = None  # a burst is being waited for until then
         self._timer_done_at: float | None = None
+        self._decided_at = -float("inf")  # recorded time of the last decision on a ready view
         self._last: Line | None = None
         self._led = False  # the first decision after the view is ready has been made
         self._verdict: Explanation | None = None
@@ -248,7 +250,7 @@ class Replay:
         self.clock.advance_to(moment)
         self._last = line
         if self._decision_at is None:
-            self._decision_at = moment + self.debounce_s
+            self._decision_at = max(moment, self._decided_at + self.debounce_s)
 
     def _next_timer(self) -> float | None:
         if not self.decider.ready:
@@ -263,7 +265,7 @@ class Replay:
         same time as a debounce deadline is applied after it, as it would have arrived later)."""
         while True:
             timer = self._next_timer()
-            wake = timer + self.debounce_s if timer is not None else None
+            wake = max(timer, self._decided_at + self.debounce_s) if timer is not None else None
             candidates = [t for t in (self._decision_at, wake) if t is not None and t <= before]
             if not candidates:
                 return
@@ -279,6 +281,7 @@ class Replay:
     def _decide(self, by_timer: bool) -> None:
         if not self.decider.ready:
             return
+        self._decided_at = self.clock()
         if not self._led:
             # The live leader looks at every target once before its first decision (takeover.py).
             self._led = True

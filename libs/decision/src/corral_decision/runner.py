@@ -7,8 +7,10 @@ it adds only plumbing:
 * the view is bootstrapped from LH_OBJECTS (the last event per object, then every new one) and
   results are followed on LH_RESULTS; nothing is decided before both snapshots are read and the
   decider has seen a RESYNCED marker for every kind it reads (`decider.ready`);
-* decisions are batched: after an event the loop waits `debounce_s` for the rest of a burst, then
-  calls `decide()` once; it also wakes for the decider's own timers (`next_due`);
+* decisions are rate-limited, leading edge first: an event after a quiet spell (no decision for
+  `debounce_s`) is decided at once, so a freed slot is refilled without a fixed wait; events
+  during a burst are decided together, `debounce_s` after the previous decision. The loop also
+  wakes for the decider's own timers (`next_due`);
 * only the leader (NATS KV lease, through the runtime harness) decides and publishes; a standby
   keeps its view warm and does the decider's deferred work (`idle_work`);
 * every replica follows the service's own commands (command_feed.py) and adopts those it did not
@@ -94,6 +96,7 @@ class DecisionRunner:
         self._lease_term = lease_term
         self._wake = asyncio.Event()
         self._taken_over = False  # caught up with the bus since this replica became leader
+        self._decided_at = -float("inf")  # time.monotonic() of the last decision pass
         self._term = 0  # counts leadership changes: a takeover belongs to the term it started in
         self._publisher = Publisher(bus, window=1024)
         self.objects = BootstrapReader(bus, service.object_filters(config.namespace))
@@ -251,13 +254,19 @@ class DecisionRunner:
             if stop.is_set():
                 return
             self._prune_seen()
-            if self.config.debounce_s:
-                await asyncio.sleep(self.config.debounce_s)  # let the rest of a burst arrive
+            await self._debounce()
             if self._may_decide():
                 if self._taken_over or await self._take_over(stop):
                     await self._decide_once()
             elif self.bootstrapped.is_set() and self.config.idle_batch:
                 self.decider.idle_work(self.config.idle_batch)
+
+    async def _debounce(self) -> None:
+        """Leading edge: after a quiet spell decide now (yielding once, so events already received
+        are applied first); within a burst, at most one decision pass per `debounce_s`."""
+        since = time.monotonic() - self._decided_at
+        await asyncio.sleep(max(0.0, self.config.debounce_s - since))
+        self._decided_at = time.monotonic()
 
     def _sleep_for(self) -> float:
         """Until the decider's next timer or a periodic round of idle work (a handover delay is
