@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from corral_engine_upgrade.core import DeciderConfig, EngineUpgradeDecider
 from corral_engine_upgrade.reasons import Reason
+from corral_engine_upgrade.records import KEY, NODE, STRIDE, replica_name
 from corral_engine_upgrade.view import DEFAULT_IMAGE_SETTING, LIMIT_SETTING, REQUIRED_KINDS
 from corral_model import longhorn as lh
 from corral_model.envelopes import EventType, ObjectEvent
@@ -202,12 +203,13 @@ def _replay(sim: SimCluster) -> list[ObjectEvent[Any]]:
         objects.append(vol)
         record = sim.decider.view.volume(NS, vol.metadata.name)
         assert record is not None
+        items = record.replicas
         objects += [
             lh.Replica(
-                metadata=lh.ObjectMeta(name=entry.name, namespace=NS),
-                spec=lh.ReplicaSpec(volume_name=vol.metadata.name, node_id=entry.node),
+                metadata=lh.ObjectMeta(name=replica_name(vol.metadata.name, key), namespace=NS),
+                spec=lh.ReplicaSpec(volume_name=vol.metadata.name, node_id=str(node)),
             )
-            for entry in record.replicas
+            for key, node in zip(items[KEY::STRIDE], items[NODE::STRIDE], strict=True)
         ]
     events: list[ObjectEvent[Any]] = [
         ObjectEvent(type=EventType.ADDED, kind=KINDS[type(o)], namespace=NS, name=o.metadata.name, object=o)

@@ -19,8 +19,10 @@ from corral_engine_upgrade.reasons import Reason
 from corral_engine_upgrade.records import (
     EXPANSION_REQUIRED,
     MIGRATING,
+    NODE,
     STANDBY,
     STRICT_LOCAL,
+    STRIDE,
     V2,
     VolumeRecord,
 )
@@ -112,10 +114,10 @@ def volume_reason(volume: VolumeRecord, view: ClusterView, now: float) -> Reason
             return _INCOMPATIBLE_CONTROLLER_API
     # §1.3 "image ready on all volume replicas": the attached node and every scheduled replica's.
     node = volume.node
-    replicas = volume.replicas
+    replica_nodes = volume.replicas[NODE::STRIDE]
     if not node:
-        for replica in replicas:
-            if replica.node:
+        for replica_node in replica_nodes:
+            if replica_node:
                 break
         else:
             return _NO_REPLICA_NODES
@@ -129,8 +131,7 @@ def volume_reason(volume: VolumeRecord, view: ClusterView, now: float) -> Reason
             return _IMAGE_NOT_READY
         if default_ready is not None and node not in default_ready:
             default_ready = None
-    for replica in replicas:
-        replica_node = replica.node
+    for replica_node in replica_nodes:
         if replica_node:
             if replica_node not in ready:
                 return _IMAGE_NOT_READY

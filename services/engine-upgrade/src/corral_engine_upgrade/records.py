@@ -4,12 +4,13 @@ A decision service tracks every volume of the cluster (100 k of them), so the vi
 mutable record per volume instead of the slim Kubernetes object: about a dozen fields, strings
 interned (images, node names and states repeat across thousands of volumes, so they are shared).
 Records are compared by identity (what the owner lists and queues need). The small Structs
-(replica entries, image records, expectations) are `gc=False`: they hold no reference cycles and
+(image records, expectations) are `gc=False`: they hold no reference cycles and
 the collector should never walk them; the runner freezes the view after bootstrap for the same
 reason (`gc.freeze`).
 
-Replicas are folded into their volume's record: the rules only need the node each replica is
-scheduled on (longhorn-behaviour.md §1.3, "ready on all volume replicas").
+Replicas are folded into their volume's record, three flat items each (key, node, rv): the rules
+only need the node each replica is scheduled on (longhorn-behaviour.md §1.3, "ready on all volume
+replicas").
 """
 
 from __future__ import annotations
@@ -28,14 +29,36 @@ _intern = sys.intern
 DATA_ENGINE_V2 = "v2"
 
 
-class ReplicaEntry(msgspec.Struct, gc=False):
-    """One replica of a volume: its name (to find it again), the node it is scheduled on, its rv.
-    Mutable: a replica moving or just getting a newer rv updates its entry in place (the most
-    frequent event there is), with no new entry and no new tuple of entries."""
+_SUFFIX = len("-r-") + 8
 
-    name: str
-    node: str
-    rv: int
+
+def replica_key(volume: str, name: str) -> int | str:
+    """What a volume's replica is known by among its siblings. Longhorn names a replica
+    `<volume>-r-<8 lowercase hex digits>`: such a name is kept as the number its digits spell (a
+    32-byte int instead of a ~100-byte string, three times per volume); any other name is kept
+    whole, so two different names never share a key (hence the checks: `int()` would also take
+    upper case, `_`, signs and spaces)."""
+    cut = len(volume)
+    if len(name) == cut + _SUFFIX and name.startswith(volume) and name.startswith("-r-", cut):
+        digits = name[cut + 3 :]
+        if digits.isalnum() and (digits.islower() or digits.isdigit()):
+            try:
+                return int(digits, 16)
+            except ValueError:  # letters past f
+                pass
+    return name
+
+
+def replica_name(volume: str, key: int | str) -> str:
+    """The name `replica_key` made `key` of."""
+    return f"{volume}-r-{key:08x}" if isinstance(key, int) else key
+
+
+# VolumeRecord.replicas holds three items per replica, flat, with no object per replica (a third of
+# the record's memory went to those): its key (`replica_key`), the node it is scheduled on ("" until
+# it is) and its resourceVersion (older events of the replica are ignored).
+Replicas = tuple[int | str, ...]
+KEY, NODE, RV, STRIDE = 0, 1, 2, 3
 
 
 class Expectation(msgspec.Struct, gc=False):
@@ -76,7 +99,7 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
     owner: str = ""  # status.ownerID: the unit of the per-node limit
     node: str = ""  # status.currentNodeID: where it is attached
     flags: int = 0  # STANDBY | EXPANSION_REQUIRED | MIGRATING | STRICT_LOCAL | V2
-    replicas: tuple[ReplicaEntry, ...] = ()
+    replicas: Replicas = ()  # see Replicas above
     # --- decider bookkeeping (owned by core.py, kept here to avoid parallel dicts) ---------------
     expectation: Expectation | None = None
     hold_rv: int = -2  # after a refusal: not re-decided until rv > hold_rv …

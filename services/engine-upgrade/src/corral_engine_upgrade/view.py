@@ -31,13 +31,22 @@ from __future__ import annotations
 import collections
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
 from corral_decision.decider import InvalidEvent
 from corral_engine_upgrade.image_facts import AnyEngineImage, EngineImageFacts
-from corral_engine_upgrade.records import ImageRecord, ReplicaEntry, VolumeRecord
+from corral_engine_upgrade.records import (
+    KEY,
+    NODE,
+    RV,
+    STRIDE,
+    ImageRecord,
+    Replicas,
+    VolumeRecord,
+    replica_key,
+)
 from corral_model import longhorn as lh
 from corral_model.envelopes import EventType, ObjectEvent
 
@@ -98,7 +107,7 @@ class ClusterView:
     def __init__(self, *, tombstone_ttl: float = 600.0) -> None:
         self._volumes: dict[str, dict[str, VolumeRecord]] = {}
         # Replicas seen before their volume (or kept after it was deleted), by (namespace, volume).
-        self._orphan_replicas: dict[tuple[str, str], tuple[ReplicaEntry, ...]] = {}
+        self._orphan_replicas: dict[tuple[str, str], Replicas] = {}
         self.images: dict[str, ImageRecord] = {}  # by EngineImage name (`ei-<hash>`); read-only outside
         self._image_names: dict[str, str] = {}  # image → `ei-<hash>` (hashing costs ~1 µs; cache it)
         # EI name → volumes on it. A plain dict: a Counter is a Python subclass of dict, whose item
@@ -299,37 +308,36 @@ class ClusterView:
         entries = (
             record.replicas if record is not None else self._orphan_replicas.get((namespace, volume_name), ())
         )
-        for old in entries:
-            if old.name == name:
-                break
-        else:
-            old = None
-        if old is not None:
-            if 0 <= rv <= old.rv:  # not newer than what is held (see _stale)
+        key = replica_key(volume_name, name)
+        at = _find_replica(entries, key)
+        held_rv = cast("int", entries[at + RV]) if at >= 0 else -1
+        if at >= 0:
+            if 0 <= rv <= held_rv:  # not newer than what is held (see _stale)
                 return NO_IMPACT
         elif self._buried("replica", namespace, name, rv, deleted):
             return NO_IMPACT
         if deleted:
-            self._tombstone(("replica", namespace, name), max(rv, old.rv if old else -1), now)
-            if old is None:
+            self._tombstone(("replica", namespace, name), max(rv, held_rv), now)
+            if at < 0:
                 return NO_IMPACT
-            at = entries.index(old)  # found by identity first
-            self._set_replicas(namespace, volume_name, record, entries[:at] + entries[at + 1 :])
-        elif old is not None:
-            # The common case, a known replica changed: update its entry in place. Keep the newer
-            # rv even when the node did not move, so older events stay ignored.
-            old.rv = rv
-            node = replica.spec.node_id
-            if node == old.node:
-                return NO_IMPACT  # nothing the rules read changed
-            old.node = _intern(node)
-        else:
-            entry = ReplicaEntry(name=name, node=_intern(replica.spec.node_id), rv=rv)
-            self._set_replicas(namespace, volume_name, record, (*entries, entry))
+            self._set_replicas(namespace, volume_name, record, entries[:at] + entries[at + STRIDE :])
+            return record if record is not None else NO_IMPACT
+        node = replica.spec.node_id
+        if at < 0:
+            self._set_replicas(namespace, volume_name, record, (*entries, key, _intern(node), rv))
+            return record if record is not None else NO_IMPACT
+        # The common case, a known replica changed. Keep the newer rv even when it did not move, so
+        # older events stay ignored; only a move is news to the rules.
+        held_node = entries[at + NODE]
+        moved = node != held_node
+        entries = (*entries[:at], key, _intern(node) if moved else held_node, rv, *entries[at + STRIDE :])
+        self._set_replicas(namespace, volume_name, record, entries)
+        if not moved:
+            return NO_IMPACT
         return record if record is not None else NO_IMPACT
 
     def _set_replicas(
-        self, namespace: str, volume_name: str, record: VolumeRecord | None, entries: tuple[ReplicaEntry, ...]
+        self, namespace: str, volume_name: str, record: VolumeRecord | None, entries: Replicas
     ) -> None:
         if record is not None:
             record.replicas = entries
@@ -473,3 +481,12 @@ def _as_struct(obj: Any, struct: type[Any], event: ObjectEvent[Any]) -> Any:
         return msgspec.convert(obj, _ALSO_TAKEN.get(struct, struct))
     except msgspec.ValidationError as e:
         raise InvalidEvent(f"{event.kind} {event.namespace}/{event.name}: {e}") from e
+
+
+def _find_replica(entries: Replicas, key: int | str) -> int:
+    """Where the replica known by `key` starts in a volume's flat replica items; -1: not there.
+    Searched among the keys only (a key may equal another replica's rv), in C."""
+    try:
+        return entries[KEY::STRIDE].index(key) * STRIDE
+    except ValueError:
+        return -1
