@@ -10,6 +10,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
 
 from corral_actuator.config import ActuatorConfig
 from corral_actuator.runner import main as actuator_main
@@ -27,7 +28,7 @@ __all__ = ["Running", "actuator", "engine_upgrade", "stack", "watcher"]
 POLICY_FILE = Path(__file__).resolve().parents[3] / "deploy" / "policy" / "actuator-policy.yaml"
 
 
-def watcher(kubeconfig: str, url: str) -> Running:
+def watcher(kubeconfig: str, url: str, tracer_provider: TracerProvider | None = None) -> Running:
     config = {
         **IN_LOOP,
         "service": "watcher",
@@ -36,10 +37,10 @@ def watcher(kubeconfig: str, url: str) -> Running:
         "kubeconfig": kubeconfig,
         "kinds": ["volume", "replica", "engineimage", "node", "setting"],
     }
-    return Running("watcher", msgspec.convert(config, WatcherConfig), watcher_main, [])
+    return Running("watcher", msgspec.convert(config, WatcherConfig), watcher_main, [], tracer_provider)
 
 
-def actuator(kubeconfig: str, url: str) -> Running:
+def actuator(kubeconfig: str, url: str, tracer_provider: TracerProvider | None = None) -> Running:
     config = {
         **IN_LOOP,
         "service": "actuator",
@@ -52,11 +53,14 @@ def actuator(kubeconfig: str, url: str) -> Running:
         "audit_log": False,
         "settings_ttl_s": 0.0,
     }
-    return Running("actuator", msgspec.convert(config, ActuatorConfig), actuator_main, ["policy"])
+    config_ = msgspec.convert(config, ActuatorConfig)
+    return Running("actuator", config_, actuator_main, ["policy"], tracer_provider)
 
 
-def engine_upgrade(url: str, instance: str = "eu-1") -> Running:
-    return decision_replica(DEFINITION, url, instance, handover_delay_s=0.0)
+def engine_upgrade(
+    url: str, instance: str = "eu-1", tracer_provider: TracerProvider | None = None
+) -> Running:
+    return decision_replica(DEFINITION, url, instance, tracer_provider, handover_delay_s=0.0)
 
 
 @pytest.fixture
