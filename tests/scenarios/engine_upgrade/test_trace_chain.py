@@ -69,7 +69,7 @@ def _service(span: ReadableSpan) -> Any:
 def _parent_of(span: ReadableSpan, spans: Sequence[ReadableSpan]) -> ReadableSpan:
     assert span.parent is not None, f"{span.name} has no parent"
     [parent] = [s for s in spans if s.context is not None and s.context.span_id == span.parent.span_id]
-    assert parent.context is not None and parent.context.trace_id == span.context.trace_id  # type: ignore[union-attr]
+    assert parent.context is not None and parent.context.trace_id == span.context.trace_id
     return parent
 
 
@@ -120,7 +120,7 @@ async def test_one_volumes_upgrade_is_one_trace_across_the_three_services(
 
     children = {
         s.name: s for s in spans if s.parent is not None and s.parent.span_id == actuated.context.span_id
-    }  # type: ignore[union-attr]
+    }
     assert _attribute(children["policy check"], "corral.policy.allowed") is True
     assert _attribute(children["PATCH volumes"], "http.response.status_code") == 200
     assert "publish lh.res" in children
