@@ -126,7 +126,7 @@ class DecisionRunner:
             delay_s=config.handover_delay_s,
         )
         self.bootstrapped = asyncio.Event()
-        self.traces = DecisionTraces(tracer, service.name) if tracer is not None else None
+        self.traces = DecisionTraces(tracer) if tracer is not None else None
 
     # --- leadership -----------------------------------------------------------------------------
 

@@ -16,7 +16,8 @@ not say which event made which command, so the runner picks the parent by a fixe
 Parenting rather than linking keeps watcher → decider → actuator one trace, which is what an operator
 follows; the other events of a burst are not linked (a 50-event burst would hang 50 links on every
 command). The span starts when its parent event was applied and ends once the command is stored in
-LH_COMMANDS, with the command's target, verb, reason, changes and preconditions as attributes; the
+LH_COMMANDS, with the command's id, target, reason, changes and preconditions as attributes (and
+which event it was parented on: `corral.trigger` = target / event / none); the
 command's message carries its `traceparent`, so the actuator's span is its child.
 
 Made only when the service has a tracer: without one the runner keeps no trace state at all, and
@@ -66,11 +67,8 @@ def describe(values: tuple[FieldValue, ...]) -> list[str]:
 class DecisionBatch:
     """The traced events one decision was made from, and the spans of the commands it published."""
 
-    def __init__(
-        self, tracer: Tracer, service: str, events: dict[str, _Traced], last: _Traced | None
-    ) -> None:
+    def __init__(self, tracer: Tracer, events: dict[str, _Traced], last: _Traced | None) -> None:
         self._tracer = tracer
-        self._service = service
         self._events = events
         self._last = last
         self._decided_ns = time.time_ns()
@@ -90,23 +88,17 @@ class DecisionBatch:
             kind=SpanKind.PRODUCER,
             links=links,
             start_time=parent.applied_ns if parent is not None else self._decided_ns,
+            # What an operator asks of a decision, and no more: the SDK checks every attribute.
             attributes={
-                "corral.service": self._service,
                 "corral.command.id": command.id,
-                "corral.command.verb": str(command.verb),
                 "corral.target": f"{t.kind}/{t.namespace}/{t.name}",
                 "corral.reason": command.reason,
                 "corral.changes": describe(command.changes),
                 "corral.preconditions": describe(command.preconditions),
-                "corral.lease_term": command.term,
                 "corral.trigger": "target"
                 if own is not None
                 else ("event" if parent is not None else "none"),
                 "corral.trigger.object": parent.key if parent is not None else "",
-                "corral.burst_events": len(self._events),
-                "messaging.system": "nats",
-                "messaging.destination.name": subject,
-                "messaging.message.id": command.id,
             },
         )
         span.add_event("decided", timestamp=self._decided_ns)
@@ -134,11 +126,10 @@ class DecisionBatch:
 class DecisionTraces:
     """The traced events applied since the last decision, by object; `take` hands them to one."""
 
-    __slots__ = ("_events", "_last", "_service", "_tracer")
+    __slots__ = ("_events", "_last", "_tracer")
 
-    def __init__(self, tracer: Tracer, service: str) -> None:
+    def __init__(self, tracer: Tracer) -> None:
         self._tracer = tracer
-        self._service = service
         self._events: dict[str, _Traced] = {}
         self._last: _Traced | None = None
 
@@ -151,7 +142,7 @@ class DecisionTraces:
 
     def take(self) -> DecisionBatch:
         """The events since the last decision, for the one being made now; forgotten here."""
-        batch = DecisionBatch(self._tracer, self._service, self._events, self._last)
+        batch = DecisionBatch(self._tracer, self._events, self._last)
         self.forget()
         return batch
 
