@@ -4,6 +4,7 @@ the command's target, reason and preconditions, and named by the command's `trac
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 
 import msgspec
@@ -40,12 +41,13 @@ def provider(exported: InMemorySpanExporter) -> TracerProvider:
     return provider
 
 
-@pytest.fixture
-async def leader(fake_bus: Bus, provider: TracerProvider) -> AsyncIterator[DecisionRunner]:
+@contextlib.asynccontextmanager
+async def leading(bus: Bus, provider: TracerProvider) -> AsyncIterator[DecisionRunner]:
+    """A toy replica that leads from the start, its spans going to `provider`."""
     config = msgspec.convert({"service": "toy", "instance": "unit", "debounce_s": 0.0}, DecisionConfig)
     runner = DecisionRunner(
         TOY,
-        fake_bus,
+        bus,
         config,
         get_logger(service="toy"),
         decider=ToyDecider(clock=lambda: 0.0),
@@ -53,11 +55,19 @@ async def leader(fake_bus: Bus, provider: TracerProvider) -> AsyncIterator[Decis
     )
     stop = asyncio.Event()
     task = asyncio.create_task(runner.run(stop))
-    yield runner
-    stop.set()
-    runner.leadership_changed(True)
-    async with asyncio.timeout(10):
-        await task
+    try:
+        yield runner
+    finally:
+        stop.set()
+        runner.leadership_changed(True)
+        async with asyncio.timeout(10):
+            await task
+
+
+@pytest.fixture
+async def leader(fake_bus: Bus, provider: TracerProvider) -> AsyncIterator[DecisionRunner]:
+    async with leading(fake_bus, provider) as runner:
+        yield runner
 
 
 def _decisions(exported: InMemorySpanExporter) -> dict[str, ReadableSpan]:
@@ -124,6 +134,21 @@ async def test_a_command_without_an_event_of_its_own_joins_the_event_that_freed_
     assert decision.parent.span_id == freed.span_id
     assert (decision.attributes or {})["corral.trigger"] == "event"
     assert (decision.attributes or {})["corral.trigger.object"] == f"setting.{NS}.{names[0]}"
+
+
+async def test_a_decision_from_the_bootstrapped_view_starts_a_trace_of_its_own(
+    fake_bus: Bus, provider: TracerProvider, exported: InMemorySpanExporter
+) -> None:
+    """The snapshot's changes were decided on when they happened: a replica's first round on it is
+    not theirs to join."""
+    watcher = FakeWatcher(fake_bus, namespace=NS, tracer=provider.get_tracer("watcher"))
+    await watcher.put(_setting("s0", "x"))
+    await watcher.resync(["setting"])
+    async with leading(fake_bus, provider):
+        await eventually(lambda: "s0" in _decisions(exported), within=5, what="the first decision")
+    decision = _decisions(exported)["s0"]
+    assert decision.parent is None
+    assert (decision.attributes or {})["corral.trigger"] == "none"
 
 
 async def test_without_a_tracer_the_runner_keeps_no_trace_state(fake_bus: Bus) -> None:

@@ -10,8 +10,8 @@ not say which event made which command, so the runner picks the parent by a fixe
   finishing its upgrade frees the slot another volume is then commanded into; the setting that
   names a new default image starts a whole wave), and that event is a span link as well when the
   target's own event is the parent, so "why now" is one click away either way;
-* a decision with no traced event before it (a timer of the decider, a new leader's first round)
-  starts a trace of its own.
+* a decision with no traced event before it (a timer of the decider, a replica's first round on the
+  view it bootstrapped from LH_OBJECTS's last message per object) starts a trace of its own.
 
 Parenting rather than linking keeps watcher → decider → actuator one trace, which is what an operator
 follows; the other events of a burst are not linked (a 50-event burst would hang 50 links on every
@@ -134,9 +134,10 @@ class DecisionTraces:
         self._last: _Traced | None = None
 
     def applied(self, message: StreamMessage) -> None:
-        """`message`'s event was applied to the view (a no-op for an untraced one)."""
+        """`message`'s event was applied to the view (a no-op for an untraced one, and for the
+        snapshot a replica bootstraps from: those changes were decided on when they happened)."""
         traceparent = message.headers.get(TRACEPARENT)
-        if traceparent:
+        if traceparent and not message.bootstrap:
             key = _object_key(message.subject, _OBJECT_SUBJECT_TOKENS)
             self._events[key] = self._last = _Traced(key, traceparent, time.time_ns())
 
