@@ -19,8 +19,11 @@ tracer, the messages carry no `traceparent`) and `on` (an SDK tracer whose spans
 processor with an exporter that drops them, and the messages carry a `traceparent`, as when a
 collector is configured). off - baseline is what the hooks cost when tracing is off; on - off what
 tracing costs when it is on. `decision_span_us_per_command` is the decision span (start, end) per
-command, on. Also: load average, and the empty-call calibration of bench_engine_upgrade before and
-after (divide a figure by it to compare across machines and loads). Measures only; asserts nothing.
+command, on. Each per-event figure also as this thread's CPU time (`per_event_cpu_us`), which leaves
+out the time spent waiting for a core of the shared machine. Also: load average, and the empty-call
+calibration of bench_engine_upgrade before and after (divide a figure by it to compare across
+machines and loads). `--baseline-ref HEAD` measures the method itself: the same code three ways,
+whose spread is the noise any difference must exceed. Measures only; asserts nothing.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ from corral_watcher.metrics import WatcherMetrics
 NS = "longhorn-system"
 VOLUMES = 10_000
 BATCH = 50
-BURSTS = 400
+BURSTS = 600
 ROUNDS = 5
 WATCH_OBJECTS = 2_000
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -133,13 +136,14 @@ class RunnerPath:
         )
         self.span_costs: list[float] = []
 
-    async def burst(self) -> float:
-        """µs per event of following one burst; then the decision (untimed, but its spans timed)."""
+    async def burst(self) -> tuple[float, float]:
+        """µs per event (wall, thread CPU) of following one burst; then the decision (untimed, but
+        its spans timed)."""
         runner, wave, perf = self.runner, self.wave, time.perf_counter
         runner.objects = _Feed([_message(wave.next(), self.traced) for _ in range(BATCH)])  # type: ignore[assignment]
-        started = perf()
+        started, cpu = perf(), time.thread_time()
         await runner._follow_objects()
-        per_event = (perf() - started) / BATCH * 1e6
+        per_event = ((perf() - started) / BATCH * 1e6, (time.thread_time() - cpu) / BATCH * 1e6)
         commands = list(runner.decider.decide())
         wave.started(commands)
         traces = getattr(runner, "traces", None)
@@ -191,16 +195,16 @@ class WatcherPath:
         self.rv = 1
         self.bursts = 0
 
-    async def burst(self) -> float:
+    async def burst(self) -> tuple[float, float]:
         batch: list[Any] = []
         for i in range(BATCH):
             self.rv += 1
             index = (self.bursts * BATCH + i) % WATCH_OBJECTS
             batch.append(WatchEvent(type="MODIFIED", object=_volume(index, self.rv)))
         self.bursts += 1
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         await self.kind.handle(batch)
-        return (time.perf_counter() - started) / BATCH * 1e6
+        return (time.perf_counter() - started) / BATCH * 1e6, (time.thread_time() - cpu) / BATCH * 1e6
 
 
 def module_at(ref: str, path: str, name: str) -> ModuleType:
@@ -219,7 +223,7 @@ def module_at(ref: str, path: str, name: str) -> ModuleType:
 async def interleaved(paths: dict[str, Any]) -> dict[str, Any]:
     """Every path a burst in turn (rotating who goes first), so a swing of the shared machine's
     speed falls on all of them alike; per path the median of ROUNDS rounds' means."""
-    samples: dict[str, list[float]] = {name: [] for name in paths}
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in paths}
     names = list(paths)
     for number in range(BURSTS):
         shift = number % len(names)
@@ -227,8 +231,14 @@ async def interleaved(paths: dict[str, Any]) -> dict[str, Any]:
             samples[name].append(await paths[name].burst())
     figures: dict[str, Any] = {}
     for name, values in samples.items():
-        figure, rounds = _median_rounds(values)
-        figures[name] = {"per_event_us": round(figure, 3), "per_event_us_rounds": rounds}
+        figure, rounds = _median_rounds([wall for wall, _ in values])
+        cpu_figure, cpu_rounds = _median_rounds([cpu for _, cpu in values])
+        figures[name] = {
+            "per_event_us": round(figure, 3),
+            "per_event_us_rounds": rounds,
+            "per_event_cpu_us": round(cpu_figure, 3),
+            "per_event_cpu_us_rounds": cpu_rounds,
+        }
         span_costs = getattr(paths[name], "span_costs", None)
         if span_costs:
             figures[name]["decision_span_us_per_command"] = round(statistics.median(span_costs), 2)
