@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -40,7 +41,10 @@ def watcher(kubeconfig: str, url: str, tracer_provider: TracerProvider | None = 
     return Running("watcher", msgspec.convert(config, WatcherConfig), watcher_main, [], tracer_provider)
 
 
-def actuator(kubeconfig: str, url: str, tracer_provider: TracerProvider | None = None) -> Running:
+def actuator(
+    kubeconfig: str, url: str, tracer_provider: TracerProvider | None = None, **settings: Any
+) -> Running:
+    """The actuator in this loop; `settings` override its configuration."""
     config = {
         **IN_LOOP,
         "service": "actuator",
@@ -52,6 +56,7 @@ def actuator(kubeconfig: str, url: str, tracer_provider: TracerProvider | None =
         "ack_wait_s": 2.0,
         "audit_log": False,
         "settings_ttl_s": 0.0,
+        **settings,
     }
     config_ = msgspec.convert(config, ActuatorConfig)
     return Running("actuator", config_, actuator_main, ["policy"], tracer_provider)

@@ -8,6 +8,9 @@ as a collector would join them from three processes.
 
 from __future__ import annotations
 
+import io
+import json
+import sys
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -41,13 +44,21 @@ def provider_for(service: str, exporter: InMemorySpanExporter) -> TracerProvider
 
 
 @pytest.fixture
+def logs(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
+    """What the services log: each sets its logs up on the stderr of the moment it starts."""
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+    return stream
+
+
+@pytest.fixture
 async def traced_stack(
-    sandbox: Sandbox, fake_nats: FakeNatsServer, exported: InMemorySpanExporter
+    sandbox: Sandbox, fake_nats: FakeNatsServer, exported: InMemorySpanExporter, logs: io.StringIO
 ) -> AsyncIterator[list[Running]]:
     kubeconfig, url = str(sandbox.cluster.kubeconfig_path), fake_nats.url
     services = [
         watcher(kubeconfig, url, provider_for("watcher", exported)),
-        actuator(kubeconfig, url, provider_for("actuator", exported)),
+        actuator(kubeconfig, url, provider_for("actuator", exported), log_level="info", audit_log=True),
         engine_upgrade(url, tracer_provider=provider_for("engine-upgrade", exported)),
     ]
     try:
@@ -85,7 +96,7 @@ def _upgraded(spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
 
 
 async def test_one_volumes_upgrade_is_one_trace_across_the_three_services(
-    sandbox: Sandbox, traced_stack: list[Running], exported: InMemorySpanExporter
+    sandbox: Sandbox, traced_stack: list[Running], exported: InMemorySpanExporter, logs: io.StringIO
 ) -> None:
     await sandbox.create_engine_image(UPGRADE_IMAGE)
 
@@ -124,3 +135,22 @@ async def test_one_volumes_upgrade_is_one_trace_across_the_three_services(
     assert _attribute(children["policy check"], "corral.policy.allowed") is True
     assert _attribute(children["PATCH volumes"], "http.response.status_code") == 200
     assert "publish lh.res" in children
+
+    # The actuator's log line about the command carries its span's ids.
+    [logged] = [
+        line
+        for line in map(_json_or_none, logs.getvalue().splitlines())
+        if line is not None
+        and line.get("event") == "command finished"
+        and line.get("command_id") == _attribute(actuated, "corral.command.id")
+    ]
+    assert logged["trace_id"] == format(actuated.context.trace_id, "032x")
+    assert logged["span_id"] == format(actuated.context.span_id, "016x")
+
+
+def _json_or_none(line: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
