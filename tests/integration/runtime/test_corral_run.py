@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ import pytest
 from corral_cli.commands.run import nats_answers, repo_root, sandbox_available
 from corral_cli.demo.show import DEMO_IMAGE
 from corral_kube.client import connected
+from tests.fixtures.otlp import OtlpReceiver, ReceivedSpan
 from tests.fixtures.processes import free_port, python_module, wait_until
 
 DEADLINE_S = 60.0
@@ -304,17 +306,40 @@ async def emulator_volumes(kubeconfig: Path) -> list[dict[str, object]]:
     return items
 
 
+def assert_one_trace_per_volume_patch(spans: list[ReceivedSpan], patched: int) -> None:
+    """Every applied volume patch: actuator span → its decision span → a watcher span, one trace."""
+    by_id = {span.span_id: span for span in spans}
+    applied = [
+        s
+        for s in spans
+        if s.service == "corral-actuator"
+        and s.name == "actuate patch Volume"
+        and s.attributes.get("corral.outcome") == "applied"
+    ]
+    assert len(applied) == patched, Counter(f"{s.service} {s.name}" for s in spans)
+    for actuated in applied:
+        decided = by_id[actuated.parent_span_id]
+        assert (decided.service, decided.name) == ("corral-engine-upgrade", "decide Volume"), decided
+        assert decided.attributes["corral.command.id"] == actuated.attributes["corral.command.id"]
+        watched = by_id[decided.parent_span_id]
+        assert watched.service == "corral-watcher" and watched.parent_span_id == "", watched
+        assert actuated.trace_id == decided.trace_id == watched.trace_id
+
+
 @pytest.mark.integration
 def test_the_demo_shows_the_engine_upgrade_wave_until_it_is_over(tmp_path: Path) -> None:
     """`corral run` (stdout a pipe): the demo brings a new default engine image and prints the
     wave per owner node until every eligible volume is on it; the figures never show more in
-    flight than the limit, and the last ones are what the cluster holds."""
+    flight than the limit, and the last ones are what the cluster holds. With an OTLP collector
+    named, every volume's patch is one trace across the three processes."""
     assert sandbox_available()
+    receiver = OtlpReceiver().start()
     proc = start_corral_run(
         tmp_path,
         # a small demo: 2 nodes, 10 volumes (a degraded and a DR volume among them), quick upgrades
         *("--nodes", "2", "--volumes", "10"),
         *("--live-upgrade-seconds", "1", "--offline-upgrade-seconds", "0.3"),
+        *("--otlp-endpoint", receiver.endpoint),
     ).proc
     try:
         output = Output(proc, tmp_path / "logs")
@@ -359,6 +384,8 @@ def test_the_demo_shows_the_engine_upgrade_wave_until_it_is_over(tmp_path: Path)
         assert proc.wait(timeout=DEADLINE_S) == 0, rest
         codes = rest.split("exit codes: ", 1)[1].split(")", 1)[0]
         assert all(item.endswith(" 0") for item in codes.split(", ")), rest
+        # Each service exported what it had left when it stopped: the spans are all in.
+        assert_one_trace_per_volume_patch(receiver.received(), patched=8)
 
         # The run recorded its bus from before the first service started: the service's own
         # decider, run again over that recording, makes exactly the commands the live one made.
@@ -373,3 +400,4 @@ def test_the_demo_shows_the_engine_upgrade_wave_until_it_is_over(tmp_path: Path)
         assert "diff: 8 same, 0 changed, 0 missing, 0 extra" in replay.stdout, replay.stdout
     finally:
         stop_leftovers(proc)
+        receiver.stop()

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
 
 from corral_actuator.config import ActuatorConfig
 from corral_actuator.runner import main as actuator_main
@@ -27,7 +29,7 @@ __all__ = ["Running", "actuator", "engine_upgrade", "stack", "watcher"]
 POLICY_FILE = Path(__file__).resolve().parents[3] / "deploy" / "policy" / "actuator-policy.yaml"
 
 
-def watcher(kubeconfig: str, url: str) -> Running:
+def watcher(kubeconfig: str, url: str, tracer_provider: TracerProvider | None = None) -> Running:
     config = {
         **IN_LOOP,
         "service": "watcher",
@@ -36,10 +38,13 @@ def watcher(kubeconfig: str, url: str) -> Running:
         "kubeconfig": kubeconfig,
         "kinds": ["volume", "replica", "engineimage", "node", "setting"],
     }
-    return Running("watcher", msgspec.convert(config, WatcherConfig), watcher_main, [])
+    return Running("watcher", msgspec.convert(config, WatcherConfig), watcher_main, [], tracer_provider)
 
 
-def actuator(kubeconfig: str, url: str) -> Running:
+def actuator(
+    kubeconfig: str, url: str, tracer_provider: TracerProvider | None = None, **settings: Any
+) -> Running:
+    """The actuator in this loop; `settings` override its configuration."""
     config = {
         **IN_LOOP,
         "service": "actuator",
@@ -51,12 +56,16 @@ def actuator(kubeconfig: str, url: str) -> Running:
         "ack_wait_s": 2.0,
         "audit_log": False,
         "settings_ttl_s": 0.0,
+        **settings,
     }
-    return Running("actuator", msgspec.convert(config, ActuatorConfig), actuator_main, ["policy"])
+    config_ = msgspec.convert(config, ActuatorConfig)
+    return Running("actuator", config_, actuator_main, ["policy"], tracer_provider)
 
 
-def engine_upgrade(url: str, instance: str = "eu-1") -> Running:
-    return decision_replica(DEFINITION, url, instance, handover_delay_s=0.0)
+def engine_upgrade(
+    url: str, instance: str = "eu-1", tracer_provider: TracerProvider | None = None
+) -> Running:
+    return decision_replica(DEFINITION, url, instance, tracer_provider, handover_delay_s=0.0)
 
 
 @pytest.fixture

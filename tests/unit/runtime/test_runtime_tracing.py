@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 from aiohttp import web
 
-from corral_runtime.tracing import configure_tracing, exporting
+from corral_runtime.tracing import configure_tracing, exporting, traces_endpoint
 
 
 def test_exporting_follows_the_standard_variables() -> None:
@@ -17,7 +16,7 @@ def test_exporting_follows_the_standard_variables() -> None:
     assert exporting({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"})
 
 
-async def test_spans_reach_an_otlp_http_collector(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_spans_reach_an_otlp_http_collector() -> None:
     received: list[tuple[str, bytes]] = []
 
     async def collect(request: web.Request) -> web.Response:
@@ -32,11 +31,11 @@ async def test_spans_reach_an_otlp_http_collector(monkeypatch: pytest.MonkeyPatc
     await site.start()
     port = runner.addresses[0][1]
     endpoint = f"http://127.0.0.1:{port}"
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
     try:
         provider = configure_tracing(
             "engine-upgrade", "pod-a", {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint}, install=False
         )
+        assert provider is not None
         with provider.get_tracer("test").start_as_current_span("decide volume pvc-1"):
             pass
         # The exporter posts from its own thread with a blocking client; keep the loop free to answer.
@@ -50,9 +49,20 @@ async def test_spans_reach_an_otlp_http_collector(monkeypatch: pytest.MonkeyPatc
     assert b"corral-engine-upgrade" in body
 
 
-def test_without_a_collector_spans_are_made_but_not_exported() -> None:
-    provider = configure_tracing("watcher", environ={}, install=False)
-    with provider.get_tracer("test").start_as_current_span("list volumes") as span:
-        assert span.get_span_context().is_valid
-    assert provider._active_span_processor._span_processors == ()
-    provider.shutdown()
+def test_the_traces_endpoint_is_resolved_from_the_given_environment() -> None:
+    assert traces_endpoint({}) is None
+    assert traces_endpoint({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318/"}) == "http://c:4318/v1/traces"
+    assert (
+        traces_endpoint(
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318",
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t/x",
+            }
+        )
+        == "http://t/x"
+    )
+
+
+def test_without_a_collector_there_is_no_provider() -> None:
+    """Nothing records: a service gets no tracer, and its hot paths skip tracing altogether."""
+    assert configure_tracing("watcher", environ={}, install=False) is None

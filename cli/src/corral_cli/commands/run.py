@@ -46,6 +46,7 @@ READY_TIMEOUT_S = 30.0
 RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 RESTART_RESET_S = 60.0
 _PR_SET_PDEATHSIG = 1
+OTLP_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 
 
 @dataclass
@@ -390,6 +391,8 @@ def run(args: argparse.Namespace) -> int:
         plan.infrastructure.append(sandbox_component(plan, sandbox_options(args, with_demo)))
     if not args.no_plugins:
         load_plugins(plan, out)
+    if args.otlp_endpoint:
+        plan.service_env[OTLP_ENDPOINT] = args.otlp_endpoint
     packages = service_packages(args.services)
     plan.services.extend(service_components(plan, packages, args.health_base_port))
 
@@ -458,6 +461,9 @@ def print_where(plan: RunPlan, out: IO[str]) -> None:
         lines.extend(f"  {line}" for line in component.where)
     if not plan.services:
         lines.append("  (no service has a __main__ yet)")
+    endpoint = plan.service_env.get(OTLP_ENDPOINT) or os.environ.get(OTLP_ENDPOINT)
+    if endpoint:
+        lines.append(f"  traces:    OTLP/HTTP to {endpoint}")
     lines.append(f"  logs:      {plan.log_dir}/")
     lines.append("Ctrl-C stops everything.")
     print("\n".join(lines), file=out, flush=True)
@@ -499,6 +505,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default="",
         help="record the bus to BUNDLE for `corral replay` (the demo records to <run-dir>/events.jsonl;"
         " '-': off)",
+    )
+    parser.add_argument(
+        "--otlp-endpoint",
+        metavar="URL",
+        default="",
+        help=f"send every service's spans to this OTLP/HTTP collector, e.g. http://127.0.0.1:4318"
+        f" (sets {OTLP_ENDPOINT} for the services; without it they inherit that variable, and with"
+        " neither they make no spans)",
     )
     parser.add_argument("--no-plugins", action="store_true", help=f"skip `{PLUGIN_GROUP}` entry points")
     parser.set_defaults(func=run)

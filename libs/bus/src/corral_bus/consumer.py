@@ -74,6 +74,9 @@ class ConsumerSpec:
     """A handler still running after this long is cancelled and its message retried (None: never)."""
     deliver_policy: DeliverPolicy = DeliverPolicy.ALL
     description: str = ""
+    process_span: bool = True
+    """A traced message is handled under a consumer span of its own; False when the handler makes
+    its own span (the actuator's), which is then the publisher's child rather than a grandchild."""
 
     def delay_after(self, num_delivered: int) -> float:
         if not self.backoff:
@@ -294,6 +297,9 @@ class Consumer:
             # Traced message: the handler runs in the publisher's trace, under a consumer span.
             token = otel_context.attach(delivery.trace_context)
             try:
+                if not self.spec.process_span:
+                    await self._run_handler(delivery)
+                    return
                 with _tracer.start_as_current_span(
                     f"{self.spec.durable} process", kind=trace.SpanKind.CONSUMER
                 ) as span:

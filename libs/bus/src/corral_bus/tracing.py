@@ -15,9 +15,10 @@ from opentelemetry.context import Context
 TRACEPARENT = "traceparent"
 
 
-def inject_trace(headers: dict[str, str]) -> dict[str, str]:
-    """Add `traceparent` (and `tracestate` when present) of the current context to `headers`."""
-    propagate.inject(headers)
+def inject_trace(headers: dict[str, str], context: Context | None = None) -> dict[str, str]:
+    """Add `traceparent` (and `tracestate` when present) of `context` (default: the current one)
+    to `headers`."""
+    propagate.inject(headers, context=context)
     return headers
 
 

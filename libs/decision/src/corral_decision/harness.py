@@ -30,6 +30,7 @@ def service_main(service: DecisionService[Any], on_runner: OnRunner | None = Non
             ctx.metrics,
             is_leader=lambda: ctx.is_leader,
             lease_term=lambda: leadership.term if leadership is not None else 0,
+            tracer=ctx.tracer,
         )
         if on_runner is not None:
             on_runner(runner)

@@ -22,7 +22,10 @@ it adds only plumbing:
   Nats-Msg-Id, so a republished identical decision is stored once, and with the lease term this
   replica leads in (`Command.term`, outside the id), so the actuator can refuse a deposed leader's;
   a command JetStream did not store is reported to the decider as an `error` result, which frees
-  what it held.
+  what it held;
+* with a tracer (a collector is configured), each command gets a span in the trace of the event
+  that led to it, and carries it to the actuator in its `traceparent` (tracing.py says which event
+  is the parent when a burst held several); without one, no trace state is kept at all.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
+from opentelemetry import trace
+from opentelemetry.trace import Tracer
 from prometheus_client import CollectorRegistry
 
 from corral_bus import BootstrapReader, Bus, Publisher, PublishError, StreamMessage
@@ -45,6 +50,7 @@ from corral_decision.metrics import RunnerMetrics
 from corral_decision.seen import SeenCommands
 from corral_decision.service import DecisionConfig, DecisionService
 from corral_decision.takeover import Takeover
+from corral_decision.tracing import DecisionBatch, DecisionTraces
 from corral_model import codec
 from corral_model.codec import SchemaError
 from corral_model.envelopes import Command, CommandResult, ObjectEvent, Outcome
@@ -84,6 +90,7 @@ class DecisionRunner:
         is_leader: Callable[[], bool] = lambda: True,
         lease_term: Callable[[], int] = lambda: 0,
         decider: Decider | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.service = service
         self.bus = bus
@@ -122,6 +129,7 @@ class DecisionRunner:
             delay_s=config.handover_delay_s,
         )
         self.bootstrapped = asyncio.Event()
+        self.traces = DecisionTraces(tracer) if tracer is not None else None
 
     # --- leadership -----------------------------------------------------------------------------
 
@@ -135,11 +143,14 @@ class DecisionRunner:
     async def _follow_objects(self) -> None:
         handled = 0
         decode, apply, events = self.decode_event, self.decider.apply, self.metrics.events
+        traces = self.traces
         async for message in self.objects:
             try:
                 event = decode(message)
                 apply(event)
                 events.labels(event.kind).inc()
+                if traces is not None:
+                    traces.applied(message)
             except (SchemaError, InvalidEvent) as e:
                 # Nothing was applied; the next event for that object (or a resync) brings it in.
                 self.metrics.bad_events.inc()
@@ -188,7 +199,7 @@ class DecisionRunner:
         """Still leader, in the same term (not lost and regained meanwhile)."""
         return bool(self._is_leader()) and term == self._term
 
-    async def _publish(self, commands: Sequence[Command]) -> None:
+    async def _publish(self, commands: Sequence[Command], traced: DecisionBatch | None = None) -> None:
         service = self.service
         term = self._lease_term()
         for command in commands:
@@ -200,11 +211,17 @@ class DecisionRunner:
                 self.log.error("decider commanded a kind it does not own", kind=target.kind)
                 continue
             subject = command_subject(service.name, token, target.namespace, target.name)
-            await self._publisher.publish(subject, codec.encode(command), msg_id=command.id)
+            if traced is None:
+                await self._publisher.publish(subject, codec.encode(command), msg_id=command.id)
+                continue
+            with trace.use_span(traced.start(command, subject), end_on_exit=False):
+                await self._publisher.publish(subject, codec.encode(command), msg_id=command.id)
         try:
             await self._publisher.flush()
         except PublishError as e:
             failed = {f.msg_id for f in e.failures}
+            if traced is not None:
+                traced.not_stored(failed)
             self.metrics.publish_failures.inc(len(failed))
             self.log.warning("commands not stored; what they held is freed", count=len(failed), error=str(e))
             for command in commands:
@@ -223,9 +240,19 @@ class DecisionRunner:
         started = time.perf_counter()
         commands = self.decider.decide()
         self.metrics.decision_seconds.observe(time.perf_counter() - started)
+        traces = self.traces
         if not commands:
+            if traces is not None:
+                traces.forget()
             return commands
-        await self._publish(commands)
+        if traces is None:
+            await self._publish(commands)
+        else:
+            traced = traces.take()
+            try:
+                await self._publish(commands, traced)
+            finally:
+                traced.end()
         mode = self.service.command_mode
         for command in commands:
             self.metrics.commands.labels(mode(command)).inc()
@@ -258,8 +285,11 @@ class DecisionRunner:
             if self._may_decide():
                 if self._taken_over or await self._take_over(stop):
                     await self._decide_once()
-            elif self.bootstrapped.is_set() and self.config.idle_batch:
-                self.decider.idle_work(self.config.idle_batch)
+            else:
+                if self.traces is not None:
+                    self.traces.forget()  # a standby decides nothing from them
+                if self.bootstrapped.is_set() and self.config.idle_batch:
+                    self.decider.idle_work(self.config.idle_batch)
 
     async def _debounce(self) -> None:
         """Leading edge: after a quiet spell decide now (yielding once, so events already received

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 import msgspec
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Tracer
 from prometheus_client import CollectorRegistry
 
@@ -61,7 +62,9 @@ class ServiceContext(Generic[ConfigT]):
     config: ConfigT
     bus: Bus
     log: Logger
-    tracer: Tracer
+    tracer: Tracer | None
+    """Records spans when a collector is configured (corral_runtime.tracing); None otherwise, and
+    then a service's hot paths make no span at all."""
     metrics: CollectorRegistry
     """Register the service's own collectors here (`Counter(..., registry=ctx.metrics)`)."""
     readiness: Readiness
@@ -141,11 +144,16 @@ async def serve(
     ready_when: Sequence[str] = (),
     startup: Sequence[StartupHook] = (),
     environ: Mapping[str, str] | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> int:
-    """The body of `run_service` for a loaded configuration; usable from a running event loop."""
+    """The body of `run_service` for a loaded configuration; usable from a running event loop.
+
+    `tracer_provider`: where the service's spans go instead of the configured collector (a test's
+    in-memory exporter); the caller owns it (it is not shut down here)."""
     name = config.service
     log = configure_logging(name, config.log_level).bind(instance=config.instance)
-    provider = configure_tracing(name, config.instance, environ)
+    provider = configure_tracing(name, config.instance, environ) if tracer_provider is None else None
+    spans = tracer_provider or provider
     registry = new_registry()
     gauges = ServiceMetrics(registry, name, config.instance)
     readiness = Readiness("nats", *ready_when)
@@ -192,7 +200,7 @@ async def serve(
                 config=config,
                 bus=bus,
                 log=log,
-                tracer=provider.get_tracer(f"corral.{name}"),
+                tracer=spans.get_tracer(f"corral.{name}") if spans is not None else None,
                 metrics=registry,
                 readiness=readiness,
                 stop=stop,
@@ -214,7 +222,8 @@ async def serve(
                 with contextlib.suppress(asyncio.CancelledError):
                     await campaign
             await _close(leadership, bus, health, log)
-            provider.shutdown()
+            if provider is not None:
+                provider.shutdown()  # exports what is still queued
 
 
 async def _connect_unless_stopped(config: ServiceConfig, stop: asyncio.Event) -> Bus | None:

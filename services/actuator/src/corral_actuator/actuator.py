@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from kubernetes_asyncio.client import V1DeleteOptions, V1Preconditions
+from opentelemetry.trace import Tracer
 
 from corral_actuator.admission import DEFAULT_MAX_CLOCK_SKEW, TermFence, timing_refusal
 from corral_actuator.api import JSON_PATCH, Answered, KubeApi
@@ -38,6 +39,7 @@ from corral_actuator.expiry import DEFAULT_MAX_COMMAND_AGE, overage
 from corral_actuator.kinds import KindInfo
 from corral_actuator.policy import Policy, Verdict
 from corral_actuator.settings import SettingValues
+from corral_actuator.tracing import policy_span
 from corral_kube.patching import (
     MISSING,
     describe_mismatch,
@@ -96,8 +98,10 @@ class Actuator:
         fence: TermFence | None = None,
         conflict_retry: ConflictRetry | None = None,
         on_conflict_retry: Callable[[Command], None] | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.api = api
+        self.tracer = tracer
         self.policy = policy
         self.settings = settings or SettingValues(api)
         self.security_log = security_log
@@ -147,7 +151,10 @@ class Actuator:
     async def execute(self, command: Command, *, redelivered: bool = False) -> CommandResult:
         """Apply `command` and say what happened; never raises for anything the server answers."""
         try:
-            verdict = await self._check(command)
+            if self.tracer is None:
+                verdict = await self._check(command)
+            else:
+                verdict = await self._traced_check(command, self.tracer)
             if not verdict.allowed or verdict.kind is None:
                 return self.reject(command, verdict.reason)
             self.fence.learn(command.service, command.term)
@@ -160,6 +167,14 @@ class Actuator:
         except TransientApiError as e:
             return self._result(command, Outcome.ERROR, f"gave up after retries: {e}")
         raise AssertionError("every step ends in _Done")  # pragma: no cover
+
+    async def _traced_check(self, command: Command, tracer: Tracer) -> Verdict:
+        with policy_span(tracer) as span:
+            verdict = await self._check(command)
+            span.set_attribute("corral.policy.allowed", verdict.allowed)
+            if verdict.reason:
+                span.set_attribute("corral.policy.reason", verdict.reason)
+            return verdict
 
     async def _check(self, command: Command) -> Verdict:
         needed = self.policy.settings_needed(command)

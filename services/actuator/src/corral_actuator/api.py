@@ -19,10 +19,12 @@ import aiohttp
 import msgspec
 import stamina
 from kubernetes_asyncio import client
+from opentelemetry.trace import Tracer
 from yarl import URL
 
 from corral_actuator.classify import Answer, TransientApiError, classify, retry_after_seconds
 from corral_actuator.limiter import RateLimiter
+from corral_actuator.tracing import request_span
 
 JSON_PATCH = "application/json-patch+json"
 JSON = "application/json"
@@ -117,8 +119,11 @@ class KubeApi:
         request_timeout: float = 10.0,
         retry: RetryPolicy | None = None,
         dry_run: bool = False,
+        tracer: Tracer | None = None,
     ) -> None:
+        """`tracer`: a span per request, with the status the server answered (tracing.py)."""
         self.api = api
+        self.tracer = tracer
         self.limiter = limiter
         self.request_timeout = request_timeout
         self.retry = retry or RetryPolicy()
@@ -153,6 +158,23 @@ class KubeApi:
         write: bool = True,
     ) -> Answered:
         """Send one request, retrying transient failures; raises TransientApiError when they persist."""
+        if self.tracer is None:
+            return await self._request(method, path, body, content_type, write)
+        with request_span(self.tracer, method, path, self.dry_run and write) as span:
+            retries = self.retries
+            try:
+                answered = await self._request(method, path, body, content_type, write)
+            except TransientApiError as e:
+                if e.status:
+                    span.set_attribute("http.response.status_code", e.status)
+                raise
+            finally:
+                if self.retries > retries:
+                    span.set_attribute("corral.retries", self.retries - retries)
+            span.set_attribute("http.response.status_code", answered.status)
+            return answered
+
+    async def _request(self, method: str, path: str, body: Any, content_type: str, write: bool) -> Answered:
         query: list[tuple[str, str]] = [("dryRun", "All")] if write and self.dry_run else []
         if body is None:
             data = None

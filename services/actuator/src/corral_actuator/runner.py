@@ -21,6 +21,8 @@ import contextlib
 from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
+from opentelemetry import trace
+from opentelemetry.trace import Tracer
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from corral_actuator.actuator import Actuator
@@ -34,7 +36,17 @@ from corral_actuator.locks import KeyedLocks
 from corral_actuator.policy import Policy
 from corral_actuator.record import CommandRecord
 from corral_actuator.settings import SettingValues
-from corral_bus import MSG_ID_HEADER, Bus, Consumer, ConsumerSpec, Delivery, PermanentError, TransientError
+from corral_actuator.tracing import command_span, describe_command, describe_result, publish_span
+from corral_bus import (
+    MSG_ID_HEADER,
+    Bus,
+    Consumer,
+    ConsumerSpec,
+    Delivery,
+    PermanentError,
+    TransientError,
+    inject_trace,
+)
 from corral_kube.client import api_client
 from corral_model import codec
 from corral_model.envelopes import Command, CommandResult, Outcome
@@ -77,24 +89,28 @@ def result_subject_for(result: CommandResult) -> str:
     return result_subject(escape_token(result.service), token, result.target.namespace, result.target.name)
 
 
-def kube_api(api: ApiClient, config: ActuatorConfig) -> KubeApi:
-    """The actuator's write path as configured: rate limit, timeouts, retries, dry-run."""
+def kube_api(api: ApiClient, config: ActuatorConfig, tracer: Tracer | None = None) -> KubeApi:
+    """The actuator's write path as configured: rate limit, timeouts, retries, dry-run, tracing."""
     return KubeApi(
         api,
         rate_limiter(config.qps, config.burst),
         request_timeout=config.request_timeout_s,
         retry=RetryPolicy(attempts=config.retry_attempts, timeout=config.retry_timeout_s),
         dry_run=config.dry_run,
+        tracer=tracer,
     )
 
 
-async def publish_result(bus: Bus, result: CommandResult) -> None:
-    """Store a result in LH_RESULTS (waiting for the stream's ack); once per command and outcome."""
-    await bus.js.publish(
-        result_subject_for(result),
-        codec.encode(result),
-        headers={MSG_ID_HEADER: f"{result.command_id}:{result.outcome.value}"},
-    )
+async def publish_result(bus: Bus, result: CommandResult, tracer: Tracer | None = None) -> None:
+    """Store a result in LH_RESULTS (waiting for the stream's ack); once per command and outcome.
+    With `tracer`, under a span of its own, whose `traceparent` the message carries."""
+    subject = result_subject_for(result)
+    headers = {MSG_ID_HEADER: f"{result.command_id}:{result.outcome.value}"}
+    if tracer is None:
+        await bus.js.publish(subject, codec.encode(result), headers=headers)
+        return
+    with publish_span(tracer, subject, headers[MSG_ID_HEADER]):
+        await bus.js.publish(subject, codec.encode(result), headers=inject_trace(headers))
 
 
 class CommandHandler:
@@ -109,8 +125,11 @@ class CommandHandler:
         log: Logger | None = None,
         metrics: ActuatorMetrics | None = None,
         audit: bool = True,
+        tracer: Tracer | None = None,
     ) -> None:
+        """`tracer`: a span per command, the child of its decision's (corral_actuator.tracing)."""
         self.bus = bus
+        self.tracer = tracer
         self.actuator = actuator
         self.record = record or CommandRecord()
         self.log = log
@@ -119,7 +138,16 @@ class CommandHandler:
         self.locks = KeyedLocks()
 
     async def __call__(self, delivery: Delivery) -> None:
+        if self.tracer is None:
+            await self._handle(delivery)
+            return
+        with command_span(self.tracer, delivery):
+            await self._handle(delivery)
+
+    async def _handle(self, delivery: Delivery) -> None:
         command = delivery.decode(Command)  # SchemaError: the consumer parks it in LH_DEAD
+        if self.tracer is not None:
+            describe_command(trace.get_current_span(), command)
         mismatch = subject_mismatch(delivery.subject, command) or id_mismatch(command)
         if mismatch is not None:
             self.actuator.security_log(command, mismatch)
@@ -171,7 +199,9 @@ class CommandHandler:
             return await self.actuator.execute(command, redelivered=delivery.num_delivered > 1)
 
     async def publish(self, result: CommandResult) -> None:
-        await publish_result(self.bus, result)
+        if self.tracer is not None:
+            describe_result(trace.get_current_span(), result)
+        await publish_result(self.bus, result, self.tracer)
 
     def _log(self, command: Command, result: CommandResult) -> None:
         if self.log is None or (result.outcome is Outcome.APPLIED and not self.audit):
@@ -222,6 +252,7 @@ def consumer_spec(config: ActuatorConfig) -> ConsumerSpec:
         batch=config.fetch_batch,
         fetch_wait=0.5,
         description="corral actuator: applies commands to the API server",
+        process_span=False,  # the handler's command span is the decision span's child
     )
 
 
@@ -251,7 +282,7 @@ async def main(ctx: ServiceContext[ActuatorConfig]) -> None:
     api = await api_client(config.kubeconfig or None, max_connections=config.max_connections)
     kube: KubeApi | None = None
     try:
-        kube = kube_api(api, config)
+        kube = kube_api(api, config, ctx.tracer)
         actuator = Actuator(
             kube,
             policy,
@@ -263,6 +294,7 @@ async def main(ctx: ServiceContext[ActuatorConfig]) -> None:
                 attempts=config.conflict_retries, wait_initial=config.conflict_wait_s
             ),
             on_conflict_retry=lambda command: metrics.conflict_retries.labels(command.service).inc(),
+            tracer=ctx.tracer,
         )
         handler = CommandHandler(
             ctx.bus,
@@ -271,6 +303,7 @@ async def main(ctx: ServiceContext[ActuatorConfig]) -> None:
             log=ctx.log,
             metrics=metrics,
             audit=config.audit_log,
+            tracer=ctx.tracer,
         )
         ctx.readiness.mark("policy")
         ctx.log.info(

@@ -25,6 +25,7 @@ import aiohttp
 import msgspec
 import nats.errors
 from kubernetes_asyncio.client import ApiClient
+from opentelemetry.trace import Tracer
 
 from corral_bus import Bus
 from corral_kube.decoding import Bookmark, StreamItem, UndecodableLine, WatchEvent, kind_decoder
@@ -37,6 +38,7 @@ from corral_watcher.bootstrap import last_published
 from corral_watcher.events import EventEncoder, Message
 from corral_watcher.metrics import KindMetrics, WatcherMetrics
 from corral_watcher.publishing import OrderedPublisher
+from corral_watcher.tracing import ChangeSpans
 from corral_watcher.unreadable import Unreadable, UnreadableObjects
 from corral_watcher.view import PublishedView
 
@@ -98,8 +100,10 @@ class KindWatcher:
         publisher: OrderedPublisher,
         metrics: WatcherMetrics,
         bus: Bus | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
-        """`bus`: read what was already published there before the first list (see bootstrap)."""
+        """`bus`: read what was already published there before the first list (see bootstrap).
+        `tracer`: a span per watched change, the root of its decision's trace (tracing.py)."""
         self.api = api
         self._bus = bus
         self.kind = kind
@@ -116,6 +120,7 @@ class KindWatcher:
         """Completed (re)lists; `synced` is set after the first."""
         self.synced = asyncio.Event()
         self._backoff = _Backoff(settings.backoff_initial, settings.backoff_max)
+        self.spans = ChangeSpans(tracer, kind.token) if tracer is not None else None
 
     async def run(self) -> None:
         """List and watch until cancelled."""
@@ -258,6 +263,7 @@ class KindWatcher:
         apply = self.view.apply
         unreadable = self.unreadable
         unreadable_now = unreadable.current  # a dict: its test costs nothing while it is empty
+        spans = self.spans
         messages: list[Message] = []
         added = modified = deleted = 0
         for item in batch:
@@ -270,7 +276,12 @@ class KindWatcher:
                 if unreadable_now and obj.metadata.name in unreadable_now:
                     unreadable.readable(obj.metadata.name)
                 apply(event_type, obj)
-                messages.append(encode(event_type, obj, observed))
+                if spans is None:
+                    messages.append(encode(event_type, obj, observed))
+                else:
+                    messages.append(
+                        spans.traced(encode(event_type, obj, observed), event_type, obj.metadata, observed)
+                    )
                 if event_type is EventType.MODIFIED:
                     modified += 1
                 elif event_type is EventType.ADDED:
@@ -293,7 +304,11 @@ class KindWatcher:
             await unreadable.flush()
         if messages:
             # Latency is observed once per batch, on its last event.
-            await self.publisher.publish_batch(messages, self._on_batch_acked(observed))
+            try:
+                await self.publisher.publish_batch(messages, self._on_batch_acked(observed))
+            finally:
+                if spans is not None:
+                    spans.end_all()
             if added:
                 self.metrics.added.inc(added)
             if modified:

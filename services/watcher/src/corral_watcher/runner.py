@@ -45,6 +45,7 @@ async def main(ctx: ServiceContext[WatcherConfig]) -> None:
         metrics=WatcherMetrics(ctx.metrics),
         publish_window=config.publish_window,
         ack_timeout=config.ack_timeout_s,
+        tracer=ctx.tracer,
     )
     try:
         await watcher.start()

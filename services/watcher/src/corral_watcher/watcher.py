@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import Sequence
 
 from kubernetes_asyncio.client import ApiClient
+from opentelemetry.trace import Tracer
 
 from corral_bus import Bus
 from corral_model.kinds import KINDS, KindInfo
@@ -41,13 +42,15 @@ class Watcher:
         publish_window: int = 8192,
         ack_timeout: float = 2.0,
         bootstrap: bool = True,
+        tracer: Tracer | None = None,
     ) -> None:
-        """`bootstrap`: start from what LH_OBJECTS already holds (see corral_watcher.bootstrap)."""
+        """`bootstrap`: start from what LH_OBJECTS already holds (see corral_watcher.bootstrap).
+        `tracer`: each watched change starts a trace (see corral_watcher.tracing)."""
         self.metrics = metrics or WatcherMetrics()
         self.publisher = OrderedPublisher(bus, window=publish_window, ack_timeout=ack_timeout)
         self.kinds = {
             info.token: KindWatcher(
-                api, info, settings, self.publisher, self.metrics, bus if bootstrap else None
+                api, info, settings, self.publisher, self.metrics, bus if bootstrap else None, tracer
             )
             for info in resolve_kinds(kinds)
         }
