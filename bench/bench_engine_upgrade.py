@@ -68,6 +68,7 @@ from typing import Any
 
 import msgspec
 
+from bench.report import calibration_ns as calibration_ns
 from bench.report import write_report
 from corral_engine_upgrade.core import EngineUpgradeDecider
 from corral_engine_upgrade.image_facts import EngineImageFacts
@@ -652,20 +653,6 @@ def measure_command_heavy(size: int) -> dict[str, Any]:
         "command_event_share_command_heavy": round(heavy["command_event_share"], 3),
         "commands_during_stream_command_heavy": heavy["commands"],
     }
-
-
-def calibration_ns() -> float:
-    """ns per call of an empty Python function on this machine, now. The machine these figures
-    come from may be shared and busy; dividing a figure by this gives it in "empty calls", which
-    compares across machines (an idle modern x86 core does one in about 30-50 ns)."""
-
-    def empty() -> None:
-        return None
-
-    wall = time.perf_counter()
-    for _ in range(1_000_000):
-        empty()
-    return (time.perf_counter() - wall) / 1_000_000 * 1e9
 
 
 def main() -> None:

@@ -1,5 +1,9 @@
 """Shared by every benchmark: machine facts and one JSON report per benchmark under bench/results/.
 
+The machine is shared, so every report says how busy it was when written: the load average and
+`calibration_ns` (what an empty Python call costs then), beside whatever the bench recorded itself
+before and after its run.
+
 Benchmarks measure; they never assert. The report is what a reader compares against the floors the
 issues set, so each figure is named exactly as the issue names it.
 """
@@ -16,6 +20,20 @@ from typing import Any
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+def calibration_ns() -> float:
+    """ns per call of an empty Python function on this machine, now. The machine these figures
+    come from may be shared and busy; dividing a figure by this gives it in "empty calls", which
+    compares across machines (an idle modern x86 core does one in about 30-50 ns)."""
+
+    def empty() -> None:
+        return None
+
+    wall = time.perf_counter()
+    for _ in range(1_000_000):
+        empty()
+    return (time.perf_counter() - wall) / 1_000_000 * 1e9
+
+
 def write_report(name: str, figures: dict[str, Any], floors: dict[str, str] | None = None) -> Path:
     """Write bench/results/<name>.json with the figures, the floors they answer, and the machine."""
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -26,6 +44,8 @@ def write_report(name: str, figures: dict[str, Any], floors: dict[str, str] | No
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "platform": platform.platform(),
+            "load_average_at_write": os.getloadavg(),
+            "calibration_empty_call_ns_at_write": round(calibration_ns(), 1),
         },
         "figures": figures,
         "floors": floors or {},
