@@ -76,3 +76,54 @@ def test_sandbox_profile_runs_one_wave(corral_image: str, tmp_path: Path) -> Non
             env=env,
             check=False,
         )
+
+
+def test_cluster_profile_hands_a_private_kubeconfig_to_the_service_user(
+    corral_image: str, tmp_path: Path
+) -> None:
+    """A kubeconfig as people keep it (mode 0600, owned by them) is copied into the `kube` volume
+    readable by uid 65532, which the watcher and the actuator run as; the decision services never
+    see it."""
+    try:
+        binary = str(compose_binary())
+    except ComposeUnavailable as error:
+        pytest.fail(str(error))
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
+    kubeconfig.chmod(0o600)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(tmp_path),
+        "CORRAL_IMAGE": corral_image,
+        "KUBECONFIG_FILE": str(kubeconfig),
+        **dict.fromkeys(PORTS, ""),
+    }
+    project = ["-p", f"corral-test-{uuid.uuid4().hex[:8]}", "-f", str(COMPOSE_FILE), "--profile", "cluster"]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [binary, *project, "run", "--rm", "--no-deps", *args],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env=env,
+            check=False,
+        )
+
+    read = "import os; print(os.getuid(), open('/var/lib/corral/kubeconfig').read().split()[1])"
+    try:
+        copied = run("kubeconfig")
+        assert copied.returncode == 0, copied.stdout + copied.stderr
+        watcher = run("--entrypoint", "python", "watcher", "-c", read)
+        assert watcher.returncode == 0, watcher.stdout + watcher.stderr
+        assert watcher.stdout.split() == ["65532", "v1"], watcher.stdout
+        decider = run("--entrypoint", "python", "engine-upgrade", "-c", read)
+        assert decider.returncode != 0 and "No such file" in decider.stderr, decider.stdout + decider.stderr
+    finally:
+        subprocess.run(
+            [binary, *project, "down", "-v", "--remove-orphans", "--timeout", "5"],
+            capture_output=True,
+            timeout=120,
+            env=env,
+            check=False,
+        )
