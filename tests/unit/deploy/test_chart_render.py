@@ -32,6 +32,7 @@ VALUE_SETS: dict[str, dict[str, str]] = {
         "metrics.grafanaDashboard.enabled": "true",
     },
     "storage-namespace": {"longhornNamespace": "storage", "preUpgradeChecker.jobEnabled": "false"},
+    "nats-credentials": {"nats.auth.credentialsSecret": "corral-nats-credentials"},
 }
 
 
@@ -120,15 +121,8 @@ def _nats_server() -> str:
     return found
 
 
-@pytest.mark.parametrize(("cluster", "replicas"), [("false", 1), ("true", 3)])
-def test_nats_statefulset_with_jetstream(cluster: str, replicas: int, tmp_path: Path) -> None:
-    docs = render({"nats.cluster.enabled": cluster})
-    nats = of_kind(docs, "StatefulSet")["corral-nats"]
-    assert nats["spec"]["replicas"] == replicas
-    conf = _nats_conf(docs)
-    assert "jetstream {" in conf
-    assert conf.count("nats://corral-nats-") == (replicas if cluster == "true" else 0)
-    # the rendered configuration is one nats-server itself accepts
+def _assert_nats_accepts(conf: str, tmp_path: Path) -> None:
+    """The rendered configuration is one nats-server itself accepts (`-t`: check and exit)."""
     path = tmp_path / "nats.conf"
     path.write_text(conf.replace("/data/jetstream", str(tmp_path / "js")))
     checked = subprocess.run(
@@ -142,6 +136,17 @@ def test_nats_statefulset_with_jetstream(cluster: str, replicas: int, tmp_path: 
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
+@pytest.mark.parametrize(("cluster", "replicas"), [("false", 1), ("true", 3)])
+def test_nats_statefulset_with_jetstream(cluster: str, replicas: int, tmp_path: Path) -> None:
+    docs = render({"nats.cluster.enabled": cluster})
+    nats = of_kind(docs, "StatefulSet")["corral-nats"]
+    assert nats["spec"]["replicas"] == replicas
+    conf = _nats_conf(docs)
+    assert "jetstream {" in conf
+    assert conf.count("nats://corral-nats-") == (replicas if cluster == "true" else 0)
+    _assert_nats_accepts(conf, tmp_path)
+
+
 def test_external_nats_installs_no_server() -> None:
     docs = render(VALUE_SETS["external-nats"])
     assert not of_kind(docs, "StatefulSet")
@@ -150,3 +155,30 @@ def test_external_nats_installs_no_server() -> None:
         assert env["CORRAL_NATS_URL"] == "nats://nats.messaging.svc:4222"
     done = helm("template", "corral", str(CHART), "--set", "nats.enabled=false")
     assert done.returncode != 0 and "nats.url is required" in done.stderr
+
+
+def test_nats_credentials_are_mounted_per_service() -> None:
+    docs = render(VALUE_SETS["nats-credentials"])
+    for name in service_entry_points():
+        deployment = of_kind(docs, "Deployment")[f"corral-{name}"]
+        assert container_env(deployment)["CORRAL_NATS_CREDS"] == f"/etc/corral/nats/{name}.creds"
+        (secret,) = [v for v in deployment["spec"]["template"]["spec"]["volumes"] if "secret" in v]
+        assert secret["secret"] == {
+            "secretName": "corral-nats-credentials",
+            "items": [{"key": f"{name}.creds", "path": f"{name}.creds"}],
+        }
+
+
+def test_nats_accounts_configuration_is_included(tmp_path: Path) -> None:
+    """nats.auth.config (the security work's accounts) lands in nats.conf, which nats-server accepts."""
+    accounts = tmp_path / "accounts.conf"
+    accounts.write_text(
+        "accounts {\n  CORRAL {\n    jetstream: enabled\n"
+        '    users: [{user: watcher, password: "secret"}]\n  }\n}\n'
+    )
+    done = helm("template", "corral", str(CHART), "--set-file", f"nats.auth.config={accounts}")
+    assert done.returncode == 0, done.stderr
+    docs = [d for d in yaml.safe_load_all(done.stdout) if d]
+    conf = _nats_conf(docs)
+    assert "users: [{user: watcher" in conf
+    _assert_nats_accepts(conf, tmp_path)
