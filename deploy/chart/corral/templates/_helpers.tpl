@@ -24,6 +24,17 @@ nats://{{ include "corral.natsName" . }}.{{ .Values.longhornNamespace }}.svc:422
 {{- end -}}
 {{- end -}}
 
+{{/* CORRAL_STREAM_REPLICAS: the value given, else R3 on the bundled JetStream cluster, else 1. */}}
+{{- define "corral.streamReplicas" -}}
+{{- if .Values.nats.streamReplicas -}}
+{{ .Values.nats.streamReplicas }}
+{{- else if and .Values.nats.enabled .Values.nats.cluster.enabled -}}
+3
+{{- else -}}
+1
+{{- end -}}
+{{- end -}}
+
 {{- define "corral.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag }}
 {{- end -}}
