@@ -8,13 +8,28 @@
 # debootstrap (minbase) of Debian bookworm with python3.11 and venv (the build stage makes a venv
 # for uv), then `docker import`. The image trusts what this machine trusts (its CA bundle is copied
 # in), so pip and uv in the build stage work where a proxy re-signs TLS. An image of the same recipe
-# (a hash of this file) is reused, so CI pays for debootstrap once per machine.
+# (suite, packages, steps) is reused, so CI pays for debootstrap once per machine.
 set -euo pipefail
 tag=${1:-corral/python-base:3.11}
 suite=${CORRAL_BASE_SUITE:-bookworm}
-mirror=${CORRAL_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# The Debian archive this machine's apt uses (deb822 sources first, then the one-line format).
+apt_mirror() {
+  local uri
+  uri=$(grep -hs -m1 '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{print $2}' | head -n1)
+  [[ -n "$uri" ]] || uri=$(grep -hs -E '^deb[[:space:]]+(\[[^]]*\][[:space:]]+)?[a-z]+://' /etc/apt/sources.list \
+    | grep -v security | awk '{for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) {print $i; exit}}' | head -n1)
+  echo "$uri"
+}
+mirror=${CORRAL_DEBIAN_MIRROR:-$(apt_mirror)}
+if [[ -z "$mirror" ]]; then
+  echo "local-base: no Debian archive in this machine's apt sources; set CORRAL_DEBIAN_MIRROR" >&2
+  exit 1
+fi
 packages=python3.11,python3.11-venv,python3-distutils,python3-pip-whl,python3-setuptools-whl,ca-certificates
-recipe=$(cat "$0" | sha256sum | cut -c1-16)
+# What the image is made of: an image with the same recipe is reused. Bump `steps` when the way it
+# is made (below) changes.
+steps=1
+recipe=$(echo "$steps $suite $packages" | sha256sum | cut -c1-16)
 
 if [[ "$(docker image inspect -f '{{ index .Config.Labels "corral.base-recipe" }}' "$tag" 2>/dev/null)" == "$recipe" ]]; then
   echo "local-base: $tag (recipe $recipe) is there already"
