@@ -16,7 +16,8 @@ from tests.fixtures.compose import ComposeUnavailable, compose_binary
 from tests.fixtures.image import docker
 from tests.fixtures.nats import LOCAL_IMAGE
 
-pytestmark = pytest.mark.integration
+# The first test may build the image (`make image`, minutes on a cold machine) in its setup.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 COMPOSE_FILE = Path(__file__).resolve().parents[3] / "docker-compose.yml"
 # Every published port empty: Docker picks free ones (the machine is shared).

@@ -11,7 +11,8 @@ import pytest
 from tests.fixtures.image import DockerContainer, docker
 from tests.fixtures.processes import wait_until
 
-pytestmark = pytest.mark.integration
+# The first test may build the image (`make image`, minutes on a cold machine) in its setup.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 PROBE = (
     "import sys, urllib.request, urllib.error\n"
