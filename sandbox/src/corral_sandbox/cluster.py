@@ -47,11 +47,15 @@ class SandboxCluster:
         manager_port: int = 0,
         background: bool = True,
         emulator_options: dict[str, Any] | None = None,
+        advertise_url: str = "",
     ) -> None:
         """`seed`: the cluster (default: seeds/default.yaml). `sim_config`: the simulator's knobs
         (default: `seed.sim_config()`); its namespace and seed are taken from the seed.
         `background=False` leaves the simulator stepped: drive it with `simulator.step()/settle()`.
-        `manager_port`: where longhorn-manager's REST API listens (0 = a free port)."""
+        `manager_port`: where longhorn-manager's REST API listens (0 = a free port).
+        `advertise_url`: the API server URL the public kubeconfig names, when clients reach it by
+        another address than the one it listens on (a container listening on 0.0.0.0, reached by
+        its service name); empty: the listening address."""
         self.seed = seed or default_seed()
         config = sim_config or self.seed.sim_config()
         images = {**self.seed.image_profiles, **config.images}
@@ -61,6 +65,7 @@ class SandboxCluster:
         self._clock = clock
         self._kubeconfig = Path(kubeconfig) if kubeconfig else None
         self._host, self._port = host, port
+        self._advertise_url = advertise_url
         self._manager_port = manager_port
         self._manager: LonghornManagerAPI | None = None
         self._background = background
@@ -122,7 +127,7 @@ class SandboxCluster:
         await self._manager.start(self._host, self._manager_port)
         if self._kubeconfig is None:
             self._kubeconfig = Path(self._tmp.name) / "kubeconfig"
-        write_kubeconfig(self._kubeconfig, url, self.seed.namespace)
+        write_kubeconfig(self._kubeconfig, self._advertise_url or url, self.seed.namespace)
         return self
 
     async def stop(self) -> None:

@@ -220,3 +220,16 @@ async def test_a_second_signal_stops_without_waiting(nats_server: NatsServer) ->
         if demo.proc.returncode is None:
             demo.proc.kill()
             await demo.proc.wait()
+
+
+@pytest.mark.integration
+async def test_stream_replicas_reach_jetstream(nats_server: NatsServer) -> None:
+    """CORRAL_STREAM_REPLICAS is what the harness asks JetStream for: three replicas on a single
+    server is refused by the server itself, and the service says so and does not start."""
+    demo = await start_demo(nats_server.url, "demo-r3", CORRAL_STREAM_REPLICAS="3")
+    async with asyncio.timeout(DEADLINE_S):
+        code = await demo.proc.wait()
+    lines = await demo.rest()
+    assert code != 0
+    failure = next(line for line in lines if line.get("event") == "service could not start")
+    assert "replicas" in json.dumps(failure).lower(), failure

@@ -44,6 +44,13 @@ def register(subparsers: Any) -> None:
     )
     up.add_argument("--host", default="127.0.0.1")
     up.add_argument("--port", type=int, default=0, help="API port (0: any free port)")
+    up.add_argument(
+        "--advertise-url",
+        default="",
+        metavar="URL",
+        help="the API URL the kubeconfig names, if clients reach the sandbox by another address than"
+        " --host (e.g. http://sandbox:6443 from other containers)",
+    )
     up.add_argument("--live-upgrade-seconds", type=float, default=10.0, help="duration of one live upgrade")
     up.add_argument(
         "--offline-upgrade-seconds", type=float, default=3.0, help="duration of one offline upgrade"
@@ -97,7 +104,12 @@ async def _serve(seed: Any, config: Any, args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         cluster = SandboxCluster(
-            seed, sim_config=config, kubeconfig=args.kubeconfig, host=args.host, port=args.port
+            seed,
+            sim_config=config,
+            kubeconfig=args.kubeconfig,
+            host=args.host,
+            port=args.port,
+            advertise_url=args.advertise_url,
         )
         async with cluster:
             volumes = len(cluster.emulator.list("longhorn.io", "volumes", seed.namespace))

@@ -34,6 +34,10 @@ class DemoSettings:
     image: str = DEMO_IMAGE
     namespace: str = "longhorn-system"
     tty: bool = False
+    keeps_running: bool = True
+    prefix: str = "corral run: demo"
+    """What each of its remarks starts with."""
+    """corral goes on after the wave (`corral run`), rather than the demo being all there is."""
 
 
 class Demo:
@@ -43,6 +47,8 @@ class Demo:
         self.settings = settings
         self.out = out
         self.finished = threading.Event()
+        self.completed = False
+        """True once the wave was shown to its end (every eligible volume on the new image)."""
         self._stop = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None  # the demo loop's own view of `_stop`
@@ -62,7 +68,7 @@ class Demo:
             self._thread.join(timeout)
 
     def say(self, text: str) -> None:
-        line = f"corral run: demo: {text}"
+        line = f"{self.settings.prefix}: {text}"
         if self._view is not None:
             self._view.note(line)  # a live table must not be torn by a remark
         else:
@@ -113,7 +119,8 @@ class Demo:
             report = await showing
             self._view = None
             print(summary(report), file=self.out, flush=True)
-            if report.finished:
+            self.completed = report.finished
+            if report.finished and self.settings.keeps_running:
                 self.say("corral keeps running; Ctrl-C stops everything")
         finally:
             stop.set()  # whatever ended the demo ends the view too

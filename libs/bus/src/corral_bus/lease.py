@@ -299,11 +299,18 @@ def _read(value: bytes | None) -> LeaseRecord | None:
         return None
 
 
-async def open_bucket(bus: Bus, bucket: str = LEASE_BUCKET) -> KeyValue:
-    """The lease bucket, created on first use (one revision per key is all a lease needs)."""
+async def open_bucket(bus: Bus, bucket: str = LEASE_BUCKET, *, replicas: int = 1) -> KeyValue:
+    """The lease bucket, created on first use (one revision per key is all a lease needs), with
+    `replicas` copies when this call creates it (an existing bucket is left as it is)."""
     try:
         return await bus.js.key_value(bucket)
     except BucketNotFoundError:
         return await bus.js.create_key_value(
-            KeyValueConfig(bucket=bucket, history=1, storage=StorageType.FILE, description="leader leases")
+            KeyValueConfig(
+                bucket=bucket,
+                history=1,
+                storage=StorageType.FILE,
+                description="leader leases",
+                replicas=replicas,
+            )
         )

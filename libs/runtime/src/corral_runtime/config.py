@@ -46,6 +46,10 @@ class ServiceConfig(msgspec.Struct, kw_only=True, frozen=True):
     """Longhorn's `--upgrade-version-check`: false skips the version rules (only from >= v1.4.0)."""
     upgrade_gate_wait_s: Annotated[float, msgspec.Meta(gt=0)] = 60.0
     """How long the gate waits for a complete view of the version setting and engine images."""
+    stream_replicas: Annotated[int, msgspec.Meta(ge=1, le=5)] = 1
+    """Replicas of the bus's streams (and of the leader-lease bucket, when this service creates it):
+    3 on a 3-server JetStream cluster (DESIGN.md: R3 streams), 1 on a single server. Every service on
+    one bus must say the same, or each would resize the streams to its own number in turn."""
 
 
 ConfigT = TypeVar("ConfigT", bound=msgspec.Struct)

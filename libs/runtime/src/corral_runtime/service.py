@@ -36,7 +36,8 @@ from opentelemetry.trace import Tracer
 from prometheus_client import CollectorRegistry
 
 from corral_bus.connection import Bus, connect
-from corral_bus.streams import ensure_streams
+from corral_bus.lease import open_bucket
+from corral_bus.streams import StreamSettings, ensure_streams
 from corral_runtime.config import ConfigError, ServiceConfig, load_config
 from corral_runtime.health import HealthServer, Readiness
 from corral_runtime.leadership import Leadership
@@ -180,7 +181,10 @@ async def serve(
                 log.info("stopped before NATS answered", signal=_signal_name(signals))
                 return EXIT_OK
             # Idempotent, and every service does it: whichever starts first creates the contract's streams.
-            await ensure_streams(bus.js)
+            await ensure_streams(bus.js, StreamSettings(replicas=config.stream_replicas))
+            if leader_election and config.stream_replicas > 1:
+                # the lease bucket too, before the first lease would create it with one replica
+                await open_bucket(bus, replicas=config.stream_replicas)
             for hook in startup if config.upgrade_gate else ():
                 verdict = await hook(bus, config)
                 if not verdict.allowed:

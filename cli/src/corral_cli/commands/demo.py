@@ -1,0 +1,59 @@
+"""`corral demo engine-upgrade`: start the demo's engine-upgrade wave on a corral that runs
+elsewhere, and show it until it is over.
+
+`corral run` shows the wave beside the services it starts itself; where corral runs in containers
+(`docker compose --profile sandbox up`) this command does the same from a container of its own:
+it waits for the services' /readyz, does what a Longhorn upgrade does (the new EngineImage, then
+`default-engine-image`) through the sandbox's API, follows the wave on the bus, prints one summary
+line and exits 0 once the wave is over (1 if it never started or did not finish).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+DEFAULT_NATS_URL = os.environ.get("CORRAL_NATS_URL", "nats://127.0.0.1:4222")
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("demo", help="start the demo wave on a running corral and show it")
+    waves = parser.add_subparsers(dest="wave", required=True, metavar="SERVICE")
+    sub = waves.add_parser("engine-upgrade", help="bring a new engine image; show the wave per owner node")
+    sub.add_argument("--nats", default=DEFAULT_NATS_URL, help=f"NATS URL (default {DEFAULT_NATS_URL})")
+    sub.add_argument("--kubeconfig", required=True, help="the (sandbox) cluster the upgrade is made in")
+    sub.add_argument("--namespace", default="longhorn-system", help="Longhorn's namespace")
+    sub.add_argument(
+        "--ready-url",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a service's /readyz to wait for before the wave starts (repeatable)",
+    )
+    sub.add_argument("--image", default="", help="the engine image the upgrade brings (default: the demo's)")
+    sub.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from corral_cli.demo.show import DEMO_IMAGE, Demo, DemoSettings
+
+    settings = DemoSettings(
+        nats_url=args.nats,
+        kubeconfig=args.kubeconfig,
+        ready_urls=args.ready_url,
+        image=args.image or DEMO_IMAGE,
+        namespace=args.namespace,
+        tty=sys.stdout.isatty(),
+        keeps_running=False,
+        prefix="corral demo",
+    )
+    demo = Demo(settings, sys.stdout)
+    demo.start()
+    try:
+        demo.finished.wait()
+    except KeyboardInterrupt:
+        demo.stop()
+        return 0
+    return 0 if demo.completed else 1
