@@ -53,7 +53,7 @@ async def test_sc_im_09_an_instance_held_starting(sandbox: Sandbox, control: San
     async def starting_in_its_im() -> bool:
         im = await _im_on(sandbox, "node-1")
         engines = (im or {}).get("status", {}).get("instanceEngines") or {}
-        return engines.get(engine, {}).get("status", {}).get("state") == "starting"
+        return bool(engines.get(engine, {}).get("status", {}).get("state") == "starting")
 
     await sandbox.wait_for(starting_in_its_im, what="the engine starting in node-1's IM")
     await sandbox.stays(starting_in_its_im, 0.3, what="held in starting")
