@@ -6,8 +6,8 @@ the real API in tests/integration/simulator/test_conformance_im.py.
 SC-IM-01 instances held in `starting` and released; SC-IM-02 the CPU request from allocatable CPU and
 the per-node override; SC-IM-03 v2 pods encode hugepages and the data-engine settings, and corral's
 own §4.5 predicates find a fresh v2 pod synced; SC-IM-04 hugepage and CPU room on the node;
-SC-IM-05 the disable-v2 label; SC-IM-06 cordoned nodes; SC-IM-07 pod uids and restart counts;
-SC-IM-08 failed pods, deleted by the simulated IM controller only when told to.
+SC-IM-05 the disable-v2 label and the node selector; SC-IM-06 cordoned nodes; SC-IM-07 pod uids
+and restart counts; SC-IM-08 failed pods, deleted by the simulated IM controller only when told to.
 """
 
 from __future__ import annotations
@@ -204,6 +204,20 @@ def test_sc_im_05_the_disable_v2_label_removes_an_idle_v2_im_and_keeps_the_v1_on
     w.settle()
     [back] = managers(w, "node-2", "v2")
     assert back["status"]["currentState"] == "running"
+
+
+def test_sc_im_05b_a_node_the_node_selector_excludes_keeps_only_a_busy_im() -> None:
+    w = world([{"name": "node-1", "labels": {"disk": "ssd"}}, "node-2", "node-3"])
+    attach(w, "vol-1", "node-2")
+    w.settle()
+    w.patch("setting", "system-managed-components-node-selector", {"value": "disk:ssd"})
+    w.settle()
+    assert len(managers(w, "node-1")) == 1
+    assert managers(w, "node-3") == [], "idle there: removed"
+    assert len(managers(w, "node-2")) == 1, "busy there: kept"
+    w.patch("volume", "vol-1", {"spec": {"nodeID": ""}})
+    w.settle()
+    assert managers(w, "node-2") == [], "removed once idle, and none created again"
 
 
 # --- SC-IM-06 --------------------------------------------------------------------------------------

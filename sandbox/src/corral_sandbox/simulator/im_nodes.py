@@ -5,6 +5,8 @@
 * **v2 disabled** (label `node.longhorn.io/disable-v2-data-engine=true`, T4.6): no v2 IM there;
   an idle one is removed, and labelling a node that hosts a v2 engine or replica is refused
   (`node_admission.py`).
+* **Excluded by the node selector** (`system-managed-components-node-selector`, IM-10): no new
+  IM on a node whose labels do not match it; an idle one there is removed, a busy one kept.
 * **Room for the pod**: allocatable CPU and `hugepages-2Mi`. An IM pod whose CPU request or
   hugepage limit does not fit beside the IM pods already running on its node stays Pending with
   `PodScheduled=False` (`Insufficient cpu`, IM-09), and starts once room is made. A node that
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from corral_sandbox.simulator.settings import as_bool, parse_millicpu
+from corral_sandbox.simulator.settings import as_bool, parse_millicpu, parse_node_selector
 from corral_sandbox.simulator.view import ClusterView, Obj, deleting, spec, status
 
 DISABLE_V2_LABEL = "node.longhorn.io/disable-v2-data-engine"
@@ -35,6 +37,15 @@ def v2_disabled(view: ClusterView, node: str) -> bool:
     kube_node = view.get("kubenode", node)
     labels = (kube_node or {}).get("metadata", {}).get("labels", {}) or {}
     return as_bool(str(labels.get(DISABLE_V2_LABEL, "")))
+
+
+def excluded_by_selector(view: ClusterView, node: str) -> bool:
+    selector = parse_node_selector(view.setting("system-managed-components-node-selector"))
+    if not selector:
+        return False
+    kube_node = view.get("kubenode", node)
+    labels = (kube_node or {}).get("metadata", {}).get("labels", {}) or {}
+    return any(labels.get(key) != value for key, value in selector.items())
 
 
 def allocatable_millicpu(view: ClusterView, node: str, default: int) -> int:

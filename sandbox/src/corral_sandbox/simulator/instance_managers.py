@@ -9,7 +9,8 @@
   follows the pod (§4.2 step 5) and the instance maps list the engines and replicas running in it
   with their own states; a v2 IM records its data-engine status from its pod (im_v2.py).
 * Nodes (im_nodes.py): no pod is created on a cordoned node (NodeReady False/Unschedulable), no v2
-  IM on a node labelled `node.longhorn.io/disable-v2-data-engine=true`.
+  IM on a node labelled `node.longhorn.io/disable-v2-data-engine=true`, no IM on a node the
+  system-managed-components node selector excludes (idle ones there are removed).
 * Every IM pod uid seen is kept in order per IM (`Memory.im_pod_history`, im_ledger.py), so a test
   can count restarts by uid as well as by restartCount.
 """
@@ -28,6 +29,7 @@ from corral_sandbox.simulator.engine_images import ready_nodes
 from corral_sandbox.simulator.im_nodes import (
     allocatable_millicpu,
     cordoned,
+    excluded_by_selector,
     node_cpu_request,
     unfit_reason,
     v2_disabled,
@@ -61,8 +63,9 @@ def _obsolete(ctx: ReconcileContext, im: Obj, instances: dict[str, dict[str, Any
     data_engine = spec(im).get("dataEngine", "v1")
     if not as_bool(ctx.view.setting(f"{data_engine}-data-engine")):
         return True
-    if data_engine == "v2" and v2_disabled(ctx.view, spec(im).get("nodeID", "")):
-        return not any(instances.values())  # removed once idle (T4.6)
+    node = spec(im).get("nodeID", "")
+    if (data_engine == "v2" and v2_disabled(ctx.view, node)) or excluded_by_selector(ctx.view, node):
+        return not any(instances.values())  # removed once idle (T4.6, IM-10)
     old_image = spec(im).get("image") != ctx.view.setting("default-instance-manager-image")
     return data_engine == "v1" and old_image and not any(instances.values())
 
@@ -73,6 +76,8 @@ def _ensure_default_managers(ctx: ReconcileContext) -> None:
         return
     engines = [e for e in ("v1", "v2") if as_bool(ctx.view.setting(f"{e}-data-engine"))]
     for node in ready_nodes(ctx.view):
+        if excluded_by_selector(ctx.view, node):
+            continue
         for data_engine in engines:
             if data_engine == "v2" and v2_disabled(ctx.view, node):
                 continue
