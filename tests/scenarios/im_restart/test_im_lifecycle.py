@@ -23,7 +23,7 @@ NEW_IM_IMAGE = "longhornio/longhorn-instance-manager:v1.11.0"
 async def _recreated_once(sandbox: Sandbox, name: str) -> bool:
     """The simulator's ledger (every pod uid it ran for the IM) shows exactly one replacement."""
     ledger = instance_manager_pods(sandbox.simulator.view, sandbox.simulator.memory)
-    return next(e["recreations"] for e in ledger if e["name"] == name) == 1
+    return bool(next(e["recreations"] for e in ledger if e["name"] == name) == 1)
 
 
 # --- IM-04 -------------------------------------------------------------------------------------------
@@ -64,7 +64,7 @@ async def test_im_05_a_missing_pod_on_a_cordoned_node_is_not_recreated_until_unc
         async def unschedulable() -> bool:
             current = await sandbox.get("instancemanagers", name)
             conditions = current.get("status", {}).get("conditions") or []
-            node_ready = next((c for c in conditions if c["type"] == "NodeReady"), {})
+            node_ready: dict[str, str] = next((c for c in conditions if c["type"] == "NodeReady"), {})
             return node_ready.get("reason") == "Unschedulable" and node_ready.get("status") == "False"
 
         await sandbox.wait_for(unschedulable, within=20, what="NodeReady False/Unschedulable")
