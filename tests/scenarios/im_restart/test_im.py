@@ -9,10 +9,14 @@ many times the stack's reaction time (an idle IM with unsynced settings is resta
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import pytest
 
+from corral_bus import Bus
+from corral_cli.progress.follow import follow_wave, summary
+from corral_cli.progress.render import LineView
 from corral_sandbox.simulator import objects
 from tests.fixtures.sandbox import Sandbox
 from tests.fixtures.services import Running
@@ -128,7 +132,7 @@ async def _no_more_deletes(observer: ImObserver, counts: dict[str, int]) -> bool
 
 
 async def test_im_02_a_busy_im_is_never_restarted_and_is_restarted_once_idle(
-    sandbox: Sandbox, stack: list[Running], observer: ImObserver
+    sandbox: Sandbox, stack: list[Running], observer: ImObserver, bus: Bus
 ) -> None:
     held = objects.engine_name("vol-starting")
     sandbox.simulator.faults.hold_instance(held)
@@ -165,6 +169,16 @@ async def test_im_02_a_busy_im_is_never_restarted_and_is_restarted_once_idle(
             invariant=observer.holds,
         )
     await sandbox.stays(busy_untouched, WINDOW_S, what="busy IMs keep their pods")
+
+    # What `corral progress im-restart` shows an operator now, read from the bus alone.
+    out = io.StringIO()
+    report = await follow_wave(bus, LineView(out), service_name="im-restart", interval=0.02)
+    assert report.finished and report.total.blocked == {"busy": 2}
+    shown = out.getvalue()
+    [line] = [line for line in shown.splitlines() if f"busy: {held}" in line or f" {held}," in line]
+    assert "blocked: busy" in line and "unsynced: priority-class  since " in line
+    assert "node-1" in shown and "blocked 1 (busy 1)" in shown
+    assert summary(report).startswith("im-restart done in")
 
     sandbox.simulator.faults.release_instance(held)  # starting → running: still busy
     await wait_attached(sandbox, "vol-starting", observer)
