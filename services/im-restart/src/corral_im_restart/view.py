@@ -46,6 +46,7 @@ class ImRecord:
         "pod",
         "pod_node",
         "pod_shape",
+        "pod_state",
     )
 
     def __init__(self, key: ImKey) -> None:
@@ -58,6 +59,8 @@ class ImRecord:
         """The pod's `spec.nodeName` (its Longhorn node: the guaranteed-CPU check)."""
         self.im_shape = b""
         self.pod_shape = b""
+        self.pod_state = ""
+        """`judge.pod_state(pod)` of the pod in view ("" without one), computed once per pod event."""
         self.judgement: Judgement | None = None
         self.delete_sent: Sent | None = None
         self.condition_sent: Sent | None = None
@@ -105,13 +108,13 @@ def _same_im_facts(old: InstanceManager, new: InstanceManager) -> bool:
     )
 
 
-def _same_pod_facts(old: Pod, new: Pod) -> bool:
+def _same_pod_facts(old: Pod, new: Pod, old_state: str, new_state: str) -> bool:
     """Nothing a judgement reads changed (a restart count, the pod IP, the resourceVersion…)."""
     a, b = old.metadata, new.metadata
     return (
         a.uid == b.uid
         and a.deletion_timestamp == b.deletion_timestamp
-        and pod_state(old) == pod_state(new)
+        and old_state == new_state
         and old.status.phase == new.status.phase
         and old.spec == new.spec
         and a.annotations == b.annotations
@@ -211,10 +214,12 @@ class ImView:
                 return
             record = self.records[key] = ImRecord(key)
         old = record.pod
-        if old is not None and pod is not None and _same_pod_facts(old, pod):
+        state = pod_state(pod) if pod is not None else ""
+        if old is not None and pod is not None and _same_pod_facts(old, pod, record.pod_state, state):
             record.pod = pod
             self.quiet = True
             return
+        record.pod_state = state
         if old is None or pod is None or old.spec.node_name != pod.spec.node_name:
             self._unindex(record)
             record.pod, record.pod_node = pod, pod.spec.node_name if pod is not None else ""
