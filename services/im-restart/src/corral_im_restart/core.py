@@ -42,6 +42,8 @@ READS: dict[str, type[Any]] = {
     "node": lh.Node,
     "kubenode": lh.KubeNode,
 }
+# Module constants: an Enum member looked up on its class costs a call per event on the hot path.
+_RESYNCED, _DELETED = EventType.RESYNCED, EventType.DELETED
 _RUNNING_REASONS = frozenset(
     {Reason.SETTINGS_SYNCED, Reason.SETTINGS_UNSYNCED, Reason.BUSY, Reason.HUGEPAGE_CAPACITY}
 )
@@ -103,9 +105,10 @@ class ImRestartDecider(DeciderBase):
         struct = READS.get(event.kind)
         if struct is None:
             raise InvalidEvent(f"im-restart does not read {event.kind!r}")
-        if event.type not in (EventType.RESYNCED, EventType.DELETED) and not isinstance(event.object, struct):
+        what = event.type
+        if what is not _RESYNCED and what is not _DELETED and not isinstance(event.object, struct):
             raise InvalidEvent(f"{event.kind} {event.namespace}/{event.name} carries no {struct.__name__}")
-        if event.type is EventType.RESYNCED:
+        if what is _RESYNCED:
             self._unlisted.discard(event.kind)
             if not self._unlisted and not self._bootstrapped:
                 self._bootstrapped = True

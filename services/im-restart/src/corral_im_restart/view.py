@@ -11,7 +11,7 @@ on, and the danger-zone settings, indexed so one event touches only what it conc
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from corral_dangerzone.errors import SettingValueError
@@ -28,6 +28,7 @@ ImKey = tuple[str, str]
 IM_COMPONENT_LABEL = "longhorn.io/component"
 IM_COMPONENT = "instance-manager"
 _DANGER_ZONE_NAMES = frozenset(name.value for name in DANGER_ZONE)
+_DELETED = EventType.DELETED
 
 
 class ImRecord:
@@ -137,15 +138,15 @@ class ImView:
 
     # --- events -----------------------------------------------------------------------------------
 
-    def apply(self, event: ObjectEvent[Any]) -> Iterator[ImKey] | None:
+    def apply(self, event: ObjectEvent[Any]) -> Iterable[ImKey] | None:
         """Fold one event in; the IMs it touched (None: every IM, the settings changed). `quiet`
         tells whether the event changed nothing a judgement reads (only resourceVersions moved)."""
         self.quiet = False
-        kind, obj, deleted = event.kind, event.object, event.type is EventType.DELETED
+        kind, obj, deleted = event.kind, event.object, event.type is _DELETED
         if kind == "instancemanager":
-            return iter(self._apply_im(event.namespace, event.name, None if deleted else obj))
+            return self._apply_im(event.namespace, event.name, None if deleted else obj)
         if kind == "pod":
-            return iter(self._apply_pod(event.namespace, event.name, None if deleted else obj))
+            return self._apply_pod(event.namespace, event.name, None if deleted else obj)
         if kind == "node":
             return self._apply_node(event.name, None if deleted else obj, self.nodes)
         if kind == "kubenode":
