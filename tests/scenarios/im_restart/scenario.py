@@ -8,6 +8,8 @@ and replaced between two looks, the server cannot.
   then must list no engine or replica `running` or `starting`, and no engine or replica may report
   itself `running` or `starting` in that IM. Deletes the test makes itself (a crash it injects) are
   declared with `crash()` and not judged.
+* **Optionally, a restart limit**: with `restart_limit` set, no pod is deleted while that many other
+  IMs are still restarting (pod gone or not running, or the IM not yet running again).
 * **At most one new pod per idle period.** Per IM, pod deletes are counted while it stays idle; the
   count starts over when the IM is seen busy, or when the test changes a setting (a new reason to
   restart). Two deletes in one idle period is a second restart for the same settings.
@@ -50,6 +52,9 @@ class ImObserver:
         self.deleted_uids: dict[str, list[str]] = {}
         self._idle_deletes: Counter[str] = Counter()
         self._crashes: set[str] = set()
+        self.restart_limit = 0
+        """When set, the most IMs restarting at once (im-restart's max-concurrent-im-restarts)."""
+        self.most_restarting = 0
         emulator: Emulator = sandbox.emulator
         emulator.register_admission("", "pods", self._pod, name="observer.im-restart")
         emulator.register_admission(
@@ -99,12 +104,36 @@ class ImObserver:
             self.violations.append(f"pod of busy IM {name} deleted; busy: {sorted(set(busy))}")
         if im is None or im.get("metadata", {}).get("deletionTimestamp"):
             return  # the IM itself goes: not a restart
+        restarting = 1 + len(self._restarting(besides=name))
+        self.most_restarting = max(self.most_restarting, restarting)
+        if self.restart_limit and restarting > self.restart_limit:
+            self.violations.append(
+                f"pod of {name} deleted with {restarting - 1} other IMs restarting"
+                f" (limit {self.restart_limit})"
+            )
         self._idle_deletes[name] += 1
         if self._idle_deletes[name] > 1:
             self.violations.append(
                 f"IM {name}: pod replaced {self._idle_deletes[name]} times in one idle period"
                 f" (uids {self.deleted_uids[name]})"
             )
+
+    def _restarting(self, besides: str) -> list[str]:
+        found = []
+        for im in self.sandbox.emulator.list(LONGHORN, "instancemanagers", self.namespace):
+            name = im["metadata"]["name"]
+            if name == besides:
+                continue
+            pod = self.sandbox.emulator.get("", "pods", self.namespace, name)
+            running = (
+                pod is not None
+                and not pod["metadata"].get("deletionTimestamp")
+                and (pod.get("status") or {}).get("phase") == "Running"
+                and (im.get("status") or {}).get("currentState") == "running"
+            )
+            if not running:
+                found.append(name)
+        return found
 
     def _instances_running_in(self, im_name: str) -> list[str]:
         found = []
