@@ -7,7 +7,8 @@ SC-IM-01 instances held in `starting` and released; SC-IM-02 the CPU request fro
 the per-node override; SC-IM-03 v2 pods encode hugepages and the data-engine settings, and corral's
 own §4.5 predicates find a fresh v2 pod synced; SC-IM-04 hugepage and CPU room on the node;
 SC-IM-05 the disable-v2 label and the node selector; SC-IM-06 cordoned nodes; SC-IM-07 pod uids
-and restart counts; SC-IM-08 failed pods, deleted by the simulated IM controller only when told to.
+and restart counts; SC-IM-08 failed pods, deleted by the simulated IM controller only when told
+to, and the backoff on repeated recreations.
 """
 
 from __future__ import annotations
@@ -290,3 +291,21 @@ def test_sc_im_08_a_failed_pod_is_left_to_whoever_plays_handle_pod() -> None:
         if e["name"] == im["metadata"]["name"]
     )
     assert entry["recreations"] == 1 and entry["pod"]["phase"] == "Running"
+
+
+def test_sc_im_08b_repeated_recreations_back_off() -> None:
+    """IM-05: the IM controller's per-IM backoff on recreating a pod (§4.3 step 10)."""
+    w = world(config=replace(SimConfig(), im_recreate_backoff_seconds=5.0))
+    [im] = managers(w, "node-1")
+    name = im["metadata"]["name"]
+    w.now += 10  # well past the backoff of the first creation
+    w.delete("pod", name)
+    w.round()
+    assert w.view.get("pod", name) is not None, "the first recreation is immediate"
+    recreated_at = w.now
+    w.delete("pod", name)
+    for _ in range(5):
+        w.round()
+    assert w.view.get("pod", name) is None, "a second one within the backoff waits"
+    w.settle()
+    assert w.view.get("pod", name) is not None and w.now >= recreated_at + 5.0
