@@ -78,6 +78,20 @@ class SandboxControl(EmulatorControl):
     async def restart_instance_manager_container(self, pod: str) -> dict[str, Any]:
         return await self._simulator("restart-im-container", pod=pod)
 
+    async def hold_instance(self, instance: str) -> dict[str, Any]:
+        return await self._simulator("hold-instance", instance=instance)
+
+    async def release_instance(self, instance: str) -> dict[str, Any]:
+        return await self._simulator("release-instance", instance=instance)
+
+    async def fail_instance_manager_pod(self, pod: str) -> dict[str, Any]:
+        return await self._simulator("fail-im-pod", pod=pod)
+
+    async def instance_manager_pods(self) -> list[dict[str, Any]]:
+        """Per IM: node, state, its pod (uid, phase, restartCount) and every pod uid it has had."""
+        result: list[dict[str, Any]] = await self.call("GET", f"{SIMULATOR}/instance-managers", None)
+        return result
+
     async def clear(self) -> dict[str, Any]:
         """Every fault off: the API server's knobs reset, the simulator's faults undone."""
         api = await self.reset_faults()

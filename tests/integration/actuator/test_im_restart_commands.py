@@ -13,7 +13,7 @@ import pytest
 from corral_im_restart.commands import delete_pod, patch_condition, rfc3339
 from corral_im_restart.judge import synced_condition
 from corral_model import longhorn as lh
-from corral_model.envelopes import Outcome
+from corral_model.envelopes import FieldValue, Outcome, Target, Verb, new_command
 from corral_sandbox.emulator import Emulator
 from tests.integration.actuator.conftest import NS, MakeActuator
 
@@ -121,3 +121,56 @@ async def test_a_pod_that_is_no_instance_manager_is_refused_by_policy(
     result = await make_actuator().execute(delete_pod(pod, "settings-unsynced", time.time()))
     assert result.outcome is Outcome.REJECTED_BY_POLICY
     assert emulator.get("", "pods", NS, "im-1") is not None
+
+
+async def test_a_forged_label_precondition_does_not_delete_a_pod_that_is_no_instance_manager(
+    emulator: Emulator, make_actuator: MakeActuator
+) -> None:
+    """The command claims the label; the live pod does not carry it: the policy's `require` is
+    tested on the object itself, atomically, so the pod stays."""
+    _seed(emulator, labels={"app": "workload"})
+    pod = _read(emulator, "", "pods", lh.Pod)
+    forged = msgspec.structs.replace(
+        pod,
+        metadata=msgspec.structs.replace(pod.metadata, labels={"longhorn.io/component": "instance-manager"}),
+    )
+    result = await make_actuator().execute(delete_pod(forged, "settings-unsynced", time.time()))
+    assert result.outcome is not Outcome.APPLIED, result.detail
+    assert emulator.get("", "pods", NS, "im-1") is not None
+
+
+async def test_nothing_outside_the_longhorn_namespace_nor_beyond_the_condition(
+    emulator: Emulator, make_actuator: MakeActuator
+) -> None:
+    """An IM pod in another namespace, an IM status field other than the conditions, the IM itself:
+    all refused by policy, and nothing written."""
+    _seed(emulator)
+    actuator = make_actuator()
+    pod = _read(emulator, "", "pods", lh.Pod)
+    elsewhere = msgspec.structs.replace(
+        pod, metadata=msgspec.structs.replace(pod.metadata, namespace="default")
+    )
+    result = await actuator.execute(delete_pod(elsewhere, "settings-unsynced", time.time()))
+    assert result.outcome is Outcome.REJECTED_BY_POLICY
+    im = _read(emulator, "longhorn.io", "instancemanagers", lh.InstanceManager)
+    target = Target(kind="InstanceManager", namespace=NS, name="im-1")
+    for command in (
+        new_command(
+            service="im-restart",
+            verb=Verb.PATCH_STATUS,
+            target=target,
+            changes=(FieldValue(path="/status/currentState", value="error"),),
+            preconditions=(FieldValue(path="/metadata/resourceVersion", value=im.metadata.resource_version),),
+        ),
+        new_command(service="im-restart", verb=Verb.DELETE, target=target),
+        new_command(
+            service="im-restart",
+            verb=Verb.PATCH,
+            target=Target(kind="Pod", namespace=NS, name="im-1"),
+            changes=(FieldValue(path="/spec/priorityClassName", value="x"),),
+        ),
+    ):
+        assert (await actuator.execute(command)).outcome is Outcome.REJECTED_BY_POLICY, command
+    assert list(emulator.write_log) == [], "every command refused before any write"
+    assert emulator.get("", "pods", NS, "im-1") is not None
+    assert emulator.get("longhorn.io", "instancemanagers", NS, "im-1")["status"]["currentState"] == "running"  # type: ignore[index]

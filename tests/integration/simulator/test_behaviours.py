@@ -208,6 +208,8 @@ async def test_instance_manager_pods_follow_the_settings_current_at_creation(san
     assert pod.spec.containers[0].liveness_probe.timeout_seconds == 10
     assert json.loads(pod.metadata.annotations["longhorn.io/last-applied-tolerations"]) == []
 
+    for node in ("node-1", "node-2", "node-3"):  # the node selector below must keep every node's IM
+        await sandbox.core.patch_node(node, {"metadata": {"labels": {"disk": "ssd"}}})
     for name, value in {
         "taint-toleration": "key1=value1:NoSchedule",
         "priority-class": "longhorn-critical",

@@ -73,3 +73,21 @@ def test_the_policy_lets_its_commands_through_and_nothing_else() -> None:
         )
         assert not POLICY.check(other).allowed
     assert not POLICY.check(new_command(service="im-restart", verb=Verb.DELETE, target=target)).allowed
+
+
+def test_the_observed_version_of_what_it_writes_comes_from_its_view() -> None:
+    """The kit's takeover asks which written objects the view still shows older (lagging writes);
+    im-restart answers from its own records, not from a per-event book of resourceVersions."""
+    cluster = one_node_cluster()
+    im, pod = cluster.get("instancemanager", "im-1"), cluster.get("pod", "im-1")
+    decider = cluster.decider
+    on = "longhorn-system"
+    assert decider.observed_version(Target(kind="InstanceManager", namespace=on, name="im-1")) == int(
+        im.metadata.resource_version
+    )
+    assert decider.observed_version(Target(kind="Pod", namespace=on, name="im-1")) == int(
+        pod.metadata.resource_version
+    )
+    assert decider.observed_version(Target(kind="Pod", namespace=on, name="other")) is None
+    cluster.delete("pod", "im-1")
+    assert decider.observed_version(Target(kind="Pod", namespace=on, name="im-1")) is None

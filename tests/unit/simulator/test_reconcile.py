@@ -156,5 +156,5 @@ def test_the_im_controller_keeps_conditions_it_does_not_own() -> None:
     writes = len(world.log)
     world.settle()
     conditions = world.get("instancemanager", name)["status"]["conditions"]
-    assert [c["type"] for c in conditions] == ["PodReady", "SettingSynced"]
+    assert [c["type"] for c in conditions] == ["PodReady", "NodeReady", "SettingSynced"]
     assert not [w for w in world.log[writes:] if w.kind == "instancemanager" and w.name == name]

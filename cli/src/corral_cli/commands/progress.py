@@ -1,4 +1,11 @@
-"""`corral progress engine-upgrade`: the engine-upgrade wave per owner node, live, from the bus.
+"""`corral progress engine-upgrade` / `corral progress im-restart`: a decision service's wave live,
+from the bus.
+
+`im-restart`: per node, the instance managers synced (done), restarting (in flight), due now
+(waiting) and held (blocked: busy, hugepage-capacity…), then one line per IM that is not synced:
+its node, busy instances, the settings its pod lags and since when. Exit 0 once none is restarting
+or due (never with `--follow`).
+
 
 Works against any corral bus (`--nats URL`): it follows LH_OBJECTS exactly as the engine-upgrade
 service does and judges volumes with the service's own rules, so it shows what the service sees,
@@ -41,6 +48,14 @@ def register(subparsers: Any) -> None:
         help="print one line per change even on a terminal (the default when stdout is not one)",
     )
     sub.set_defaults(func=run)
+    ims = services.add_parser(
+        "im-restart", help="per node and per instance manager: busy instances, unsynced settings, since when"
+    )
+    ims.add_argument("--nats", default=DEFAULT_NATS_URL, help=f"NATS URL (default {DEFAULT_NATS_URL})")
+    ims.add_argument("--namespace", default="longhorn-system", help="Longhorn's namespace")
+    ims.add_argument("--follow", action="store_true", help="keep following once nothing is due")
+    ims.add_argument("--lines", action="store_true", help="one line per change even on a terminal")
+    ims.set_defaults(func=run, target_image="")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,6 +102,7 @@ async def _run(args: argparse.Namespace) -> int:
             follow=args.follow,
             target_image=args.target_image,
             stop=stop,
+            service_name=args.service,
             on_note=lambda text: print(f"corral progress: {text}", file=sys.stderr, flush=True),
         )
     finally:

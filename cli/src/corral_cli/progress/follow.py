@@ -1,4 +1,5 @@
-"""Following an engine-upgrade wave on the bus: LH_OBJECTS in, a progress view out, until it is over.
+"""Following a decision service's wave on the bus (engine-upgrade's, im-restart's): LH_OBJECTS in,
+a progress view out, until it is over.
 
 It reads what the decision service reads, the way it reads it (a `BootstrapReader` over the same
 subjects, decoded as the kit's runner decodes them), so it needs nothing but a NATS URL: no
@@ -39,6 +40,7 @@ class WaveReport:
     """The highest in-flight figure drawn per owner node."""
     unreadable: int = 0
     """Events on LH_OBJECTS the view could not read (skipped, as the service skips them)."""
+    service: str = "engine-upgrade"
     lost: str = ""
     """Why reading the bus ended on its own (the connection closed…); empty when it did not."""
 
@@ -53,11 +55,12 @@ async def follow_wave(
     stop: asyncio.Event | None = None,
     interval: float = 0.1,
     on_note: Callable[[str], None] | None = None,
+    service_name: str = "engine-upgrade",
 ) -> WaveReport:
     """Draw the wave until it is finished (`Progress.finished(target_image)`), forever with
     `follow`, or until `stop` is set. `on_note` gets one-line remarks (why nothing shows yet)."""
-    service = decision_service("engine-upgrade")
-    assert service.progress is not None, "engine-upgrade offers progress"
+    service = decision_service(service_name)
+    assert service.progress is not None, f"{service_name} offers progress"
     model = service.progress()
     decode_event = EventDecoder(service)
     reader = BootstrapReader(bus, service.object_filters(namespace))
@@ -119,6 +122,7 @@ async def follow_wave(
         max_in_flight=max_in_flight,
         unreadable=unreadable,
         lost=lost,
+        service=service_name,
     )
 
 
@@ -153,6 +157,12 @@ def summary(report: WaveReport) -> str:
     peak = max(report.max_in_flight.values(), default=0)
     blocked = f", blocked {blocked_text(total)}" if total.blocked else ""
     state = "done" if report.finished else "lost" if report.lost else "stopped"
+    if report.service == "im-restart":
+        line = (
+            f"im-restart {state} in {report.elapsed:.1f}s: {total.done} instance managers synced,"
+            f" {total.in_flight} restarting, {total.waiting} due{blocked}"
+        )
+        return line + (f" ({report.lost})" if report.lost else "")
     line = (
         f"engine-upgrade wave {state} in {report.elapsed:.1f}s: {total.done} volumes on"
         f" {report.default_image or '(no default image)'}{blocked}; at most {peak} in flight on one"

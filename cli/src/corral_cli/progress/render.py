@@ -6,14 +6,16 @@
   (or the limit) change, and one `total` line when the totals change, so `grep`, a log collector
   or a test can follow the wave line by line.
 
-Both print the same words: `in flight N`, `done N`, `waiting N`, `blocked N (reason n, …)`.
+Both print the same words: `in flight N`, `done N`, `waiting N`, `blocked N (reason n, …)`. A
+model that names its targets (`details()`, im-restart's instance managers) gets them below the
+table, and as lines of their own (each when it first shows or changes) in a LineView.
 """
 
 from __future__ import annotations
 
 from typing import IO, Protocol
 
-from corral_decision.progress import GroupFigures, Progress
+from corral_decision.progress import GroupFigures, Progress, details_of
 
 ERASE_LINE = "\x1b[2K"
 ERASE_BELOW = "\x1b[J"
@@ -54,6 +56,7 @@ class LineView:
         self.out = out
         self._heading = ""
         self._shown: dict[str, tuple[object, ...]] = {}
+        self._details: set[str] = set()
 
     def update(self, model: Progress, elapsed: float) -> None:
         lines = []
@@ -67,6 +70,11 @@ class LineView:
             if self._shown.get(row.node) != key:
                 self._shown[row.node] = key
                 lines.append(f"{elapsed:7.1f}s {figures_line(row, limit)}")
+        details = details_of(model)
+        for line in details:
+            if line not in self._details:
+                lines.append(f"{elapsed:7.1f}s   {line}")
+        self._details = set(details)
         if lines:
             self.out.write("\n".join(lines) + "\n")
             self.out.flush()
@@ -115,6 +123,7 @@ class TerminalView:
         for row in model.groups():
             lines.append(self._row(row, limit))
         lines.append(self._row(model.total(), limit, slots=False))
+        lines.extend(f"  {line}" for line in details_of(model))
         return lines
 
     @staticmethod

@@ -87,3 +87,10 @@ class Progress(Protocol):
 
     def finished(self, target: str = "") -> bool:
         """Nothing in flight or waiting, nothing held by a passing reason (and `target` reached)."""
+
+
+def details_of(model: Progress) -> list[str]:
+    """One line per target worth naming (an instance manager waiting, and why), for a model that
+    offers `details()` beside its per-group figures; none otherwise."""
+    details = getattr(model, "details", None)
+    return list(details()) if callable(details) else []

@@ -83,10 +83,30 @@ def base_objects(seed: Seed) -> list[tuple[str, Obj]]:
     found: list[tuple[str, Obj]] = []
     for node in seed.nodes:
         found.append(
-            ("kubenode", objects.kube_node(node.name, cpu=node.cpu, labels=node.labels, ready=node.ready))
+            (
+                "kubenode",
+                objects.kube_node(
+                    node.name,
+                    cpu=node.cpu,
+                    labels=node.labels,
+                    ready=node.ready,
+                    cordoned=node.cordoned,
+                    hugepages=node.hugepages,
+                    hugepages_allocatable=node.hugepages_allocatable,
+                ),
+            )
         )
         found.append(
-            ("node", objects.longhorn_node(node.name, ns, ready=node.ready, schedulable=node.schedulable))
+            (
+                "node",
+                objects.longhorn_node(
+                    node.name,
+                    ns,
+                    ready=node.ready,
+                    schedulable=node.schedulable,
+                    im_cpu_request=node.im_cpu_request,
+                ),
+            )
         )
     values = {
         **DEFAULTS,

@@ -5,6 +5,7 @@ namespace: longhorn-system
 longhornVersion: v1.10.0
 seed: 7                       # the simulator's RNG seed
 nodes: 3                      # or a list: [{name: node-1, cpu: "4", ready: true, schedulable: true}]
+                              # (also: cordoned, hugepages: 4Gi, hugepagesAllocatable, imCPURequest: 500)
 engineImages:                 # exactly one has default: true
   - {image: longhornio/longhorn-engine:v1.10.0, default: true}
 imageProfiles:                # images the simulator should know (they are not created)
@@ -52,6 +53,14 @@ class NodeSeed:
     labels: dict[str, str] = field(default_factory=dict)
     ready: bool = True
     schedulable: bool = True
+    cordoned: bool = False
+    """The Kubernetes node's `spec.unschedulable` (no new IM pod there)."""
+    hugepages: str = ""
+    """`hugepages-2Mi` capacity (a quantity, "4Gi"); "" reports none."""
+    hugepages_allocatable: str = ""
+    """`hugepages-2Mi` allocatable when it differs from the capacity."""
+    im_cpu_request: int = 0
+    """The Longhorn node's `spec.instanceManagerCPURequest` override, millicpu (0: the setting's)."""
 
 
 @dataclass(frozen=True)
@@ -233,7 +242,21 @@ def _int(value: Any, where: str, minimum: int | None = None) -> int:
 def _node(raw: Any, where: str) -> NodeSeed:
     if isinstance(raw, str):
         return NodeSeed(raw)
-    _only(raw, {"name", "cpu", "labels", "ready", "schedulable"}, where)
+    _only(
+        raw,
+        {
+            "name",
+            "cpu",
+            "labels",
+            "ready",
+            "schedulable",
+            "cordoned",
+            "hugepages",
+            "hugepagesAllocatable",
+            "imCPURequest",
+        },
+        where,
+    )
     if "name" not in raw:
         raise SeedError(f"{where}: name is required")
     return NodeSeed(
@@ -242,6 +265,10 @@ def _node(raw: Any, where: str) -> NodeSeed:
         labels={str(k): str(v) for k, v in (raw.get("labels") or {}).items()},
         ready=bool(raw.get("ready", True)),
         schedulable=bool(raw.get("schedulable", True)),
+        cordoned=bool(raw.get("cordoned", False)),
+        hugepages=str(raw.get("hugepages", "") or ""),
+        hugepages_allocatable=str(raw.get("hugepagesAllocatable", "") or ""),
+        im_cpu_request=_int(raw.get("imCPURequest", 0), f"{where}: imCPURequest", minimum=0),
     )
 
 

@@ -87,6 +87,9 @@ class SimConfig:
     im_startup_seconds: float = 0.05
     # per-IM back-off before the simulated IM controller recreates a deleted pod
     im_recreate_backoff_seconds: float = 0.0
+    # whether the simulated IM controller deletes a failed IM pod itself (§4.3 step 7, Longhorn's
+    # handlePod); off when corral's im-restart plays that part, so a scenario tests corral's
+    im_delete_failed_pods: bool = True
     # allocatable CPU (millicpu) assumed for a kube node that does not say
     default_node_millicpu: int = 4000
 

@@ -38,6 +38,12 @@ class Memory:
     im_backoff_until: dict[str, float] = field(default_factory=dict)
     # IM pod name → restart count to report (bumped by a container-restart fault)
     pod_restarts: dict[str, int] = field(default_factory=dict)
+    # instances held in `starting` until released (SimFaults.hold_instance)
+    held_instances: set[str] = field(default_factory=set)
+    # IM pods whose container is to fail (phase Failed), by pod name
+    fail_im_pods: set[str] = field(default_factory=set)
+    # IM name → the uids of its pods in the order they were seen (im_ledger.py; kept on restart)
+    im_pod_history: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass

@@ -15,6 +15,9 @@ plane's (`SimFaults`):
 | `POST …/node-ready` | `{"node": N, "ready": false}` | node NotReady (or Ready again) |
 | `POST …/slow-writes` | `{"seconds": S}` | every simulator write waits S first |
 | `POST …/restart-im-container` | `{"pod": P}` | an instance-manager container restart |
+| `POST …/fail-im-pod` | `{"pod": P}` | an instance-manager pod's container exits (phase Failed) |
+| `POST …/hold-instance`, `…/release-instance` | `{"instance": I}` | hold an instance `starting` / free it |
+| `GET …/instance-managers` | | per IM: node, state, pod (uid, phase, restartCount), every pod uid |
 | `POST …/clear` | | undo every fault held here |
 
 Every answer is the state after the change; a name that does not exist is a 404, a bad body a 400.
@@ -30,6 +33,7 @@ from corral_sandbox.emulator.errors import ApiError
 from corral_sandbox.emulator.http import Handled, Reply
 from corral_sandbox.emulator.store import encode
 from corral_sandbox.simulator.faults import SimFaults
+from corral_sandbox.simulator.im_ledger import instance_manager_pods
 from corral_sandbox.simulator.objects import engine_name
 from corral_sandbox.simulator.reconcile import CONTROLLERS
 
@@ -74,6 +78,9 @@ class SimulatorControl:
             "node-ready": self._node_ready,
             "slow-writes": self._slow_writes,
             "restart-im-container": self._restart_im_container,
+            "fail-im-pod": self._fail_im_pod,
+            "hold-instance": lambda body: self._faults.hold_instance(_text(body, "instance")),
+            "release-instance": lambda body: self._faults.release_instance(_text(body, "instance")),
             "clear": lambda body: self._faults.clear(),
         }
 
@@ -84,6 +91,8 @@ class SimulatorControl:
     def __call__(self, method: str, path: str, body: Any) -> Handled:
         if not path and method == "GET":
             return self._state()
+        if path == "instance-managers" and method == "GET":
+            return Reply(encode(instance_manager_pods(self._sim.view, self._sim.memory)))
         action = self._actions.get(path)
         if action is None or method != "POST":
             raise errors.page_not_found(f"/_sandbox/{MOUNT}/{path}")
@@ -126,6 +135,13 @@ class SimulatorControl:
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
             raise errors.bad_request("seconds: expected a number >= 0")
         self._faults.slow_writes(float(seconds))
+
+    def _fail_im_pod(self, body: Any) -> None:
+        pod = _text(body, "pod")
+        try:
+            self._faults.fail_instance_manager_pod(pod)
+        except KeyError:
+            raise not_found(f"pod {pod}") from None
 
     def _restart_im_container(self, body: Any) -> None:
         pod = _text(body, "pod")

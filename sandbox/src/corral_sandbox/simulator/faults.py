@@ -45,6 +45,8 @@ class SimFaults:
             "notReadyNodes": sorted(self.not_ready),
             "enginesToCrash": sorted(memory.crash_engines),
             "replicasToFail": sorted(memory.fail_replicas),
+            "heldInstances": sorted(memory.held_instances),
+            "instanceManagerPodsToFail": sorted(memory.fail_im_pods),
         }
 
     async def clear(self) -> None:
@@ -54,6 +56,8 @@ class SimFaults:
         self.write_delay_seconds = 0.0
         self._sim.memory.crash_engines.clear()
         self._sim.memory.fail_replicas.clear()
+        self._sim.memory.held_instances.clear()
+        self._sim.memory.fail_im_pods.clear()
         for node in sorted(self.not_ready):
             await self.set_node_ready(node, True)
         self.resume()
@@ -83,6 +87,26 @@ class SimFaults:
     def fail_replica(self, replica: str) -> None:
         """The replica's process errors; the volume controller marks it failed and rebuilds."""
         self._sim.memory.fail_replicas.add(replica)
+        self._sim.wake()
+
+    def hold_instance(self, name: str) -> None:
+        """Keep the engine or replica `name` in `starting` (an instance whose process is slow to
+        come up) until `release_instance`: IM-02's busy-while-starting window, as long as a test
+        needs it. One not yet created is held from its creation."""
+        self._sim.memory.held_instances.add(name)
+        self._sim.wake()
+
+    def release_instance(self, name: str) -> None:
+        """Let a held instance finish starting (at once if it has waited its start time)."""
+        self._sim.memory.held_instances.discard(name)
+        self._sim.wake()
+
+    def fail_instance_manager_pod(self, pod: str) -> None:
+        """The IM pod's container exits: phase Failed, the IM goes `error` (IM-04). Whether the
+        simulated IM controller deletes the pod is `SimConfig.im_delete_failed_pods`."""
+        if self._sim.view.get("pod", pod) is None:
+            raise KeyError(f"no pod {pod}")
+        self._sim.memory.fail_im_pods.add(pod)
         self._sim.wake()
 
     def restart_instance_manager_container(self, pod: str) -> None:

@@ -5,8 +5,14 @@
   a deleted pod is recreated with the new tolerations, priority class, CPU request, … — the effect
   corral's im-restart relies on — after an optional per-IM back-off.
 * The pod goes Pending → Running/ready after `im_startup_seconds` (timed per pod UID, so a recreated
-  pod starts over); `currentState` follows the pod (§4.2 step 5) and the instance maps list the
-  engines and replicas running in it with their own states.
+  pod starts over) once it fits on its node (im_nodes.py: CPU and hugepages); `currentState`
+  follows the pod (§4.2 step 5) and the instance maps list the engines and replicas running in it
+  with their own states; a v2 IM records its data-engine status from its pod (im_v2.py).
+* Nodes (im_nodes.py): no pod is created on a cordoned node (NodeReady False/Unschedulable), no v2
+  IM on a node labelled `node.longhorn.io/disable-v2-data-engine=true`, no IM on a node the
+  system-managed-components node selector excludes (idle ones there are removed).
+* Every IM pod uid seen is kept in order per IM (`Memory.im_pod_history`, im_ledger.py), so a test
+  can count restarts by uid as well as by restartCount.
 """
 
 from __future__ import annotations
@@ -20,7 +26,16 @@ from corral_sandbox.simulator import objects
 from corral_sandbox.simulator.conditions import condition
 from corral_sandbox.simulator.context import ReconcileContext
 from corral_sandbox.simulator.engine_images import ready_nodes
-from corral_sandbox.simulator.settings import as_bool, parse_millicpu
+from corral_sandbox.simulator.im_nodes import (
+    allocatable_millicpu,
+    cordoned,
+    excluded_by_selector,
+    node_cpu_request,
+    unfit_reason,
+    v2_disabled,
+)
+from corral_sandbox.simulator.im_v2 import recorded_status
+from corral_sandbox.simulator.settings import as_bool
 from corral_sandbox.simulator.view import Obj, deleting, spec, status
 
 IM_COMPONENT = "instance-manager"
@@ -48,6 +63,9 @@ def _obsolete(ctx: ReconcileContext, im: Obj, instances: dict[str, dict[str, Any
     data_engine = spec(im).get("dataEngine", "v1")
     if not as_bool(ctx.view.setting(f"{data_engine}-data-engine")):
         return True
+    node = spec(im).get("nodeID", "")
+    if (data_engine == "v2" and v2_disabled(ctx.view, node)) or excluded_by_selector(ctx.view, node):
+        return not any(instances.values())  # removed once idle (T4.6, IM-10)
     old_image = spec(im).get("image") != ctx.view.setting("default-instance-manager-image")
     return data_engine == "v1" and old_image and not any(instances.values())
 
@@ -58,7 +76,11 @@ def _ensure_default_managers(ctx: ReconcileContext) -> None:
         return
     engines = [e for e in ("v1", "v2") if as_bool(ctx.view.setting(f"{e}-data-engine"))]
     for node in ready_nodes(ctx.view):
+        if excluded_by_selector(ctx.view, node):
+            continue
         for data_engine in engines:
+            if data_engine == "v2" and v2_disabled(ctx.view, node):
+                continue
             name = objects.instance_manager_name(node, data_engine, image)
             if ctx.view.get("instancemanager", name) is None:
                 ctx.create(
@@ -116,32 +138,42 @@ def _reconcile_manager(
     if not node_ready and state not in ("error", "stopped"):
         state, reason, ip = "unknown", "Down", ""  # syncStatusWithNode: the node is down
     maps = instances if state == "running" else {}
-    ctx.patch_status(
-        "instancemanager",
-        im,
-        {
-            "currentState": state,
-            "ip": ip,
-            "ownerID": spec(im).get("nodeID", ""),
-            # omitempty in Longhorn's Go type: an IM without instances has neither key
-            "instanceEngines": dict(maps.get("instanceEngines", {})) or None,
-            "instanceReplicas": dict(maps.get("instanceReplicas", {})) or None,
-            # PodReady is the IM controller's; the others (SettingSynced, written by corral's
-            # im-restart) are kept, or the two would rewrite the list in turn forever.
-            "conditions": [
-                condition(
-                    status(im).get("conditions"),
-                    "PodReady",
-                    "True" if state == "running" else "False",
-                    reason=reason,
-                    stamp=ctx.stamp,
-                ),
-                *(c for c in status(im).get("conditions", None) or [] if c.get("type") != "PodReady"),
-            ],
-        },
-        f"instance manager {state}",
-    )
-    if pod is not None and state == "error" and not deleting(pod):
+    node = spec(im).get("nodeID", "")
+    held = status(im).get("conditions", None) or []
+    node_condition = condition(held, "NodeReady", "True", stamp=ctx.stamp)
+    if not node_ready:
+        node_condition = condition(held, "NodeReady", "False", reason="Down", stamp=ctx.stamp)
+    elif pod is None and cordoned(ctx.view, node):
+        node_condition = condition(
+            held,
+            "NodeReady",
+            "False",
+            reason="Unschedulable",
+            message=f"Instance manager node {node} is unschedulable",
+            stamp=ctx.stamp,
+        )
+    wanted: dict[str, Any] = {
+        "currentState": state,
+        "ip": ip,
+        "ownerID": node,
+        # omitempty in Longhorn's Go type: an IM without instances has neither key
+        "instanceEngines": dict(maps.get("instanceEngines", {})) or None,
+        "instanceReplicas": dict(maps.get("instanceReplicas", {})) or None,
+        # PodReady and NodeReady are the IM controller's; the others (SettingSynced, written by
+        # corral's im-restart) are kept, or the two would rewrite the list in turn forever.
+        "conditions": [
+            condition(
+                held, "PodReady", "True" if state == "running" else "False", reason=reason, stamp=ctx.stamp
+            ),
+            node_condition,
+            *(c for c in held if c.get("type") not in ("PodReady", "NodeReady")),
+        ],
+    }
+    recorded = recorded_status(pod)
+    if recorded is not None:
+        wanted["dataEngineStatus"] = recorded
+    ctx.patch_status("instancemanager", im, wanted, f"instance manager {state}")
+    if pod is not None and state == "error" and not deleting(pod) and ctx.config.im_delete_failed_pods:
         ctx.delete("pod", pod, "instance manager pod failed: recreate")
     if pod is None:
         _recreate_pod(ctx, im)
@@ -150,21 +182,15 @@ def _reconcile_manager(
 def _recreate_pod(ctx: ReconcileContext, im: Obj) -> None:
     name = im["metadata"]["name"]
     node_name = spec(im).get("nodeID", "")
-    kube_node = ctx.view.get("kubenode", node_name)
-    if kube_node is not None and spec(kube_node).get("unschedulable"):
-        return  # a cordoned node gets no new IM pod
+    if cordoned(ctx.view, node_name):
+        return  # a cordoned node gets no new IM pod (the NodeReady condition says why)
     until = ctx.memory.im_backoff_until.get(name, 0.0)
     if ctx.now < until:
         ctx.deadlines.append(until)
         return
     ctx.memory.im_backoff_until[name] = ctx.now + ctx.config.im_recreate_backoff_seconds
-    allocatable = ctx.config.default_node_millicpu
-    if kube_node is not None:
-        cpu = status(kube_node).get("allocatable", {}).get("cpu")
-        if cpu:
-            allocatable = parse_millicpu(cpu)
-    lh_node = ctx.view.get("node", node_name)
-    request = int(spec(lh_node).get("instanceManagerCPURequest", 0) or 0) if lh_node else 0
+    allocatable = allocatable_millicpu(ctx.view, node_name, ctx.config.default_node_millicpu)
+    request = node_cpu_request(ctx.view, node_name)
     pod = objects.instance_manager_pod(im, ctx.view.setting, allocatable, request)
     ctx.create("pod", pod, "instance manager pod (re)created with current settings")
 
@@ -186,8 +212,24 @@ def _run_pod(ctx: ReconcileContext, pod: Obj, nodes: list[str]) -> None:
         ctx.delete("pod", pod, "owner instance manager is gone")
         return
     uid = pod["metadata"].get("uid", "")
+    history = ctx.memory.im_pod_history.setdefault(name, [])
+    if uid and uid not in history[-1:]:
+        history.append(uid)
     restarts = ctx.memory.pod_restarts.get(uid, 0)
     phase = status(pod).get("phase", "")
+    if name in ctx.memory.fail_im_pods:
+        if phase == "Failed":
+            ctx.memory.fail_im_pods.discard(name)  # seen failed: the fault is done
+        else:
+            ctx.patch_status(
+                "pod",
+                pod,
+                {"phase": "Failed", "reason": "Error", "conditions": [{"type": "Ready", "status": "False"}]},
+                "instance manager container failed (fault)",
+            )
+            return
+    if phase == "Failed":
+        return  # a failed pod stays failed until someone deletes it
     if phase == "Running":
         statuses = status(pod).get("containerStatuses", []) or []
         if statuses and statuses[0].get("restartCount", 0) != restarts:
@@ -197,6 +239,16 @@ def _run_pod(ctx: ReconcileContext, pod: Obj, nodes: list[str]) -> None:
                 {"containerStatuses": [{**statuses[0], "restartCount": restarts}]},
                 "container restarted",
             )
+        return
+    unfit = unfit_reason(ctx.view, pod, ctx.config.default_node_millicpu)
+    if unfit:
+        scheduled = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": f"0/1 nodes are available: 1 {unfit}.",
+        }
+        ctx.patch_status("pod", pod, {"phase": "Pending", "conditions": [scheduled]}, f"pod pending: {unfit}")
         return
     if ctx.waited(f"im-start/{uid}", ctx.config.im_startup_seconds):
         node = pod["spec"].get("nodeName", "")

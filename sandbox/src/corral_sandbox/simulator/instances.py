@@ -116,6 +116,8 @@ def _reconcile_instance(
             # the new replicas of a live upgrade take the first half of the upgrade
             start = ctx.config.live_upgrade_seconds / 2
         ip = status(manager).get("ip", "")
+        if name in ctx.memory.held_instances:
+            start = float("inf")  # held in `starting` until released (SimFaults.hold_instance)
         if ctx.waited(f"start/{kind}/{name}", start):
             wanted = {
                 "currentState": "running",

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from corral_sandbox.simulator.conditions import condition
+from corral_sandbox.simulator.im_v2 import v2_args, v2_resources
 from corral_sandbox.simulator.settings import (
     LAST_APPLIED_TOLERATIONS,
     STORAGE_NETWORK_ANNOTATION,
@@ -200,12 +201,14 @@ def instance_manager_pod(
     )
     timeout = as_int(setting("instance-manager-pod-liveness-probe-timeout"), 10)
     resources: Obj = {"requests": {"cpu": cpu_quantity(millis)}} if millis else {}
+    args = ["instance-manager", "--debug", "daemon", "--listen", ":8500"]
+    if data_engine == "v2":
+        args = v2_args(im, setting)
+        resources = v2_resources(setting, cpu_quantity(millis) if millis else "")
     container: Obj = {
         "name": "instance-manager",
         "image": ispec["image"],
-        "args": ["instance-manager", "--debug", "daemon", "--listen", ":8500"]
-        if data_engine == "v1"
-        else ["start-spdk-tgt", "--listen", "0.0.0.0:8500"],
+        "args": args,
         "resources": resources,
         "livenessProbe": {
             "timeoutSeconds": timeout,
@@ -251,13 +254,15 @@ def instance_manager_pod(
     }
 
 
-def longhorn_node(name: str, namespace: str, *, ready: bool = True, schedulable: bool = True) -> Obj:
+def longhorn_node(
+    name: str, namespace: str, *, ready: bool = True, schedulable: bool = True, im_cpu_request: int = 0
+) -> Obj:
     flag = "True" if ready else "False"
     return {
         "apiVersion": LONGHORN,
         "kind": "Node",
         "metadata": _meta(name, namespace),
-        "spec": {"allowScheduling": schedulable, "instanceManagerCPURequest": 0},
+        "spec": {"allowScheduling": schedulable, "instanceManagerCPURequest": im_cpu_request},
         "status": {
             "conditions": [
                 condition(None, "Ready", flag, reason="" if ready else "KubernetesNodeNotReady"),
@@ -268,15 +273,28 @@ def longhorn_node(name: str, namespace: str, *, ready: bool = True, schedulable:
     }
 
 
-def kube_node(name: str, *, cpu: str = "4", labels: dict[str, str] | None = None, ready: bool = True) -> Obj:
+def kube_node(
+    name: str,
+    *,
+    cpu: str = "4",
+    labels: dict[str, str] | None = None,
+    ready: bool = True,
+    cordoned: bool = False,
+    hugepages: str = "",
+    hugepages_allocatable: str = "",
+) -> Obj:
+    """`hugepages` is the node's `hugepages-2Mi` capacity ("": none reported), allocatable the same
+    unless `hugepages_allocatable` says otherwise."""
+    pages = {"hugepages-2Mi": hugepages} if hugepages else {}
+    free = {"hugepages-2Mi": hugepages_allocatable or hugepages} if hugepages else {}
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
-        "spec": {},
+        "spec": {"unschedulable": True} if cordoned else {},
         "status": {
-            "allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "110"},
-            "capacity": {"cpu": cpu, "memory": "16Gi", "pods": "110"},
+            "allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "110", **free},
+            "capacity": {"cpu": cpu, "memory": "16Gi", "pods": "110", **pages},
             "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
         },
     }

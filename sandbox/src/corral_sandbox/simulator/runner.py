@@ -110,7 +110,8 @@ class Simulator:
     async def restart(self) -> None:
         """Lose every in-memory state and start from a fresh list, as a restarted manager would."""
         async with self._lock:
-            self.memory = Memory()
+            # the IM pod ledger is the tests' record of the cluster, not the controllers' memory
+            self.memory = Memory(im_pod_history=self.memory.im_pod_history)
             await self.sync()
         self.wake()
 

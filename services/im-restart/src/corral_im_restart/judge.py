@@ -138,14 +138,15 @@ def pod_check(
     )
 
 
-def judge_state(im: InstanceManager, pod: Pod | None) -> Judgement | None:
+def judge_state(im: InstanceManager, pod: Pod | None, state: str = "") -> Judgement | None:
     """Everything decided before the settings rules (`danger_zone_sync`'s early exits, the state
-    read from the pod); None: the IM and its pod run, the settings rules decide."""
+    read from the pod, or `state` when the caller has it already); None: the IM and its pod run,
+    the settings rules decide."""
     if pod is None:
         return Judgement(reason=Reason.POD_MISSING)
     if pod.metadata.deletion_timestamp:
         return Judgement(reason=Reason.POD_TERMINATING)
-    state = pod_state(pod)
+    state = state or pod_state(pod)
     if state == "error":
         return Judgement(reason=Reason.POD_FAILED, detail=f"pod phase {pod.status.phase}")
     im_state = im.status.current_state

@@ -12,6 +12,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from corral_decision import Clock, DecisionConfig, DecisionService
 from corral_im_restart.commands import SERVICE, command_mode
 from corral_im_restart.core import READS, DeciderConfig, ImRestartDecider
+from corral_im_restart.progress import ImProgress
 from corral_upgradepath.hooks import bus_gate
 
 
@@ -75,4 +76,5 @@ DEFINITION = DecisionService(
     command_mode=command_mode,
     # Decided from the watcher's view on the bus: this service holds no API credentials.
     startup=(bus_gate,),
+    progress=ImProgress,
 )

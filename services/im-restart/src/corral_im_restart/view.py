@@ -11,7 +11,7 @@ on, and the danger-zone settings, indexed so one event touches only what it conc
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from corral_dangerzone.errors import SettingValueError
@@ -28,6 +28,7 @@ ImKey = tuple[str, str]
 IM_COMPONENT_LABEL = "longhorn.io/component"
 IM_COMPONENT = "instance-manager"
 _DANGER_ZONE_NAMES = frozenset(name.value for name in DANGER_ZONE)
+_DELETED = EventType.DELETED
 
 
 class ImRecord:
@@ -46,6 +47,7 @@ class ImRecord:
         "pod",
         "pod_node",
         "pod_shape",
+        "pod_state",
     )
 
     def __init__(self, key: ImKey) -> None:
@@ -58,6 +60,8 @@ class ImRecord:
         """The pod's `spec.nodeName` (its Longhorn node: the guaranteed-CPU check)."""
         self.im_shape = b""
         self.pod_shape = b""
+        self.pod_state = ""
+        """`judge.pod_state(pod)` of the pod in view ("" without one), computed once per pod event."""
         self.judgement: Judgement | None = None
         self.delete_sent: Sent | None = None
         self.condition_sent: Sent | None = None
@@ -105,13 +109,13 @@ def _same_im_facts(old: InstanceManager, new: InstanceManager) -> bool:
     )
 
 
-def _same_pod_facts(old: Pod, new: Pod) -> bool:
+def _same_pod_facts(old: Pod, new: Pod, old_state: str, new_state: str) -> bool:
     """Nothing a judgement reads changed (a restart count, the pod IP, the resourceVersion…)."""
     a, b = old.metadata, new.metadata
     return (
         a.uid == b.uid
         and a.deletion_timestamp == b.deletion_timestamp
-        and pod_state(old) == pod_state(new)
+        and old_state == new_state
         and old.status.phase == new.status.phase
         and old.spec == new.spec
         and a.annotations == b.annotations
@@ -134,15 +138,15 @@ class ImView:
 
     # --- events -----------------------------------------------------------------------------------
 
-    def apply(self, event: ObjectEvent[Any]) -> Iterator[ImKey] | None:
+    def apply(self, event: ObjectEvent[Any]) -> Iterable[ImKey] | None:
         """Fold one event in; the IMs it touched (None: every IM, the settings changed). `quiet`
         tells whether the event changed nothing a judgement reads (only resourceVersions moved)."""
         self.quiet = False
-        kind, obj, deleted = event.kind, event.object, event.type is EventType.DELETED
+        kind, obj, deleted = event.kind, event.object, event.type is _DELETED
         if kind == "instancemanager":
-            return iter(self._apply_im(event.namespace, event.name, None if deleted else obj))
+            return self._apply_im(event.namespace, event.name, None if deleted else obj)
         if kind == "pod":
-            return iter(self._apply_pod(event.namespace, event.name, None if deleted else obj))
+            return self._apply_pod(event.namespace, event.name, None if deleted else obj)
         if kind == "node":
             return self._apply_node(event.name, None if deleted else obj, self.nodes)
         if kind == "kubenode":
@@ -211,10 +215,12 @@ class ImView:
                 return
             record = self.records[key] = ImRecord(key)
         old = record.pod
-        if old is not None and pod is not None and _same_pod_facts(old, pod):
+        state = pod_state(pod) if pod is not None else ""
+        if old is not None and pod is not None and _same_pod_facts(old, pod, record.pod_state, state):
             record.pod = pod
             self.quiet = True
             return
+        record.pod_state = state
         if old is None or pod is None or old.spec.node_name != pod.spec.node_name:
             self._unindex(record)
             record.pod, record.pod_node = pod, pod.spec.node_name if pod is not None else ""

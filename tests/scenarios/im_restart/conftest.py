@@ -1,0 +1,81 @@
+"""The im-restart scenarios' stack: the sandbox cluster, a real NATS server, and the watcher,
+actuator and im-restart services in this event loop, exactly as deployed but for the process
+boundary (the engine-upgrade scenarios' pattern). The simulated IM controller leaves failed pods
+to corral here (`im_delete_failed_pods=False`): deciding that is im-restart's part of `handlePod`.
+
+Every scenario gets an `ImObserver` whose admission hooks judge each IM pod delete inside the API
+server (scenario.py)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+import pytest
+
+from corral_bus import Bus
+from corral_im_restart.service import DEFINITION
+from corral_sandbox.simulator import SimConfig
+from corral_watcher.config import WatcherConfig
+from corral_watcher.runner import main as watcher_main
+from tests.fixtures.nats import NatsServer
+from tests.fixtures.processes import eventually
+from tests.fixtures.sandbox import Sandbox, fast_config
+from tests.fixtures.services import IN_LOOP, Running, decision_replica
+from tests.scenarios.engine_upgrade.conftest import actuator
+from tests.scenarios.im_restart.scenario import ImObserver
+
+IM_KINDS = ["instancemanager", "pod", "setting", "node", "kubenode"]
+
+
+def watcher(kubeconfig: str, url: str) -> Running:
+    config = {
+        **IN_LOOP,
+        "service": "watcher",
+        "instance": "w-1",
+        "nats_url": url,
+        "kubeconfig": kubeconfig,
+        "kinds": IM_KINDS,
+    }
+    return Running("watcher", msgspec.convert(config, WatcherConfig), watcher_main, [])
+
+
+def im_restart(url: str, instance: str = "imr-1", **settings: Any) -> Running:
+    return decision_replica(DEFINITION, url, instance, handover_delay_s=0.0, **settings)
+
+
+@pytest.fixture
+def sandbox_config() -> SimConfig:
+    return fast_config(im_delete_failed_pods=False, im_recreate_backoff_seconds=0.05)
+
+
+@pytest.fixture
+def im_restart_settings() -> dict[str, Any]:
+    """Overridden by a module to configure the im-restart replica (limits…)."""
+    return {}
+
+
+@pytest.fixture
+async def observer(sandbox: Sandbox) -> ImObserver:
+    return ImObserver(sandbox)
+
+
+@pytest.fixture
+async def stack(
+    sandbox: Sandbox,
+    bus: Bus,
+    nats_server: NatsServer,
+    observer: ImObserver,
+    im_restart_settings: dict[str, Any],
+) -> AsyncIterator[list[Running]]:
+    kubeconfig = str(sandbox.cluster.kubeconfig_path)
+    url = nats_server.url
+    services = [watcher(kubeconfig, url), actuator(kubeconfig, url), im_restart(url, **im_restart_settings)]
+    try:
+        await eventually(lambda: all(s.ready for s in services), within=120, what="the stack to lead")
+        yield services
+    finally:
+        for service in reversed(services):
+            await service.stop()
+    assert not observer.violations, "\n".join(observer.violations)
