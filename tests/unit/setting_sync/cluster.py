@@ -96,6 +96,11 @@ def workload(
     return kind(metadata=lh.ObjectMeta(name=name, namespace=NS), spec=lh.WorkloadSpec(template=template))
 
 
+def _namespace(token: str) -> str:
+    """Kubernetes nodes are cluster-scoped: the watcher publishes them without a namespace."""
+    return "" if token == "kubenode" else NS
+
+
 def _set(document: Any, path: str, value: Any) -> None:
     parts = [p.replace("~1", "/").replace("~0", "~") for p in path.split("/")[1:]]
     for part in parts[:-1]:
@@ -133,7 +138,7 @@ class Cluster:
                 ObjectEvent(
                     type=EventType.MODIFIED,
                     kind=token,
-                    namespace=NS,
+                    namespace=_namespace(token),
                     name=obj.metadata.name,
                     uid=obj.metadata.uid,
                     resource_version=rv,
@@ -147,7 +152,7 @@ class Cluster:
             ObjectEvent(
                 type=EventType.DELETED,
                 kind=token,
-                namespace=NS,
+                namespace=_namespace(token),
                 name=name,
                 uid=obj.metadata.uid,
                 resource_version=str(next(self.rv)),
@@ -173,9 +178,13 @@ class Cluster:
                 "DaemonSet": "daemonset",
                 "Deployment": "deployment",
                 "Setting": "setting",
+                "InstanceManager": "instancemanager",
             }[command.target.kind]
             obj = self.objects.get((token, command.target.name))
             if obj is None:
+                continue
+            if command.verb is Verb.DELETE and token == "instancemanager":
+                self.delete(token, command.target.name)
                 continue
             if command.verb is Verb.DELETE:
                 self.delete(token, command.target.name)

@@ -268,7 +268,6 @@ def test_settings_that_are_not_applied_here() -> None:
     cluster = managed_cluster(
         setting("storage-over-provisioning-percentage", "100"),  # not danger-zone
         setting("concurrent-replica-rebuild-per-node-limit", "3"),  # consumed by the schedulers
-        setting("guaranteed-instance-manager-cpu", '{"v1":"20","v2":"12"}', applied=True),  # group D
     )
     sent = cluster.decide()
     assert applied_writes(sent) == {
@@ -276,7 +275,7 @@ def test_settings_that_are_not_applied_here() -> None:
         "concurrent-replica-rebuild-per-node-limit": True,
     }
     assert reason(cluster, "storage-over-provisioning-percentage")[0] == Reason.NOT_DANGER_ZONE
-    assert reason(cluster, "guaranteed-instance-manager-cpu") == ("not-handled", "group D: left to Longhorn")
+    assert reason(cluster, "concurrent-replica-rebuild-per-node-limit")[0] == Reason.CONSUMED_ELSEWHERE
 
 
 def test_status_write_is_preconditioned_on_the_value_judged() -> None:

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from corral_dangerzone.table import SettingName
 from corral_decision.pod_delete import COMPONENT_LABEL, guarded_pod_delete
 from corral_model.envelopes import Command, FieldValue, Target, Verb, new_command
-from corral_model.longhorn import DaemonSet, Deployment, Pod, Setting
+from corral_model.longhorn import DaemonSet, Deployment, InstanceManager, Pod, Setting
 
 SERVICE = "setting-sync"
 
@@ -49,6 +49,24 @@ def delete_pod(pod: Pod, settings: Iterable[SettingName], now: float) -> Command
     return guarded_pod_delete(SERVICE, pod, component, f"pod: {_names(settings)}", now)
 
 
+def delete_instance_manager(im: InstanceManager, engine: str, setting: SettingName, now: float) -> Command:
+    """A disabled data engine's IM CR, exactly as judged (uid and resourceVersion: an instance
+    started on it since makes the delete fail), and only of that engine."""
+    meta = im.metadata
+    return new_command(
+        service=SERVICE,
+        verb=Verb.DELETE,
+        target=Target(kind="InstanceManager", namespace=meta.namespace, name=meta.name, uid=meta.uid),
+        preconditions=(
+            FieldValue(path="/metadata/uid", value=meta.uid),
+            FieldValue(path="/metadata/resourceVersion", value=meta.resource_version),
+            FieldValue(path="/spec/dataEngine", value=engine),
+        ),
+        reason=f"instance-manager: {setting}",
+        created_at=now,
+    )
+
+
 def set_applied(setting: Setting, applied: bool, why: str, now: float) -> Command:
     meta = setting.metadata
     return new_command(
@@ -63,5 +81,5 @@ def set_applied(setting: Setting, applied: bool, why: str, now: float) -> Comman
 
 
 def command_mode(command: Command) -> str:
-    """The commands counter's `mode`: `template`, `pod` or `applied`."""
+    """The commands counter's `mode`: `template`, `pod`, `instance-manager` or `applied`."""
     return command.reason.partition(":")[0] or str(command.verb)

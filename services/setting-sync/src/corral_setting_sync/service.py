@@ -42,7 +42,7 @@ DEFINITION = DecisionService(
     name=SERVICE,
     config=SettingSyncConfig,
     reads=READS,
-    commands=frozenset({"setting", "daemonset", "deployment", "pod"}),
+    commands=frozenset({"setting", "daemonset", "deployment", "pod", "instancemanager"}),
     new_decider=new_decider,
     gauges=gauges,
     # Commands counted as `template`, `pod` or `applied`.
