@@ -123,6 +123,7 @@ class Cluster:
         self.rv = itertools.count(100)
         self.objects: dict[tuple[str, str], Any] = {}
         self.values: dict[str, str] = {}
+        self.events: list[Command] = []
 
     def put(self, *objs: Any) -> None:
         for obj in objs:
@@ -168,7 +169,11 @@ class Cluster:
         return self.objects[(token, name)]
 
     def decide(self) -> list[Command]:
-        return list(self.decider.decide())
+        """The commands decided, but the pending Events, which go to `events` (the rules' tests
+        look at writes; test_events.py at the Events)."""
+        commands = list(self.decider.decide())
+        self.events += [c for c in commands if c.target.kind == "Event"]
+        return [c for c in commands if c.target.kind != "Event"]
 
     def carry_out(self, commands: Iterable[Command]) -> None:
         """What the actuator and Longhorn's controllers make of `commands`: every one applies."""

@@ -20,7 +20,10 @@ def test_definition() -> None:
         "node",
         "kubenode",
     }
-    assert DEFINITION.commands == frozenset({"setting", "daemonset", "deployment", "pod", "instancemanager"})
+    assert DEFINITION.commands == frozenset(
+        {"setting", "daemonset", "deployment", "pod", "instancemanager", "event"}
+    )
+    assert DEFINITION.command_token("Event") == "event"
     assert DEFINITION.command_token("Pod") == "pod"
     assert DEFINITION.command_token("Volume") is None  # it never writes volumes
 

@@ -39,6 +39,7 @@ from corral_setting_sync.commands import (
     set_applied,
 )
 from corral_setting_sync.components import Component, Role, lagging, role_of, same_facts, template_changes
+from corral_setting_sync.events import EVENT_REASON, event_name, pending_event
 from corral_setting_sync.per_engine import ENGINES, TOGGLE, EngineIndex
 from corral_setting_sync.reasons import Reason
 from corral_setting_sync.volumes import AttachmentIndex, name_some
@@ -71,6 +72,9 @@ class DeciderConfig(msgspec.Struct, frozen=True, kw_only=True):
     """A command with neither a result nor a visible effect after this long is presumed lost."""
     applied_ttl: float = 600.0
     """After an `applied` result, how long the view may lag before the command stops counting."""
+    event_interval: float = 5.0
+    """At most one pending Event per setting this often: a blocker list that changes on every
+    attach and detach is reported as it stands every `event_interval`, not on every event."""
     retry_backoff: float = 120.0
     """After a refusal with no fresher object in view, wait this long before the same command
     (at least LH_COMMANDS' dedup window, or the identical retry is dropped)."""
@@ -120,6 +124,12 @@ class SettingSyncDecider(DeciderBase):
         self._timers: list[tuple[float, int, TargetKey]] = []
         self._seq = itertools.count()
         self._bootstrapped = False
+        self._reported: dict[str, tuple[Reason, str]] = {}
+        """Per setting, the blocker its last pending Event named (absent while nothing blocks it)."""
+        self._reported_at: dict[str, float] = {}
+        self._occurrences: dict[str, int] = {}
+        """Event name → how many times this decider reported it (the Event's `count`)."""
+        self._report_due: set[str] = set()
 
     # --- input ------------------------------------------------------------------------------------
 
@@ -146,7 +156,8 @@ class SettingSyncDecider(DeciderBase):
             self._apply_setting(key, event.name, obj)
         elif kind == "instancemanager":
             self._settle_if_fresher(key, deleted)
-            self._per_engine_moved(self.engines.apply_im(event.name, obj))
+            moves = self.engines.moves
+            self._per_engine_moved(self.engines.apply_im(event.name, obj), moves)
             if key in self._held and self.versions.get(key) != self._held[key][0]:
                 del self._held[key]
         elif kind == "node":
@@ -156,11 +167,29 @@ class SettingSyncDecider(DeciderBase):
         if kind == "pod" and (obj is None or role_of(kind, obj) is Role.INSTANCE_MANAGER):
             self._per_engine_moved(self.engines.apply_pod(event.name, obj))
 
-    def _per_engine_moved(self, changed: set[SettingName]) -> None:
+    def _per_engine_moved(self, changed: set[SettingName], moves: int | None = None) -> None:
         self._dirty.update(n.value for n in changed)
+        if moves is not None and moves != self.engines.moves:
+            self._blockers_moved()
+
+    def _blockers_moved(self) -> None:
+        """The volumes or instance managers that block settings changed: each setting reported
+        blocked is reported again as it then stands, at most every `event_interval` (O(reported))."""
+        for name in self._reported:
+            self._schedule_report(name, self.clock())
+
+    def _schedule_report(self, name: str, now: float) -> None:
+        if name in self._report_due:
+            return
+        self._report_due.add(name)
+        due = max(now, self._reported_at.get(name, now) + self.config.event_interval)
+        self._schedule(due, ("SettingEvent", "", name))
 
     def _apply_volume(self, name: str, volume: lh.Volume | None) -> None:
+        moves = self.volumes.moves
         flipped_a, flipped_b = self.volumes.apply(name, volume)
+        if moves != self.volumes.moves:
+            self._blockers_moved()
         if flipped_a:
             self._precondition_moved(ApplyGroup.ALL_VOLUMES_DETACHED)
         if flipped_b:
@@ -337,6 +366,7 @@ class SettingSyncDecider(DeciderBase):
         for name in dirty:
             verdict = self.verdicts[name] = self._verdict(name)
             self._write_status(name, verdict, now, commands)
+            self._report(name, verdict, now, commands)
         return commands
 
     def next_due(self) -> float | None:
@@ -456,6 +486,25 @@ class SettingSyncDecider(DeciderBase):
                 command = delete_instance_manager(im, engine, name, now)
                 self._issue(command, key, self.versions.get(key, 0), now, commands)
 
+    def _report(self, name: str, verdict: Verdict, now: float, commands: list[Command]) -> None:
+        """A Warning Event on the Setting naming what blocks it, when that changed (at most every
+        `event_interval`); the same blocker again later is the same Event, counted once more."""
+        setting = self.settings.get(name)
+        if setting is None or verdict.reason not in EVENT_REASON:
+            self._reported.pop(name, None)
+            return
+        blocker = (verdict.reason, self._detail(name, verdict.reason))
+        if self._reported.get(name) == blocker:
+            return
+        last = self._reported_at.get(name)
+        if last is not None and now < last + self.config.event_interval:
+            self._schedule_report(name, now)
+            return
+        self._reported[name], self._reported_at[name] = blocker, now
+        event = event_name(setting, EVENT_REASON[blocker[0]], blocker[1])
+        count = self._occurrences[event] = self._occurrences.get(event, 0) + 1
+        commands.append(pending_event(setting, blocker[0], blocker[1], count, now))
+
     def _may_issue(self, key: TargetKey, now: float) -> bool:
         """No command out on `key`, and no refusal of one on this version still holding it back."""
         if key in self.pending:
@@ -510,6 +559,9 @@ class SettingSyncDecider(DeciderBase):
         if record is not None:
             self._look_again(record)
         elif key[0] == "Setting":
+            self._dirty.add(key[2])
+        elif key[0] == "SettingEvent":
+            self._report_due.discard(key[2])
             self._dirty.add(key[2])
         if key[0] in ("InstanceManager", "Pod"):
             self._dirty.update(_PER_ENGINE_NAMES)

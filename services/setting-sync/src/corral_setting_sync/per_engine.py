@@ -47,6 +47,8 @@ class EngineIndex:
         """IM CRs (not already being deleted) of a data engine the toggle turned off."""
         self.cpu_lagging: dict[str, set[str]] = {e: set() for e in ENGINES}
         """IM pods whose CPU request is not the formula's (on a Ready Longhorn node)."""
+        self.moves = 0
+        """Bumped whenever an IM becomes busy or idle (the blockers named changed)."""
 
     # --- input: each returns the settings whose verdict may have changed ----------------------------
 
@@ -103,7 +105,8 @@ class EngineIndex:
         for e in ENGINES:
             mine = im is not None and e == engine
             was_idle = not self.busy[e]
-            _move(self.busy[e], name, mine and busy(im))  # type: ignore[arg-type]
+            if _move(self.busy[e], name, mine and busy(im)):  # type: ignore[arg-type]
+                self.moves += 1
             if was_idle != (not self.busy[e]):  # the engine's precondition flipped
                 changed |= {TOGGLE[e], N.GUARANTEED_INSTANCE_MANAGER_CPU}
             gone = mine and not self.settings.data_engine_enabled(e)

@@ -42,10 +42,10 @@ DEFINITION = DecisionService(
     name=SERVICE,
     config=SettingSyncConfig,
     reads=READS,
-    commands=frozenset({"setting", "daemonset", "deployment", "pod", "instancemanager"}),
+    commands=frozenset({"setting", "daemonset", "deployment", "pod", "instancemanager", "event"}),
     new_decider=new_decider,
     gauges=gauges,
-    # Commands counted as `template`, `pod` or `applied`.
+    # Commands counted as `template`, `pod`, `instance-manager`, `applied` or `event`.
     command_mode=command_mode,
     # Decided from the watcher's view on the bus: this service holds no API credentials.
     startup=(bus_gate,),
