@@ -1,4 +1,6 @@
 """`corral progress engine-upgrade`: the engine-upgrade wave per owner node, live, from the bus.
+`corral progress setting-sync`: each pending danger-zone setting, what blocks it, and which
+components are still on the old value, live, from the bus (exit 0 once every one is applied).
 
 Works against any corral bus (`--nats URL`): it follows LH_OBJECTS exactly as the engine-upgrade
 service does and judges volumes with the service's own rules, so it shows what the service sees,
@@ -41,6 +43,21 @@ def register(subparsers: Any) -> None:
         help="print one line per change even on a terminal (the default when stdout is not one)",
     )
     sub.set_defaults(func=run)
+    settings = services.add_parser(
+        "setting-sync",
+        help="per pending danger-zone setting: what blocks it and the components on the old value",
+    )
+    settings.add_argument("--nats", default=DEFAULT_NATS_URL, help=f"NATS URL (default {DEFAULT_NATS_URL})")
+    settings.add_argument("--namespace", default="longhorn-system", help="Longhorn's namespace")
+    settings.add_argument(
+        "--follow", action="store_true", help="keep following once every setting is applied"
+    )
+    settings.add_argument(
+        "--lines",
+        action="store_true",
+        help="print one line per change even on a terminal (the default when stdout is not one)",
+    )
+    settings.set_defaults(func=run, target_image="")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,6 +104,7 @@ async def _run(args: argparse.Namespace) -> int:
             follow=args.follow,
             target_image=args.target_image,
             stop=stop,
+            service_name=args.service,
             on_note=lambda text: print(f"corral progress: {text}", file=sys.stderr, flush=True),
         )
     finally:

@@ -6,7 +6,9 @@
   (or the limit) change, and one `total` line when the totals change, so `grep`, a log collector
   or a test can follow the wave line by line.
 
-Both print the same words: `in flight N`, `done N`, `waiting N`, `blocked N (reason n, …)`.
+Both print the same words: `in flight N`, `done N`, `waiting N`, `blocked N (reason n, …)`. A
+model that names its groups otherwise (`group_title`, e.g. SETTING) or says more per group
+(`details()`: what blocks a setting, which components are left) is drawn with those too.
 """
 
 from __future__ import annotations
@@ -39,6 +41,12 @@ def blocked_text(row: GroupFigures) -> str:
     return f"{row.blocked_total} ({reasons})"
 
 
+def details_of(model: Progress) -> list[str]:
+    """The model's extra lines, if it offers any (setting-sync's blockers and components left)."""
+    details = getattr(model, "details", None)
+    return list(details()) if callable(details) else []
+
+
 def figures_line(row: GroupFigures, limit: int) -> str:
     """`node-1  limit 2  in flight 1  done 5  waiting 2  blocked 1 (degraded 1)`"""
     return (
@@ -54,6 +62,7 @@ class LineView:
         self.out = out
         self._heading = ""
         self._shown: dict[str, tuple[object, ...]] = {}
+        self._details: list[str] = []
 
     def update(self, model: Progress, elapsed: float) -> None:
         lines = []
@@ -67,6 +76,10 @@ class LineView:
             if self._shown.get(row.node) != key:
                 self._shown[row.node] = key
                 lines.append(f"{elapsed:7.1f}s {figures_line(row, limit)}")
+        details = details_of(model)
+        if details != self._details:
+            self._details = details
+            lines += [f"{elapsed:7.1f}s   {line}" for line in details]
         if lines:
             self.out.write("\n".join(lines) + "\n")
             self.out.flush()
@@ -109,12 +122,14 @@ class TerminalView:
     def frame(self, model: Progress, elapsed: float) -> list[str]:
         limit = model.limit
         lines = [f"{BOLD}{model.heading()}{RESET}  {DIM}{elapsed:.0f}s{RESET}"]
+        title = str(getattr(model, "group_title", "NODE"))
         lines.append(
-            f"{DIM}{'NODE':<14}{'IN FLIGHT':<{FLIGHT_WIDTH}}{'DONE':>6}{'WAITING':>9}  BLOCKED{RESET}"
+            f"{DIM}{title:<14}{'IN FLIGHT':<{FLIGHT_WIDTH}}{'DONE':>6}{'WAITING':>9}  BLOCKED{RESET}"
         )
         for row in model.groups():
             lines.append(self._row(row, limit))
         lines.append(self._row(model.total(), limit, slots=False))
+        lines += [f"  {line}" for line in details_of(model)]
         return lines
 
     @staticmethod

@@ -10,6 +10,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from corral_decision import Clock, DecisionConfig, DecisionService
 from corral_setting_sync.commands import SERVICE, command_mode
 from corral_setting_sync.core import READS, DeciderConfig, SettingSyncDecider
+from corral_setting_sync.progress import SettingProgress
 from corral_upgradepath.hooks import bus_gate
 
 
@@ -49,4 +50,5 @@ DEFINITION = DecisionService(
     command_mode=command_mode,
     # Decided from the watcher's view on the bus: this service holds no API credentials.
     startup=(bus_gate,),
+    progress=SettingProgress,
 )
