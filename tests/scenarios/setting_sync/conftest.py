@@ -6,6 +6,7 @@ kubernetes-asyncio, never a service's own view."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import msgspec
 import pytest
@@ -36,8 +37,8 @@ def watcher(kubeconfig: str, url: str) -> Running:
     return Running("watcher", msgspec.convert(config, WatcherConfig), watcher_main, [])
 
 
-def setting_sync(url: str, instance: str = "ss-1") -> Running:
-    return decision_replica(DEFINITION, url, instance, handover_delay_s=0.0)
+def setting_sync(url: str, instance: str = "ss-1", **settings: Any) -> Running:
+    return decision_replica(DEFINITION, url, instance, handover_delay_s=0.0, **settings)
 
 
 @pytest.fixture
