@@ -70,5 +70,7 @@ def test_applying_then_applied_as_the_components_change() -> None:
         component_pod("instance-manager-n1", values=values),
         component_pod("instance-manager-n2", values=values),
     )
-    assert model.groups() == [] and model.details() == []
+    [row] = model.groups()  # the row stays, done
+    assert (row.node, row.done, row.in_flight, row.blocked_total) == ("taint-toleration", 3, 0, 0)
+    assert model.details() == [] and model.heading() == "setting-sync: 0 danger-zone settings pending"
     assert model.finished()

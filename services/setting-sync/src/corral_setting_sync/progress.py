@@ -6,7 +6,7 @@ decider, fed the same events and never asked to decide: its verdicts, its blocke
 lagging components are read as they stand. One row per pending setting:
 
 * **in flight**: components on the old value while nothing blocks (setting-sync is changing them);
-* **done**: components already carrying the value;
+* **done**: components already carrying the value (a setting's row stays once it is applied);
 * **blocked**: components on the old value, under what holds them back ("attached-volumes", …);
 * `details()` names the blocker ("2 attached volumes: pvc-a, pvc-b") and the components left.
 """
@@ -36,6 +36,8 @@ class SettingProgress:
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.decider = SettingSyncDecider(clock)
+        self._seen: dict[str, None] = {}
+        """Settings shown pending since following began: their rows stay (done) once applied."""
 
     def apply(self, event: ObjectEvent[Any]) -> None:
         self.decider.apply(event)
@@ -90,7 +92,9 @@ class SettingProgress:
         return row
 
     def groups(self) -> list[GroupFigures]:
-        return [self.row(name) for name in self.pending()]
+        """A row per setting pending now or since following began (so it ends as done)."""
+        self._seen.update(dict.fromkeys(self.pending()))
+        return [self.row(name) for name in self._seen if name in self.decider.settings]
 
     def total(self) -> GroupFigures:
         total = GroupFigures("total")
