@@ -1,7 +1,7 @@
 """Time from the last volume detaching to `applied=true` for a group-A setting, in the sandbox
 (issue 13: p99 <= 2 s), beside Longhorn's bound.
 
-The real path runs in this process as the scenario tests run it (tests/scenarios/setting_sync/
+The real path runs in this process as the scenario tests run it (tests/scenarios/setting_sync_pending/
 conftest.py): sandbox -> watcher -> LH_OBJECTS -> setting-sync -> LH_COMMANDS -> actuator -> the
 emulator, and the simulator recreating the instance-manager pods setting-sync deletes. Each run:
 `priority-class` gets a new value while one volume is attached (setting-sync writes applied=false),
@@ -31,7 +31,7 @@ from tests.fixtures.nats import BinaryNats
 from tests.fixtures.processes import eventually
 from tests.fixtures.sandbox import Sandbox, fast_config
 from tests.scenarios.engine_upgrade.conftest import actuator
-from tests.scenarios.setting_sync.conftest import setting_sync, watcher
+from tests.scenarios.setting_sync_pending.conftest import setting_sync, watcher
 
 RUNS = 20
 VOLUME, NODE = "pvc-bench", "node-1"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.sandbox import GROUP, Sandbox
-from tests.scenarios.setting_sync.conftest import Running
+from tests.scenarios.setting_sync_pending.conftest import Running
 
 pytestmark = [pytest.mark.integration, pytest.mark.scenario]
 
