@@ -36,6 +36,8 @@ from tests.scenarios.setting_sync_pending.conftest import setting_sync, watcher
 RUNS = 20
 VOLUME, NODE = "pvc-bench", "node-1"
 SETTING = "priority-class"
+CLASSES = ("system-cluster-critical", "system-node-critical")
+"""Alternated: the built-in PriorityClasses, which exist in every cluster (a webhook refuses others)."""
 LONGHORN_BOUND_S = 3600.0
 STEP_TIMEOUT_S = 60.0
 DEPLOYED_DEBOUNCE_S = 0.05  # DecisionConfig's default: the service as deployed, not the tests' 10 ms
@@ -96,7 +98,7 @@ async def measure(runs: int = RUNS) -> dict[str, Any]:
                 await sandbox.create_volume(VOLUME, node=NODE)
                 await _state(sandbox, "attached")
                 for run in range(runs):
-                    value = f"bench-class-{run}"
+                    value = CLASSES[run % len(CLASSES)]
                     await sandbox.set_setting(SETTING, value)
                     await _applied(sandbox, value, False)
                     await sandbox.patch("volumes", VOLUME, {"spec": {"nodeID": ""}})

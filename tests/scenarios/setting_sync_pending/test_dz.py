@@ -58,10 +58,12 @@ async def test_dz02_03_a_priority_class_waits_for_the_detach_then_applies(
         if applied is False:
             judged.append(True)
         elif judged:  # `applied` never says true while an IM pod carries the old class
-            old = [n for n, p in pods.items() if p["spec"].get("priorityClassName") != "high-priority"]
+            old = [
+                n for n, p in pods.items() if p["spec"].get("priorityClassName") != "system-cluster-critical"
+            ]
             assert not old, old
 
-    await sandbox.set_setting("priority-class", "high-priority")
+    await sandbox.set_setting("priority-class", "system-cluster-critical")
 
     async def pending_with_event() -> list[dict[str, Any]] | None:
         s = await setting(sandbox, "priority-class")
@@ -85,7 +87,7 @@ async def test_dz02_03_a_priority_class_waits_for_the_detach_then_applies(
 
     await sandbox.wait_for(applied, within=30, what="applied=true after the detach", invariant=invariant)
     pods = await im_pods(sandbox)
-    assert {p["spec"].get("priorityClassName") for p in pods.values()} == {"high-priority"}
+    assert {p["spec"].get("priorityClassName") for p in pods.values()} == {"system-cluster-critical"}
     assert not {p["metadata"]["uid"] for p in pods.values()} & {p["metadata"]["uid"] for p in before.values()}
 
 
@@ -125,13 +127,13 @@ async def test_values_written_around_the_webhook_are_reported_and_never_applied(
         )
         assert event["type"] == "Warning" and message in event["message"], event["message"]
     # Nothing was applied, and the bad values block nothing else: a valid setting still applies.
-    await sandbox.set_setting("priority-class", "high-priority")
+    await sandbox.set_setting("priority-class", "system-cluster-critical")
 
     async def valid_applied() -> bool:
         pods = await im_pods(sandbox)
         s = await setting(sandbox, "priority-class")
         return bool(s.get("status", {}).get("applied")) and all(
-            p["spec"].get("priorityClassName") == "high-priority" for p in pods.values()
+            p["spec"].get("priorityClassName") == "system-cluster-critical" for p in pods.values()
         )
 
     await sandbox.wait_for(valid_applied, within=30, what="the valid priority class applied")
