@@ -6,7 +6,9 @@
   component label (the actuator's policy requires it), so a pod recreated or changed since the
   decision is judged again instead of deleted.
 * **Set a Setting's `status.applied`**, provided its value is still the one judged, so a value
-  changed in between is never marked applied.
+  changed in between is never marked applied, on the version judged: a value set back and forth
+  (A, B, A) within LH_COMMANDS' dedup window is a new decision with a new id, not a duplicate of
+  the first one for JetStream (and the actuator's memory of ids) to drop.
 """
 
 from __future__ import annotations
@@ -74,7 +76,10 @@ def set_applied(setting: Setting, applied: bool, why: str, now: float) -> Comman
         verb=Verb.PATCH_STATUS,
         target=Target(kind="Setting", namespace=meta.namespace, name=meta.name),
         changes=(FieldValue(path="/status/applied", value=applied),),
-        preconditions=(FieldValue(path="/value", value=setting.value),),
+        preconditions=(
+            FieldValue(path="/value", value=setting.value),
+            FieldValue(path="/metadata/resourceVersion", value=meta.resource_version),
+        ),
         reason=f"applied: {str(applied).lower()} ({why})",
         created_at=now,
     )
