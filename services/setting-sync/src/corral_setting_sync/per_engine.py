@@ -53,6 +53,7 @@ class EngineIndex:
     # --- input: each returns the settings whose verdict may have changed ----------------------------
 
     def apply_im(self, name: str, im: InstanceManager | None) -> set[SettingName]:
+        """Most IM events are its instance maps moving: those re-judge only whether it is busy."""
         old = self.ims.get(name)
         if old is not None:
             self.on_node[old.spec.node_id].discard(name)
@@ -61,13 +62,18 @@ class EngineIndex:
         else:
             self.ims[name] = im
             self.on_node[im.spec.node_id].add(name)
-        return self._judge(name)
+        same_spec = old is not None and im is not None and old.spec == im.spec
+        return self._judge(name, cpu=not same_spec)
 
     def apply_pod(self, name: str, pod: Pod | None) -> set[SettingName]:
+        """Most pod events are status updates: only a new CPU request (or a new pod) re-judges it."""
+        old = self.pods.get(name)
         if pod is None:
             self.pods.pop(name, None)
         else:
             self.pods[name] = pod
+        if old is not None and pod is not None and _cpu_request(old) == _cpu_request(pod):
+            return set()
         return self._judge(name)
 
     def apply_node(self, name: str, node: Node | None) -> set[SettingName]:
@@ -98,7 +104,7 @@ class EngineIndex:
             changed |= self._judge(name)
         return changed
 
-    def _judge(self, name: str) -> set[SettingName]:
+    def _judge(self, name: str, cpu: bool = True) -> set[SettingName]:
         im = self.ims.get(name)
         engine = im.spec.data_engine if im is not None else ""
         changed: set[SettingName] = set()
@@ -112,7 +118,7 @@ class EngineIndex:
             gone = mine and not self.settings.data_engine_enabled(e)
             if _move(self.disabled[e], name, gone and not im.metadata.deletion_timestamp):  # type: ignore[union-attr]
                 changed.add(TOGGLE[e])
-            if _move(self.cpu_lagging[e], name, mine and self._cpu_lags(name)):
+            if cpu and _move(self.cpu_lagging[e], name, mine and self._cpu_lags(name)):
                 changed.add(N.GUARANTEED_INSTANCE_MANAGER_CPU)
         return changed
 
@@ -131,14 +137,18 @@ class EngineIndex:
             )
         except SettingValueError:
             return False  # neither v1 nor v2: Longhorn's sync errors on it; corral leaves it
-        container = pod.spec.containers[0] if pod.spec.containers else None
-        current = container.resources.requests.get("cpu") if container is not None else None
-        return not same_cpu_request(expected, current)
+        return not same_cpu_request(expected, _cpu_request(pod))
 
     # --- output -----------------------------------------------------------------------------------
 
     def engine_busy(self, engine: str) -> bool:
         return bool(self.busy[engine])
+
+
+def _cpu_request(pod: Pod) -> str | None:
+    """The CPU request of the pod's first container (the instance manager's), if any."""
+    container = pod.spec.containers[0] if pod.spec.containers else None
+    return container.resources.requests.get("cpu") if container is not None else None
 
 
 def _move(names: set[str], name: str, member: bool) -> bool:
