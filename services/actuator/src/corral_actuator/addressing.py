@@ -70,7 +70,5 @@ def id_mismatch(command: Command) -> str | None:
     c = command
     if c.id == command_id(c.service, c.verb, c.target, c.changes, c.preconditions, c.body):
         return None
-    return (
-        f"id {c.id!r} is not the hash of the command's service, verb, target, changes and"
-        " preconditions (and body)"
-    )
+    # (a create's body is hashed too, but its timestamps: corral_model.envelopes.command_id)
+    return f"id {c.id!r} is not the hash of the command's service, verb, target, changes and preconditions"
