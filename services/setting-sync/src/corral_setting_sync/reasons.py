@@ -26,8 +26,8 @@ class Reason(enum.StrEnum):
     APPLYING = "applying"
     """The precondition holds: commands are out (or queued) for the components still on the old value."""
     NOT_HANDLED = "not-handled"
-    """Group D and the engine-image probes: left to Longhorn (and im-restart); `status.applied`
-    is not written by corral (see the service README)."""
+    """A danger-zone setting no rule here covers (none today: groups A-D and the consumed-elsewhere
+    ones are all routed); `status.applied` is then not written by corral."""
     VIEW_INCOMPLETE = "view-incomplete"
     """Not every kind has been listed yet: nothing is decided."""
 
