@@ -251,7 +251,9 @@ async def test_an_event_asked_for_again_later_is_the_recorded_event(
     emulator: Emulator, make_actuator: MakeActuator
 ) -> None:
     """A crash-looping service's gate asks for its (deterministically named) Event at every start,
-    with new timestamps: that is the Event already recorded, not a conflicting object."""
+    with new timestamps: that is the Event already recorded, not a conflicting object, and a later
+    occurrence is counted on it (count, lastTimestamp) as Kubernetes' recorder does; the same
+    occurrence asked for again (a redelivery) is not counted twice."""
 
     def event(stamp: str, message: str = "blocked") -> Command:
         return new_command(
@@ -273,7 +275,16 @@ async def test_an_event_asked_for_again_later_is_the_recorded_event(
     actuator = make_actuator()
     assert (await actuator.execute(event("2026-11-21T10:00:00Z"))).outcome is Outcome.APPLIED
     again = await actuator.execute(event("2026-11-21T10:05:00Z"))
-    assert again.outcome is Outcome.APPLIED and "already existed" in again.detail
+    assert again.outcome is Outcome.APPLIED and again.detail == "recorded again: count 2"
+    redelivered = await actuator.execute(event("2026-11-21T10:05:00Z"))
+    assert redelivered.outcome is Outcome.APPLIED and "already existed" in redelivered.detail
+    stored = emulator.get("", "events", NS, "current-longhorn-version.abc")
+    assert stored is not None
+    assert (stored["count"], stored["firstTimestamp"], stored["lastTimestamp"]) == (
+        2,
+        "2026-11-21T10:00:00Z",
+        "2026-11-21T10:05:00Z",
+    )
     # Another message under the same name is another Event: refused, not overwritten.
     other = await actuator.execute(event("2026-11-21T10:06:00Z", message="something else"))
     assert other.outcome is Outcome.PRECONDITION_FAILED

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
@@ -336,10 +336,12 @@ def test_the_demo_shows_the_engine_upgrade_wave_until_it_is_over(tmp_path: Path)
     receiver = OtlpReceiver().start()
     proc = start_corral_run(
         tmp_path,
-        # a small demo: 2 nodes, 10 volumes (a degraded and a DR volume among them), quick upgrades
+        # a small demo: 2 nodes, 10 volumes (a degraded and a DR volume among them), quick upgrades;
+        # the wave alone, so the cluster it leaves is the one its last figures describe
         *("--nodes", "2", "--volumes", "10"),
         *("--live-upgrade-seconds", "1", "--offline-upgrade-seconds", "0.3"),
         *("--otlp-endpoint", receiver.endpoint),
+        *("--demo", "engine-upgrade"),
     ).proc
     try:
         output = Output(proc, tmp_path / "logs")
@@ -401,3 +403,60 @@ def test_the_demo_shows_the_engine_upgrade_wave_until_it_is_over(tmp_path: Path)
     finally:
         stop_leftovers(proc)
         receiver.stop()
+
+
+async def setting_sync_state(kubeconfig: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The two demo Settings and the instance-manager pods, as the emulator holds them."""
+    from kubernetes_asyncio import client
+
+    async with connected(str(kubeconfig)) as api:
+        objects = client.CustomObjectsApi(api)
+        settings = {
+            name: await objects.get_namespaced_custom_object(
+                "longhorn.io", "v1beta2", "longhorn-system", "settings", name
+            )
+            for name in ("priority-class", "taint-toleration")
+        }
+        pods = await client.CoreV1Api(api).list_namespaced_pod(
+            "longhorn-system", label_selector="longhorn.io/component=instance-manager"
+        )
+        return settings, [api.sanitize_for_serialization(p) for p in pods.items]
+
+
+@pytest.mark.integration
+def test_the_whole_demo_then_shows_settings_pending_until_the_detach(tmp_path: Path) -> None:
+    """`corral run` with every demo: after a (tiny) engine-upgrade wave, priority-class and
+    taint-toleration are changed while volumes are attached and shown pending with their blocker,
+    the volumes detach, and both are shown applied, as the cluster then holds them."""
+    assert sandbox_available()
+    proc = start_corral_run(
+        tmp_path,
+        *("--nodes", "2", "--volumes", "4"),
+        *("--live-upgrade-seconds", "0.3", "--offline-upgrade-seconds", "0.1"),
+    ).proc
+    try:
+        output = Output(proc, tmp_path / "logs")
+        seen = output.until("engine-upgrade wave ", DEMO_DEADLINE_S)
+        assert seen[-1].startswith("engine-upgrade wave done"), seen[-1]
+        wave_end = len(seen)
+        seen = output.until("setting-sync: priority-class and taint-toleration applied", DEMO_DEADLINE_S)
+        part = seen[wave_end:]
+        rows = [m.groupdict() for m in map(FIGURES.match, part) if m]
+        for name in ("priority-class", "taint-toleration"):
+            shown = [r for r in rows if r["node"] == name]
+            assert shown and int(shown[0]["blocked"]) > 0, (name, part)  # pending, blocked first
+            assert int(shown[-1]["blocked"]) == int(shown[-1]["in_flight"]) == 0, (name, part)
+            blocker = re.compile(rf"s +{name}: attached-volumes: \d+ attached volumes?: ")
+            assert any(blocker.search(line) for line in part), part
+        detach = next(i for i, line in enumerate(part) if "demo: detaching the " in line)
+        assert any("blocked" in line and "attached-volumes" in line for line in part[:detach]), part
+
+        settings, pods = asyncio.run(setting_sync_state(tmp_path / "sandbox" / "kubeconfig"))
+        assert all(s["status"]["applied"] is True for s in settings.values()), settings
+        assert pods and {p["spec"].get("priorityClassName") for p in pods} == {"system-cluster-critical"}
+
+        proc.send_signal(signal.SIGINT)
+        rest = "".join(output.until("", DEADLINE_S))
+        assert proc.wait(timeout=DEADLINE_S) == 0, rest
+    finally:
+        stop_leftovers(proc)

@@ -35,7 +35,8 @@ async def test_a_group_a_setting_waits_for_the_detach_then_applies(bus: Bus, nat
         volume("pvc-a", "attached"),
         priority,
     )
-    await objects.resync(["daemonset", "deployment", "instancemanager", "pod", "setting", "volume"])
+    await objects.resync(["daemonset", "deployment", "instancemanager", "node", "pod", "setting", "volume"])
+    await FakeWatcher(bus, "", rv=10_000).resync(["kubenode"])
 
     async with commands_seen(bus, "setting-sync") as seen:
         replica = decision_replica(DEFINITION, nats_server.url, "ss-1")

@@ -96,6 +96,11 @@ def workload(
     return kind(metadata=lh.ObjectMeta(name=name, namespace=NS), spec=lh.WorkloadSpec(template=template))
 
 
+def _namespace(token: str) -> str:
+    """Kubernetes nodes are cluster-scoped: the watcher publishes them without a namespace."""
+    return "" if token == "kubenode" else NS
+
+
 def _set(document: Any, path: str, value: Any) -> None:
     parts = [p.replace("~1", "/").replace("~0", "~") for p in path.split("/")[1:]]
     for part in parts[:-1]:
@@ -118,6 +123,7 @@ class Cluster:
         self.rv = itertools.count(100)
         self.objects: dict[tuple[str, str], Any] = {}
         self.values: dict[str, str] = {}
+        self.events: list[Command] = []
 
     def put(self, *objs: Any) -> None:
         for obj in objs:
@@ -133,7 +139,7 @@ class Cluster:
                 ObjectEvent(
                     type=EventType.MODIFIED,
                     kind=token,
-                    namespace=NS,
+                    namespace=_namespace(token),
                     name=obj.metadata.name,
                     uid=obj.metadata.uid,
                     resource_version=rv,
@@ -147,7 +153,7 @@ class Cluster:
             ObjectEvent(
                 type=EventType.DELETED,
                 kind=token,
-                namespace=NS,
+                namespace=_namespace(token),
                 name=name,
                 uid=obj.metadata.uid,
                 resource_version=str(next(self.rv)),
@@ -163,7 +169,11 @@ class Cluster:
         return self.objects[(token, name)]
 
     def decide(self) -> list[Command]:
-        return list(self.decider.decide())
+        """The commands decided, but the pending Events, which go to `events` (the rules' tests
+        look at writes; test_events.py at the Events)."""
+        commands = list(self.decider.decide())
+        self.events += [c for c in commands if c.target.kind == "Event"]
+        return [c for c in commands if c.target.kind != "Event"]
 
     def carry_out(self, commands: Iterable[Command]) -> None:
         """What the actuator and Longhorn's controllers make of `commands`: every one applies."""
@@ -173,9 +183,13 @@ class Cluster:
                 "DaemonSet": "daemonset",
                 "Deployment": "deployment",
                 "Setting": "setting",
+                "InstanceManager": "instancemanager",
             }[command.target.kind]
             obj = self.objects.get((token, command.target.name))
             if obj is None:
+                continue
+            if command.verb is Verb.DELETE and token == "instancemanager":
+                self.delete(token, command.target.name)
                 continue
             if command.verb is Verb.DELETE:
                 self.delete(token, command.target.name)

@@ -1,7 +1,8 @@
 """`corral plan setting-sync --snapshot FILE [--explain]` on a recorded cluster (tests/data/
 setting_sync/cluster.yaml): the kit finds the service through its entry point and its own decider
-plans: the toleration waits for three volumes, the CSI limits are applied at once, the invalid
-rebuild limit is reported, and the unmanaged longhorn-ui and the IM pod are left alone."""
+plans: the toleration waits for three volumes (and says so in a Warning Event), the CSI limits are
+applied at once, the invalid rebuild limit is reported, and the unmanaged longhorn-ui and the IM
+pod are left alone."""
 
 from __future__ import annotations
 
@@ -25,7 +26,15 @@ def test_the_entry_point_names_the_service() -> None:
 
 def test_the_plan_applies_what_is_safe_and_explains_the_rest() -> None:
     commands, explanations = plan_snapshot(DEFINITION, yaml.safe_load(CLUSTER.read_text()), now=1000.0)
-    assert sorted((c.verb, c.target.kind, c.target.name) for c in commands) == [
+    events = {
+        c.body["involvedObject"]["name"]: c.body for c in commands if c.target.kind == "Event" and c.body
+    }
+    assert {name: (e["type"], e["reason"]) for name, e in events.items()} == {
+        "taint-toleration": ("Warning", "AttachedVolumes"),
+        "concurrent-replica-rebuild-per-node-limit": ("Warning", "InvalidValue"),
+    }
+    assert events["taint-toleration"]["message"] == "3 attached volumes: pvc-a, pvc-b, pvc-d"
+    assert sorted((c.verb, c.target.kind, c.target.name) for c in commands if c.target.kind != "Event") == [
         ("patch", "Deployment", "csi-attacher"),
         ("patch-status", "Setting", "concurrent-replica-rebuild-per-node-limit"),
         ("patch-status", "Setting", "priority-class"),

@@ -268,7 +268,6 @@ def test_settings_that_are_not_applied_here() -> None:
     cluster = managed_cluster(
         setting("storage-over-provisioning-percentage", "100"),  # not danger-zone
         setting("concurrent-replica-rebuild-per-node-limit", "3"),  # consumed by the schedulers
-        setting("guaranteed-instance-manager-cpu", '{"v1":"20","v2":"12"}', applied=True),  # group D
     )
     sent = cluster.decide()
     assert applied_writes(sent) == {
@@ -276,13 +275,16 @@ def test_settings_that_are_not_applied_here() -> None:
         "concurrent-replica-rebuild-per-node-limit": True,
     }
     assert reason(cluster, "storage-over-provisioning-percentage")[0] == Reason.NOT_DANGER_ZONE
-    assert reason(cluster, "guaranteed-instance-manager-cpu") == ("not-handled", "group D: left to Longhorn")
+    assert reason(cluster, "concurrent-replica-rebuild-per-node-limit")[0] == Reason.CONSUMED_ELSEWHERE
 
 
 def test_status_write_is_preconditioned_on_the_value_judged() -> None:
     cluster = managed_cluster(setting("priority-class", "high", applied=True))
     [status] = [c for c in cluster.decide() if c.verb is Verb.PATCH_STATUS]
-    assert [(p.path, p.value) for p in status.preconditions] == [("/value", "high")]
+    assert [(p.path, p.value) for p in status.preconditions] == [
+        ("/value", "high"),
+        ("/metadata/resourceVersion", cluster.get("setting", "priority-class").metadata.resource_version),
+    ]
 
 
 def test_nothing_is_decided_before_every_kind_is_listed() -> None:
@@ -314,3 +316,19 @@ def test_a_pod_that_changes_component_is_judged_for_its_new_settings() -> None:
     labels = {"longhorn.io/component": "backing-image-manager"}
     cluster.put(msgspec.structs.replace(pod, metadata=msgspec.structs.replace(pod.metadata, labels=labels)))
     assert [c.target.name for c in cluster.decide() if c.verb is Verb.DELETE] == ["share-manager-pvc-x"]
+
+
+def test_a_value_set_back_and_forth_is_a_new_status_write_not_a_duplicate() -> None:
+    """A, B, A within LH_COMMANDS' dedup window: the second `applied=false` for A is another
+    decision (another id), or JetStream would drop it and the status would keep saying true."""
+    cluster = managed_cluster(
+        setting("priority-class", "a", applied=True), volumes=(volume("pvc-a", "attached"),)
+    )
+    first = [c for c in cluster.decide() if c.verb is Verb.PATCH_STATUS]
+    cluster.carry_out(first)
+    cluster.put(setting("priority-class", "b", applied=False))
+    cluster.carry_out(cluster.decide())
+    cluster.put(setting("priority-class", "a", applied=True))  # someone wrote true meanwhile
+    again = [c for c in cluster.decide() if c.verb is Verb.PATCH_STATUS]
+    assert applied_writes(first) == applied_writes(again) == {"priority-class": False}
+    assert first[0].id != again[0].id

@@ -10,8 +10,20 @@ from tests.unit.setting_sync.cluster import Cluster, component_pod, setting, vol
 
 def test_definition() -> None:
     assert DEFINITION.name == "setting-sync"
-    assert set(DEFINITION.reads) == {"setting", "volume", "instancemanager", "daemonset", "deployment", "pod"}
-    assert DEFINITION.commands == frozenset({"setting", "daemonset", "deployment", "pod"})
+    assert set(DEFINITION.reads) == {
+        "setting",
+        "volume",
+        "instancemanager",
+        "daemonset",
+        "deployment",
+        "pod",
+        "node",
+        "kubenode",
+    }
+    assert DEFINITION.commands == frozenset(
+        {"setting", "daemonset", "deployment", "pod", "instancemanager", "event"}
+    )
+    assert DEFINITION.command_token("Event") == "event"
     assert DEFINITION.command_token("Pod") == "pod"
     assert DEFINITION.command_token("Volume") is None  # it never writes volumes
 

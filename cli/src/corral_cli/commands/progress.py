@@ -1,10 +1,13 @@
-"""`corral progress engine-upgrade` / `corral progress im-restart`: a decision service's wave live,
+"""`corral progress engine-upgrade` / `im-restart` / `setting-sync`: a decision service's wave live,
 from the bus.
 
 `im-restart`: per node, the instance managers synced (done), restarting (in flight), due now
 (waiting) and held (blocked: busy, hugepage-capacity…), then one line per IM that is not synced:
 its node, busy instances, the settings its pod lags and since when. Exit 0 once none is restarting
 or due (never with `--follow`).
+
+`setting-sync`: each pending danger-zone setting, what blocks it, and which components are still on
+the old value (exit 0 once every one is applied).
 
 
 Works against any corral bus (`--nats URL`): it follows LH_OBJECTS exactly as the engine-upgrade
@@ -56,6 +59,21 @@ def register(subparsers: Any) -> None:
     ims.add_argument("--follow", action="store_true", help="keep following once nothing is due")
     ims.add_argument("--lines", action="store_true", help="one line per change even on a terminal")
     ims.set_defaults(func=run, target_image="")
+    settings = services.add_parser(
+        "setting-sync",
+        help="per pending danger-zone setting: what blocks it and the components on the old value",
+    )
+    settings.add_argument("--nats", default=DEFAULT_NATS_URL, help=f"NATS URL (default {DEFAULT_NATS_URL})")
+    settings.add_argument("--namespace", default="longhorn-system", help="Longhorn's namespace")
+    settings.add_argument(
+        "--follow", action="store_true", help="keep following once every setting is applied"
+    )
+    settings.add_argument(
+        "--lines",
+        action="store_true",
+        help="print one line per change even on a terminal (the default when stdout is not one)",
+    )
+    settings.set_defaults(func=run, target_image="")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -440,8 +440,9 @@ def sandbox_options(args: argparse.Namespace, demo: bool) -> list[str]:
 
 
 def start_demo(plan: RunPlan, args: argparse.Namespace, out: IO[str]) -> Demo:
-    """The engine-upgrade demo in a thread of its own (see corral_cli.demo.show)."""
-    from corral_cli.demo.show import DEMO_IMAGE, Demo, DemoSettings
+    """The demo (engine-upgrade wave, setting-sync, or both) in a thread of its own (see
+    corral_cli.demo.show)."""
+    from corral_cli.demo.show import DEMO_IMAGE, DEMOS, Demo, DemoSettings
 
     settings = DemoSettings(
         nats_url=plan.nats_url,
@@ -449,6 +450,7 @@ def start_demo(plan: RunPlan, args: argparse.Namespace, out: IO[str]) -> Demo:
         ready_urls=[c.ready_url for c in plan.services if c.ready_url],
         image=args.demo_image or DEMO_IMAGE,
         tty=out.isatty(),
+        demos=DEMOS if args.demo == "all" else (args.demo,),
     )
     demo = Demo(settings, out)
     demo.start()
@@ -470,6 +472,8 @@ def print_where(plan: RunPlan, out: IO[str]) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from corral_cli.demo.show import DEMOS  # light: the demo's heavy imports wait until it runs
+
     parser = subparsers.add_parser("run", help="run NATS and every corral service locally until Ctrl-C")
     parser.add_argument("--run-dir", help="state and logs (default: run/ in the checkout)")
     parser.add_argument("--nats-port", type=int, default=4222)
@@ -487,9 +491,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--no-demo",
         action="store_true",
-        help="skip the engine-upgrade demo (the sandbox then runs its plain default cluster)",
+        help="skip the demo (the sandbox then runs its plain default cluster)",
     )
     parser.add_argument("--demo-image", help="the engine image the demo's Longhorn upgrade brings")
+    parser.add_argument(
+        "--demo",
+        choices=("all", *DEMOS),
+        default="all",
+        metavar="NAME",
+        help="which demo to show: engine-upgrade (the wave), setting-sync (danger-zone settings changed"
+        " while volumes are attached, applied after the detach), or all of them in that order (default)",
+    )
     parser.add_argument("--nodes", type=int, help="sandbox nodes (default: the seed's)")
     parser.add_argument("--volumes", type=int, help="sandbox volumes (default: the seed's)")
     parser.add_argument("--live-upgrade-seconds", type=float, help="simulated live engine upgrade")

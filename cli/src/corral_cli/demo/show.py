@@ -1,8 +1,15 @@
-"""The demo beside `corral run`'s supervisor: wait for the services, start the wave, show it live.
+"""The demo beside `corral run`'s supervisor: wait for the services, then show what they do, live.
+
+Two parts, in this order (`corral run --demo NAME` picks one):
+* `engine-upgrade`: a Longhorn upgrade brings a new engine image and the wave is shown per owner
+  node until it is over (engine_wave.py);
+* `setting-sync`: an operator changes `priority-class` and `taint-toleration` while volumes are
+  attached; both are shown pending with their blockers, the volumes are detached, and the settings
+  are shown applied (settings_change.py).
 
 `corral run` supervises processes from its main thread; the demo is asyncio (NATS, Kubernetes), so
-it runs in a thread of its own with its own event loop and stops when asked (Ctrl-C) or when the
-wave is over, after one summary line. It never stops the run: whatever goes wrong is one line of
+it runs in a thread of its own with its own event loop and stops when asked (Ctrl-C) or when it is
+over, after one summary line per part. It never stops the run: whatever goes wrong is one line of
 output, and the services keep running.
 """
 
@@ -19,10 +26,16 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from corral_bus import Bus
     from corral_cli.progress.render import ProgressView
+    from corral_decision.progress import Progress
 
 DEMO_IMAGE = "longhornio/longhorn-engine:v1.10.1"
 READY_TIMEOUT_S = 180.0  # service imports and the sandbox take a while on a loaded 2-core machine
+DEMOS = ("engine-upgrade", "setting-sync")
+"""The demo's parts, in the order they run."""
+SETTINGS_PHASE_TIMEOUT_S = 60.0  # settings shown blocked, then applied after the detach
+HOLD_S = 3.0  # how long the blocked settings stay on screen before the volumes detach
 
 
 @dataclass(frozen=True)
@@ -35,9 +48,11 @@ class DemoSettings:
     namespace: str = "longhorn-system"
     tty: bool = False
     keeps_running: bool = True
+    """corral goes on after the wave (`corral run`), rather than the demo being all there is."""
     prefix: str = "corral run: demo"
     """What each of its remarks starts with."""
-    """corral goes on after the wave (`corral run`), rather than the demo being all there is."""
+    demos: tuple[str, ...] = ("engine-upgrade",)
+    """Which parts to show, in DEMOS' order (`corral run` passes what `--demo NAME` picks)."""
 
 
 class Demo:
@@ -84,9 +99,6 @@ class Demo:
 
     async def _run(self) -> None:
         from corral_bus import connect
-        from corral_cli.demo.engine_wave import bring_engine_image
-        from corral_cli.progress.follow import follow_wave, summary
-        from corral_cli.progress.render import LineView, TerminalView
 
         logging.getLogger("corral.bus").setLevel(logging.ERROR)  # the run's own output says it
         settings = self.settings
@@ -98,8 +110,31 @@ class Demo:
             return
         async with asyncio.timeout(10.0):
             bus = await connect(settings.nats_url, "corral-run-demo")
-        view: ProgressView = TerminalView(self.out) if settings.tty else LineView(self.out)
+        try:
+            done = True
+            if "engine-upgrade" in settings.demos:
+                done = await self._engine_wave(bus, stop)
+            if done and "setting-sync" in settings.demos and not stop.is_set():
+                done = await self._settings_change(bus, stop)
+            if done and not stop.is_set() and settings.keeps_running:
+                self.say("corral keeps running; Ctrl-C stops everything")
+        finally:
+            await bus.close()
+
+    def _new_view(self) -> ProgressView:
+        from corral_cli.progress.render import LineView, TerminalView
+
+        view: ProgressView = TerminalView(self.out) if self.settings.tty else LineView(self.out)
         self._view = view
+        return view
+
+    async def _engine_wave(self, bus: Bus, stop: asyncio.Event) -> bool:
+        """The engine-upgrade part; True once the wave is over."""
+        from corral_cli.demo.engine_wave import bring_engine_image
+        from corral_cli.progress.follow import follow_wave, summary
+
+        settings = self.settings
+        view = self._new_view()
         self.say(f"a Longhorn upgrade brings engine image {settings.image}; the wave follows")
         showing = asyncio.create_task(
             follow_wave(
@@ -120,15 +155,80 @@ class Demo:
             self._view = None
             print(summary(report), file=self.out, flush=True)
             self.completed = report.finished
-            if report.finished and self.settings.keeps_running:
-                self.say("corral keeps running; Ctrl-C stops everything")
+            return report.finished
         finally:
-            stop.set()  # whatever ended the demo ends the view too
             if not showing.done():
+                stop.set()  # whatever ended the demo early ends the view too
                 showing.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await showing
-            await bus.close()
+
+    async def _settings_change(self, bus: Bus, stop: asyncio.Event) -> bool:
+        """The setting-sync part: change two group-A settings while volumes are attached, show them
+        blocked, detach the volumes, show them applied. True once they are."""
+        from corral_cli.demo.settings_change import DEMO_SETTINGS, attached_volumes, change_settings, detach
+        from corral_cli.progress.follow import follow_wave
+
+        settings = self.settings
+        volumes = await attached_volumes(settings.kubeconfig, settings.namespace)
+        blocked, applied = asyncio.Event(), asyncio.Event()
+
+        def watch(model: Progress) -> None:
+            rows = {row.node: row for row in model.groups()}
+            if all(name in rows and rows[name].blocked for name in DEMO_SETTINGS):
+                blocked.set()
+            if blocked.is_set() and model.finished():
+                applied.set()
+
+        view = self._new_view()
+        shown = asyncio.Event()  # ends this part's view (Ctrl-C ends it too)
+        showing = asyncio.create_task(
+            follow_wave(
+                bus,
+                view,
+                namespace=settings.namespace,
+                follow=True,
+                stop=shown,
+                on_note=self.say,
+                service_name="setting-sync",
+                on_progress=watch,
+            )
+        )
+        changes = ", ".join(f"{name}={value}" for name, value in DEMO_SETTINGS.items())
+        self.say(f"an operator sets {changes} while {len(volumes)} volumes are attached")
+        try:
+            await change_settings(settings.kubeconfig, settings.namespace, DEMO_SETTINGS)
+            if not await _within(blocked, stop, SETTINGS_PHASE_TIMEOUT_S):
+                return self._gave_up("the settings never showed as pending", stop)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), HOLD_S)  # let the blockers be read
+            if stop.is_set():
+                return False
+            self.say(
+                f"detaching the {len(volumes)} attached volumes: setting-sync applies both after the last"
+            )
+            detached_at = time.monotonic()
+            await detach(settings.kubeconfig, settings.namespace, volumes)
+            if not await _within(applied, stop, SETTINGS_PHASE_TIMEOUT_S):
+                return self._gave_up("the settings were not applied after the detach", stop)
+            took = time.monotonic() - detached_at
+        finally:
+            shown.set()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await showing
+            self._view = None
+        print(
+            f"setting-sync: {' and '.join(DEMO_SETTINGS)} applied {took:.1f}s after the detach was asked"
+            f" ({len(volumes)} volumes); pending with their blockers until then",
+            file=self.out,
+            flush=True,
+        )
+        return True
+
+    def _gave_up(self, why: str, stop: asyncio.Event) -> bool:
+        if not stop.is_set():
+            self.say(f"stopped: {why} within {SETTINGS_PHASE_TIMEOUT_S:.0f}s")
+        return False
 
     async def _services_ready(self, stop: asyncio.Event) -> bool:
         """Every service answers /readyz with 200 (True), or the run stops or time runs out (False)."""
@@ -146,6 +246,17 @@ class Demo:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), 0.2)
         return True
+
+
+async def _within(event: asyncio.Event, stop: asyncio.Event, seconds: float) -> bool:
+    """Wait for `event` (True), or until `stop` is set or `seconds` pass (False)."""
+    waiting = {asyncio.create_task(event.wait()), asyncio.create_task(stop.wait())}
+    try:
+        await asyncio.wait(waiting, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in waiting:
+            task.cancel()
+    return event.is_set()
 
 
 async def _unless_stopped(task: asyncio.Task[None], stop: asyncio.Event) -> None:

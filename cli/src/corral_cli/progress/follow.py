@@ -1,5 +1,5 @@
-"""Following a decision service's wave on the bus (engine-upgrade's, im-restart's): LH_OBJECTS in,
-a progress view out, until it is over.
+"""Following a decision service's wave on the bus (an engine-upgrade wave, instance managers
+restarting, danger-zone settings being applied): LH_OBJECTS in, a progress view out, until it is over.
 
 It reads what the decision service reads, the way it reads it (a `BootstrapReader` over the same
 subjects, decoded as the kit's runner decodes them), so it needs nothing but a NATS URL: no
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from corral_bus import BootstrapReader, Bus
 from corral_cli.progress.render import ProgressView, blocked_text
 from corral_decision import InvalidEvent, decision_service
-from corral_decision.progress import GroupFigures
+from corral_decision.progress import GroupFigures, Progress
 from corral_decision.runner import EventDecoder
 from corral_model.codec import SchemaError
 
@@ -56,9 +56,11 @@ async def follow_wave(
     interval: float = 0.1,
     on_note: Callable[[str], None] | None = None,
     service_name: str = "engine-upgrade",
+    on_progress: Callable[[Progress], None] | None = None,
 ) -> WaveReport:
     """Draw the wave until it is finished (`Progress.finished(target_image)`), forever with
-    `follow`, or until `stop` is set. `on_note` gets one-line remarks (why nothing shows yet)."""
+    `follow`, or until `stop` is set. `on_note` gets one-line remarks (why nothing shows yet);
+    `on_progress` sees the model after every drawn update (a demo waiting for a state)."""
     service = decision_service(service_name)
     assert service.progress is not None, f"{service_name} offers progress"
     model = service.progress()
@@ -97,6 +99,8 @@ async def follow_wave(
                     on_note(f"no complete view of {namespace} on LH_OBJECTS yet (is the watcher running?)")
                 continue
             view.update(model, elapsed)
+            if on_progress is not None:
+                on_progress(model)
             for row in model.groups():
                 max_in_flight[row.node] = max(max_in_flight.get(row.node, 0), row.in_flight)
             if not follow and model.finished(target_image):
@@ -114,6 +118,7 @@ async def follow_wave(
         await reader.close()
         view.close()
     return WaveReport(
+        service=service_name,
         finished=finished,
         elapsed=time.monotonic() - started,
         total=model.total(),
@@ -122,7 +127,6 @@ async def follow_wave(
         max_in_flight=max_in_flight,
         unreadable=unreadable,
         lost=lost,
-        service=service_name,
     )
 
 
@@ -154,6 +158,15 @@ class StallWatch:
 def summary(report: WaveReport) -> str:
     """The one line printed when a wave is over."""
     total = report.total
+    if report.service != "engine-upgrade":
+        state = "applied" if report.finished else "lost" if report.lost else "stopped"
+        pending = total.in_flight + total.blocked_total
+        line = f"{report.service}: every danger-zone setting {state} after {report.elapsed:.1f}s"
+        if not report.finished:
+            line = (
+                f"{report.service}: {state} after {report.elapsed:.1f}s, {pending} components on an old value"
+            )
+        return line + (f" ({report.lost})" if report.lost else "")
     peak = max(report.max_in_flight.values(), default=0)
     blocked = f", blocked {blocked_text(total)}" if total.blocked else ""
     state = "done" if report.finished else "lost" if report.lost else "stopped"

@@ -7,8 +7,9 @@
   or a test can follow the wave line by line.
 
 Both print the same words: `in flight N`, `done N`, `waiting N`, `blocked N (reason n, …)`. A
-model that names its targets (`details()`, im-restart's instance managers) gets them below the
-table, and as lines of their own (each when it first shows or changes) in a LineView.
+model that names its groups otherwise (`group_title`, e.g. SETTING) or its targets (`details()`:
+im-restart's instance managers, what blocks a setting, which components are left) gets them below
+the table, and as lines of their own (each when it first shows or changes) in a LineView.
 """
 
 from __future__ import annotations
@@ -117,8 +118,9 @@ class TerminalView:
     def frame(self, model: Progress, elapsed: float) -> list[str]:
         limit = model.limit
         lines = [f"{BOLD}{model.heading()}{RESET}  {DIM}{elapsed:.0f}s{RESET}"]
+        title = str(getattr(model, "group_title", "NODE"))
         lines.append(
-            f"{DIM}{'NODE':<14}{'IN FLIGHT':<{FLIGHT_WIDTH}}{'DONE':>6}{'WAITING':>9}  BLOCKED{RESET}"
+            f"{DIM}{title:<14}{'IN FLIGHT':<{FLIGHT_WIDTH}}{'DONE':>6}{'WAITING':>9}  BLOCKED{RESET}"
         )
         for row in model.groups():
             lines.append(self._row(row, limit))

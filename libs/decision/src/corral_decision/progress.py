@@ -90,7 +90,8 @@ class Progress(Protocol):
 
 
 def details_of(model: Progress) -> list[str]:
-    """One line per target worth naming (an instance manager waiting, and why), for a model that
-    offers `details()` beside its per-group figures; none otherwise."""
+    """One line per target worth naming (an instance manager waiting, and why; what blocks a
+    setting, the components left on its old value), for a model that offers `details()` beside its
+    per-group figures; none otherwise."""
     details = getattr(model, "details", None)
     return list(details()) if callable(details) else []

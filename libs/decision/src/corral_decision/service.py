@@ -63,6 +63,11 @@ def _by_verb(command: Command) -> str:
     return str(command.verb)
 
 
+EVENT_TOKEN, EVENT_KIND = "event", "Event"
+"""core/v1 Events: written (through the actuator, e.g. why a setting is pending), never watched,
+so not in the KINDS table the watcher lists from."""
+
+
 @dataclass(frozen=True, eq=False)
 class DecisionService(Generic[ConfigT]):
     """One decision service, as the kit runs it."""
@@ -72,7 +77,7 @@ class DecisionService(Generic[ConfigT]):
     reads: Mapping[str, type[Any]]
     """Kind token (`volume`, `setting`…) → the Struct its LH_OBJECTS events decode into."""
     commands: frozenset[str]
-    """Kind tokens of the objects it commands (`lh.cmd.<name>.<token>.…`)."""
+    """Kind tokens of the objects it commands (`lh.cmd.<name>.<token>.…`); `event` for Events."""
     new_decider: Callable[[ConfigT, Clock], Decider]
     gauges: Callable[[Any], Iterable[Metric]] | None = None
     """Figures read from the decider when Prometheus scrapes (per node, per setting…)."""
@@ -86,7 +91,7 @@ class DecisionService(Generic[ConfigT]):
 
     def __post_init__(self) -> None:
         for token in self.commands:
-            self._subject_tokens[KINDS[token].kind] = token
+            self._subject_tokens[EVENT_KIND if token == EVENT_TOKEN else KINDS[token].kind] = token
 
     @property
     def metric_prefix(self) -> str:

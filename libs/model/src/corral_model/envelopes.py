@@ -118,6 +118,7 @@ class Command(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 # ("deterministic" rather than "sorted": sorting every struct's field names on each call cost
 # twice as much as the rest of the encoding, and gives no more determinism.)
 _ID_ENCODER = msgspec.json.Encoder(order="deterministic")
+_WHEN = frozenset({"firstTimestamp", "lastTimestamp", "eventTime"})
 
 
 def command_id(
@@ -126,15 +127,25 @@ def command_id(
     target: Target,
     changes: tuple[FieldValue, ...],
     preconditions: tuple[FieldValue, ...],
+    body: dict[str, Any] | None = None,
 ) -> str:
     """Hash of service, target, intent and precondition: the same decision always has the same id.
+
+    A create's intent is its body, so a body (creates only) is hashed too, but not its timestamps
+    (`firstTimestamp`, `lastTimestamp`, `eventTime`: when, not what): a crash-looping gate asks for
+    its Event again under the same id, while an Event that says it is the Nth occurrence (`count`)
+    is another command, counted on the recorded Event by the actuator. Commands without a body
+    hash exactly as before.
 
     So a restarted or duplicated decider republishes an identical Nats-Msg-Id and JetStream drops it.
     The hash input is the canonical JSON of exactly these five (an injective encoding, so different
     decisions never share an input), the hash SHA-256, of which the id keeps 128 bits: different
     decisions do not collide in practice. Ids are `<service>-<32 hex>`.
     """
-    canonical = _ID_ENCODER.encode((service, verb, target, changes, preconditions))
+    parts: tuple[Any, ...] = (service, verb, target, changes, preconditions)
+    if body is not None:
+        parts = (*parts, {k: v for k, v in body.items() if k not in _WHEN})
+    canonical = _ID_ENCODER.encode(parts)
     return f"{service}-{hashlib.sha256(canonical).hexdigest()[:32]}"
 
 
@@ -151,7 +162,7 @@ def new_command(
     term: int = 0,
 ) -> Command:
     return Command(
-        id=command_id(service, verb, target, changes, preconditions),
+        id=command_id(service, verb, target, changes, preconditions, body),
         service=service,
         verb=verb,
         target=target,

@@ -76,7 +76,10 @@ def _rv(document: dict[str, Any]) -> str:
 # What a repeated create compares to decide it is the same object: not the envelope, not status.
 _IDENTITY_IGNORED = ("metadata", "status", "apiVersion", "kind")
 # An Event's timestamps and count say when it happened, not what it is: an Event asked for again
-# under the same deterministic name (a crash-looping service's gate) is the Event already recorded.
+# under the same deterministic name (a crash-looping service's gate, a setting blocked again for the
+# same reason) is the Event already recorded, and, when it is a later occurrence (a later
+# lastTimestamp), counted on it as Kubernetes' event recorder does: count + 1 and the new
+# lastTimestamp, not a new Event. The same occurrence asked for again (a redelivery) counts once.
 _EVENT_OCCURRENCE = ("firstTimestamp", "lastTimestamp", "eventTime", "count")
 
 
@@ -348,10 +351,31 @@ class Actuator:
         if subset_holds(wanted, existing) and subset_holds(
             labels, existing.get("metadata", {}).get("labels", {})
         ):
+            if (info.group, info.kind) == ("", "Event"):
+                await self._count_again(info, body, existing)
             raise _Done(Outcome.APPLIED, "already existed; nothing written", _rv(existing))
         raise _Done(
             Outcome.PRECONDITION_FAILED, "an object with this name exists with other content", _rv(existing)
         )
+
+    async def _count_again(self, info: KindInfo, body: dict[str, Any], existing: dict[str, Any]) -> None:
+        """A later occurrence of a recorded Event: count it there (on the version read). Returns
+        when it is not a later one; a refused count is not retried (an Event is a report)."""
+        last, seen = body.get("lastTimestamp"), existing.get("lastTimestamp")
+        if not isinstance(last, str) or not isinstance(seen, str) or last <= seen:
+            return
+        count = existing.get("count")
+        count = (count if isinstance(count, int) and count > 0 else 1) + 1
+        operations = [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": _rv(existing)},
+            {"op": "add", "path": "/count", "value": count},
+            {"op": "add", "path": "/lastTimestamp", "value": last},
+        ]
+        metadata = existing.get("metadata", {})
+        path = info.path(metadata.get("namespace", ""), metadata.get("name", ""))
+        answered = await self.api.request("PATCH", path, body=operations, content_type=JSON_PATCH)
+        if answered.answer is Answer.OK:
+            raise _Done(Outcome.APPLIED, f"recorded again: count {count}", answered.resource_version)
 
     # --- shared -------------------------------------------------------------------------------
 

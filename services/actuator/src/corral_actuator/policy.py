@@ -33,6 +33,10 @@ POLICY_SCHEMA = "corral.actuator-policy/v2"
 NAMED_KINDS = frozenset({"daemonset", "deployment"})
 # corral's own workloads (Deployments `corral-<service>`): no rule may name them.
 OWN_PREFIX = "corral-"
+# A workload rule that cannot name its objects (Longhorn names engine-image DaemonSets after an
+# image hash) may instead give a `namePrefix`, but then only set these integer leaves of a probe,
+# never anything that could carry a command (`exec`), an image or a volume.
+PROBE_LEAVES = frozenset({"periodSeconds", "timeoutSeconds", "failureThreshold"})
 
 
 class PolicyError(ValueError):
@@ -43,6 +47,8 @@ class FieldRule(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbi
     path: str
     # The new value must equal this Longhorn Setting's current value (read live by the actuator).
     value_from_setting: str | None = None
+    # The new value must be a non-negative integer (a probe's seconds or threshold).
+    integer: bool = False
 
 
 class RequiredPrecondition(
@@ -63,6 +69,9 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     # The objects (by name) the rule covers; empty: any object of the kind. Also the RBAC's
     # resourceNames.
     names: tuple[str, ...] = ()
+    # Instead of names, where the objects cannot be known in advance (see PROBE_LEAVES): the
+    # target's name must start with this. RBAC cannot limit by prefix, so this grants by kind.
+    name_prefix: str = msgspec.field(default="", name="namePrefix")
     fields: tuple[FieldRule, ...] = ()
     require: tuple[FieldValue, ...] = ()
     preconditions: tuple[RequiredPrecondition, ...] = ()
@@ -155,8 +164,12 @@ class Policy:
         for required in rule.preconditions:
             if required.value is not msgspec.UNSET and required.if_omitted is not msgspec.UNSET:
                 raise PolicyError(f"{where}: {required.path}: a required value cannot also be omitted")
+        if rule.names and rule.name_prefix:
+            raise PolicyError(f"{where}: a rule names its objects or gives a namePrefix, not both")
         if info.token in NAMED_KINDS and not rule.names:
-            raise PolicyError(f"{where}: a {info.kind} rule must name the objects it covers")
+            if not rule.name_prefix:
+                raise PolicyError(f"{where}: a {info.kind} rule must name the objects it covers")
+            _check_prefix_rule(where, rule, compiled)
         own = [n for n in rule.names if n.startswith(OWN_PREFIX)]
         if own:
             raise PolicyError(f"{where}: {own[0]!r} is one of corral's own workloads")
@@ -280,6 +293,21 @@ class Policy:
         return first
 
 
+def _check_prefix_rule(where: str, rule: Rule, compiled: _CompiledRule) -> None:
+    """A workload rule known only by a name prefix: patch only, a required label, and nothing but
+    integer probe leaves."""
+    if set(rule.verbs) != {Verb.PATCH}:
+        raise PolicyError(f"{where}: a namePrefix rule may only patch")
+    if not any(r.path.startswith("/metadata/labels/") for r in rule.require):
+        raise PolicyError(f"{where}: a namePrefix rule must require a label on the object")
+    for parts, field in compiled.fields:
+        if not field.integer or parts[-1] not in PROBE_LEAVES or parts[-2:-1] != ("livenessProbe",):
+            raise PolicyError(
+                f"{where}: {field.path}: a namePrefix rule may only set integer probe leaves"
+                f" ({', '.join(sorted(PROBE_LEAVES))})"
+            )
+
+
 def _safe_covers(rule_parts: tuple[str, ...], path: str) -> bool:
     try:
         return _covers(rule_parts, tokens(path))
@@ -306,7 +334,11 @@ def _check_rule(command: Command, compiled: _CompiledRule, settings: Mapping[str
         verdict = _check_body(command, info)
         if verdict is not None:
             return verdict
-    names = compiled.rule.names
+    names, prefix = compiled.rule.names, compiled.rule.name_prefix
+    if prefix and not command.target.name.startswith(prefix):
+        return _deny(
+            f"{info.kind} {command.target.name!r} is not one {command.service} may {verb} (only {prefix}*)"
+        )
     if names and command.target.name not in names:
         return _deny(
             f"{info.kind} {command.target.name!r} is not one {command.service} may {verb}"
@@ -361,6 +393,10 @@ def _check_change(
     for rule_parts, field in compiled.fields:
         if not _covers(rule_parts, parts):
             continue
+        if field.integer and (
+            not isinstance(change.value, int) or isinstance(change.value, bool) or change.value < 0
+        ):
+            return _deny(f"{change.path} may only be set to a non-negative integer, not {change.value!r}")
         if field.value_from_setting:
             wanted = settings.get(field.value_from_setting)
             if wanted is None:

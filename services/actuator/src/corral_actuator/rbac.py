@@ -4,7 +4,9 @@ deploy/rbac/actuator.yaml is written by `python -m corral_actuator.rbac > deploy
 and a unit test checks that the file grants what `rules(policy)` says, no more and no less. Each
 kind the policy lets the actuator write also gets `get` (the actuator reads an object to find out
 why a write was refused, and before every delete); each Setting a rule reads live gets `get`, and
-the policy's `reads` section (the start-up gate's reads) is granted as written.
+the policy's `reads` section (the start-up gate's reads) is granted as written. Creating Events
+brings `patch` on them: a later occurrence of a recorded Event is counted on it, as Kubernetes'
+event recorder does.
 
 Where the policy names the objects a rule covers (the Longhorn workloads), the grant carries them
 as `resourceNames`, so even a compromised actuator cannot patch another DaemonSet or Deployment
@@ -46,6 +48,9 @@ def grants(policy: Policy) -> set[Grant]:
         for name in names or (ANY,):
             out.add((info.group, info.plural + suffix, http_verb, name))
             out.add((info.group, info.plural, "get", name))
+        if (info.group, info.kind, verb) == ("", "Event", Verb.CREATE):
+            # An Event recorded again is counted on the one recorded (count, lastTimestamp).
+            out.add((info.group, info.plural, "patch", ANY))
     for info, read_verb in policy.reads():
         out.add((info.group, info.plural, read_verb, ANY))
     if policy.setting_reads():

@@ -30,26 +30,39 @@ from corral_dangerzone.tolerations import (
 from corral_dangerzone.workloads import template_tolerations
 from corral_decision.pod_delete import COMPONENT_LABEL
 from corral_model.envelopes import FieldValue
-from corral_model.longhorn import DaemonSet, Deployment, Pod, PodSpec, ResourceRequirements
-from corral_setting_sync.wanted import Wanted
+from corral_model.longhorn import (
+    Container,
+    DaemonSet,
+    Deployment,
+    Pod,
+    PodSpec,
+    Probe,
+    ResourceRequirements,
+)
+from corral_setting_sync.wanted import ENGINE_IMAGE_PROBE, Wanted
 
 N = SettingName
 
 CSI_PLUGIN = "longhorn-csi-plugin"
 CSI_DEPLOYMENTS = frozenset({"csi-attacher", "csi-provisioner", "csi-resizer", "csi-snapshotter"})
+ENGINE_IMAGE_COMPONENT = "engine-image"
+ENGINE_IMAGE_PREFIX = "engine-image-"
+"""Longhorn names an engine image's DaemonSet `engine-image-<EngineImage name>` and labels it
+`longhorn.io/component: engine-image`; both must hold (the actuator policy checks the same)."""
 _CSI_CONTAINERS = frozenset(CSI_COMPONENTS)
 
 
 class Role(enum.StrEnum):
     CSI_PLUGIN = "csi-plugin"
     CSI_DEPLOYMENT = "csi-deployment"
+    ENGINE_IMAGE = "engine-image"
     INSTANCE_MANAGER = "instance-manager"
     SHARE_MANAGER = "share-manager"
     BACKING_IMAGE_MANAGER = "backing-image-manager"
 
     @property
     def is_pod(self) -> bool:
-        return self not in (Role.CSI_PLUGIN, Role.CSI_DEPLOYMENT)
+        return self not in (Role.CSI_PLUGIN, Role.CSI_DEPLOYMENT, Role.ENGINE_IMAGE)
 
 
 _POD_ROLES = {r.value: r for r in (Role.INSTANCE_MANAGER, Role.SHARE_MANAGER, Role.BACKING_IMAGE_MANAGER)}
@@ -61,6 +74,8 @@ SETTINGS_OF: Mapping[Role, tuple[SettingName, ...]] = {
         N.SYSTEM_MANAGED_CSI_COMPONENTS_RESOURCE_LIMITS,
     ),
     Role.CSI_DEPLOYMENT: (*_GROUP_A, N.SYSTEM_MANAGED_CSI_COMPONENTS_RESOURCE_LIMITS),
+    # Group C's probe settings only: the engine-image controller applies group A to them (§1.5).
+    Role.ENGINE_IMAGE: tuple(ENGINE_IMAGE_PROBE),
     Role.INSTANCE_MANAGER: (*_GROUP_A, N.STORAGE_NETWORK),
     Role.SHARE_MANAGER: _GROUP_A,
     Role.BACKING_IMAGE_MANAGER: (*_GROUP_A, N.STORAGE_NETWORK),
@@ -77,6 +92,12 @@ def role_of(kind: str, obj: Any) -> Role | None:
         return _POD_ROLES.get(obj.metadata.labels.get(COMPONENT_LABEL, ""))
     if kind == "daemonset" and obj.metadata.name == CSI_PLUGIN:
         return Role.CSI_PLUGIN
+    if (
+        kind == "daemonset"
+        and obj.metadata.name.startswith(ENGINE_IMAGE_PREFIX)
+        and obj.metadata.labels.get(COMPONENT_LABEL) == ENGINE_IMAGE_COMPONENT
+    ):
+        return Role.ENGINE_IMAGE
     if kind == "deployment" and obj.metadata.name in CSI_DEPLOYMENTS:
         return Role.CSI_DEPLOYMENT
     return None
@@ -130,7 +151,24 @@ def updated(name: SettingName, role: Role, obj: Component, wanted: Wanted) -> bo
             for c in spec.containers
             if c.name in _CSI_CONTAINERS
         )
+    if name in ENGINE_IMAGE_PROBE:
+        field = ENGINE_IMAGE_PROBE[name]
+        return all(_probe_value(c.liveness_probe, field) == wanted.probe[field] for c in _probed(spec))
     return True
+
+
+def _probed(spec: PodSpec) -> list[Container]:
+    """The containers Longhorn's probe settings reach: those with a liveness probe."""
+    return [c for c in spec.containers if c.liveness_probe is not None]
+
+
+def _probe_value(probe: Probe | None, field: str) -> int:
+    assert probe is not None
+    if field == "periodSeconds":
+        return probe.period_seconds
+    if field == "timeoutSeconds":
+        return probe.timeout_seconds
+    return probe.failure_threshold
 
 
 def lagging(
@@ -179,4 +217,11 @@ def template_changes(obj: Workload, names: Iterable[SettingName], wanted: Wanted
                     resources = wanted.csi_limits.resources_for(container.name)
                     path = _pointer("spec", "template", "spec", "containers", str(index), "resources")
                     changes.append(FieldValue(path=path, value=msgspec.to_builtins(resources)))
+        elif name in ENGINE_IMAGE_PROBE:
+            field = ENGINE_IMAGE_PROBE[name]
+            for index, container in enumerate(template.spec.containers):
+                if container.liveness_probe is not None:
+                    at = ("spec", "template", "spec", "containers", str(index), "livenessProbe", field)
+                    path = _pointer(*at)
+                    changes.append(FieldValue(path=path, value=wanted.probe[field]))
     return tuple(changes)

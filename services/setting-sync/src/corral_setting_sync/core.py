@@ -24,13 +24,23 @@ from typing import Any
 
 import msgspec
 
+from corral_dangerzone.settings import DangerZoneSettings
 from corral_dangerzone.table import DANGER_ZONE, ApplyGroup, SettingName, default_value, definition
+from corral_dangerzone.validation import normalize_value
 from corral_decision.base import DeciderBase, TargetKey, key_of
 from corral_decision.decider import Clock, Explanation, InvalidEvent
 from corral_model import longhorn as lh
 from corral_model.envelopes import Command, CommandResult, EventType, ObjectEvent
-from corral_setting_sync.commands import SERVICE, delete_pod, patch_template, set_applied
+from corral_setting_sync.commands import (
+    SERVICE,
+    delete_instance_manager,
+    delete_pod,
+    patch_template,
+    set_applied,
+)
 from corral_setting_sync.components import Component, Role, lagging, role_of, same_facts, template_changes
+from corral_setting_sync.events import EVENT_REASON, event_name, pending_event
+from corral_setting_sync.per_engine import ENGINES, TOGGLE, EngineIndex
 from corral_setting_sync.reasons import Reason
 from corral_setting_sync.volumes import AttachmentIndex, name_some
 from corral_setting_sync.wanted import APPLIED_HERE, Wanted, check, defaults, with_value
@@ -42,6 +52,8 @@ READS: dict[str, type[Any]] = {
     "daemonset": lh.DaemonSet,
     "deployment": lh.Deployment,
     "pod": lh.Pod,
+    "node": lh.Node,
+    "kubenode": lh.KubeNode,
 }
 _DANGER = frozenset(n.value for n in DANGER_ZONE)
 _BY_GROUP = {
@@ -49,6 +61,10 @@ _BY_GROUP = {
     for group in (ApplyGroup.ALL_VOLUMES_DETACHED, ApplyGroup.RWX_VOLUMES_DETACHED)
 }
 _COMPONENT_KINDS = frozenset({"pod", "daemonset", "deployment"})
+_PER_ENGINE = (*TOGGLE.values(), SettingName.GUARANTEED_INSTANCE_MANAGER_CPU)
+"""Group D: judged per instance manager (per_engine.py)."""
+_FORMULA = frozenset({*_PER_ENGINE, SettingName.DATA_ENGINE_NUMBER_OF_CPU_CORES})
+"""The settings group D's judgement reads (the v2 CPU request counts whole cores)."""
 
 
 class DeciderConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -56,6 +72,9 @@ class DeciderConfig(msgspec.Struct, frozen=True, kw_only=True):
     """A command with neither a result nor a visible effect after this long is presumed lost."""
     applied_ttl: float = 600.0
     """After an `applied` result, how long the view may lag before the command stops counting."""
+    event_interval: float = 5.0
+    """At most one pending Event per setting this often: a blocker list that changes on every
+    attach and detach is reported as it stands every `event_interval`, not on every event."""
     retry_backoff: float = 120.0
     """After a refusal with no fresher object in view, wait this long before the same command
     (at least LH_COMMANDS' dedup window, or the identical retry is dropped)."""
@@ -88,6 +107,9 @@ class SettingSyncDecider(DeciderBase):
         self.invalid: dict[str, str] = {}
         """Danger-zone setting → Longhorn's validation message for its stored value."""
         self.wanted: Wanted = defaults()
+        self.valid_values: dict[str, str] = {}
+        """Danger-zone setting → its last valid value, normalised (group D reads these)."""
+        self.engines = EngineIndex(DangerZoneSettings.defaults())
         self.volumes = AttachmentIndex()
         self.components: dict[TargetKey, ComponentRecord] = {}
         self.lagging: dict[SettingName, dict[TargetKey, None]] = {n: {} for n in APPLIED_HERE}
@@ -102,6 +124,12 @@ class SettingSyncDecider(DeciderBase):
         self._timers: list[tuple[float, int, TargetKey]] = []
         self._seq = itertools.count()
         self._bootstrapped = False
+        self._reported: dict[str, tuple[Reason, str]] = {}
+        """Per setting, the blocker its last pending Event named (absent while nothing blocks it)."""
+        self._reported_at: dict[str, float] = {}
+        self._occurrences: dict[str, int] = {}
+        """Event name → how many times this decider reported it (the Event's `count`)."""
+        self._report_due: set[str] = set()
 
     # --- input ------------------------------------------------------------------------------------
 
@@ -126,10 +154,42 @@ class SettingSyncDecider(DeciderBase):
             self._apply_component(key, kind, obj)
         elif kind == "setting":
             self._apply_setting(key, event.name, obj)
-        # instancemanager: read for the group-D rules corral leaves to Longhorn (README); versions only.
+        elif kind == "instancemanager":
+            self._settle_if_fresher(key, deleted)
+            moves = self.engines.moves
+            self._per_engine_moved(self.engines.apply_im(event.name, obj), moves)
+            if key in self._held and self.versions.get(key) != self._held[key][0]:
+                del self._held[key]
+        elif kind == "node":
+            self._per_engine_moved(self.engines.apply_node(event.name, obj))
+        elif kind == "kubenode":
+            self._per_engine_moved(self.engines.apply_kube_node(event.name, obj))
+        if kind == "pod" and (obj is None or role_of(kind, obj) is Role.INSTANCE_MANAGER):
+            self._per_engine_moved(self.engines.apply_pod(event.name, obj))
+
+    def _per_engine_moved(self, changed: set[SettingName], moves: int | None = None) -> None:
+        self._dirty.update(n.value for n in changed)
+        if moves is not None and moves != self.engines.moves:
+            self._blockers_moved()
+
+    def _blockers_moved(self) -> None:
+        """The volumes or instance managers that block settings changed: each setting reported
+        blocked is reported again as it then stands, at most every `event_interval` (O(reported))."""
+        for name in self._reported:
+            self._schedule_report(name, self.clock())
+
+    def _schedule_report(self, name: str, now: float) -> None:
+        if name in self._report_due:
+            return
+        self._report_due.add(name)
+        due = max(now, self._reported_at.get(name, now) + self.config.event_interval)
+        self._schedule(due, ("SettingEvent", "", name))
 
     def _apply_volume(self, name: str, volume: lh.Volume | None) -> None:
+        moves = self.volumes.moves
         flipped_a, flipped_b = self.volumes.apply(name, volume)
+        if moves != self.volumes.moves:
+            self._blockers_moved()
         if flipped_a:
             self._precondition_moved(ApplyGroup.ALL_VOLUMES_DETACHED)
         if flipped_b:
@@ -158,10 +218,14 @@ class SettingSyncDecider(DeciderBase):
         message = check(SettingName(name), raw)
         if message is None:
             self.invalid.pop(name, None)
+            self.valid_values[name] = normalize_value(name, raw)
         else:
             self.invalid[name] = message
         if SettingName(name) in APPLIED_HERE:
             self._revalue(SettingName(name), raw, message is None)
+        if SettingName(name) in _FORMULA and message is None:
+            settings = DangerZoneSettings.from_values(self.valid_values)
+            self._per_engine_moved(self.engines.revalue(settings) | {SettingName(name)})
 
     def _revalue(self, name: SettingName, raw: str, valid: bool) -> None:
         """Judge every component again for `name` alone (a value change: rare, O(components))."""
@@ -297,8 +361,12 @@ class SettingSyncDecider(DeciderBase):
             if record is not None:
                 self._act(record, now, commands)
         for name in dirty:
+            if name in _PER_ENGINE_NAMES and name not in self.invalid:
+                self._act_per_engine(SettingName(name), now, commands)
+        for name in dirty:
             verdict = self.verdicts[name] = self._verdict(name)
             self._write_status(name, verdict, now, commands)
+            self._report(name, verdict, now, commands)
         return commands
 
     def next_due(self) -> float | None:
@@ -349,6 +417,14 @@ class SettingSyncDecider(DeciderBase):
             name: int(self._verdict(name).reason.pending) for name in sorted(self.settings) if name in _DANGER
         }
 
+    def lagging_components(self, name: SettingName) -> set[str]:
+        """`Kind/name` of every component still on `name`'s old value (O(those components))."""
+        if name is SettingName.GUARANTEED_INSTANCE_MANAGER_CPU:
+            return {f"Pod/{n}" for e in ENGINES for n in self.engines.cpu_lagging[e]}
+        if name in TOGGLE.values():
+            return {f"InstanceManager/{n}" for n in self.engines.disabled[_engine_of(name)]}
+        return {f"{k[0]}/{k[2]}" for k in self.lagging.get(name, {})}
+
     # --- internals ----------------------------------------------------------------------------------
 
     def _actionable(self, name: SettingName) -> bool:
@@ -382,6 +458,63 @@ class SettingSyncDecider(DeciderBase):
             changes = template_changes(obj, names, self.wanted)
             command = patch_template(key[0], obj, changes, names, now)
         self._issue(command, key, record.rv, now, commands)
+
+    def _act_per_engine(self, name: SettingName, now: float, commands: list[Command]) -> None:
+        """Group D: delete a disabled engine's IM CRs, or IM pods whose CPU request lags, once no
+        instance manager of that engine runs engine instances (v1 first: a blocked v1 stops v2)."""
+        engines = self.engines
+        if name is SettingName.GUARANTEED_INSTANCE_MANAGER_CPU:
+            for engine in ENGINES:
+                if not engines.cpu_lagging[engine]:
+                    continue
+                if engines.engine_busy(engine):
+                    return
+                for pod_name in sorted(engines.cpu_lagging[engine]):
+                    pod = engines.pods[pod_name]
+                    key = ("Pod", pod.metadata.namespace, pod_name)
+                    if not pod.metadata.deletion_timestamp and self._may_issue(key, now):
+                        command = delete_pod(pod, (name,), now)
+                        self._issue(command, key, self.versions.get(key, 0), now, commands)
+            return
+        engine = _engine_of(name)
+        if engines.engine_busy(engine):
+            return
+        for im_name in sorted(engines.disabled[engine]):
+            im = engines.ims[im_name]
+            key = ("InstanceManager", im.metadata.namespace, im_name)
+            if self._may_issue(key, now):
+                command = delete_instance_manager(im, engine, name, now)
+                self._issue(command, key, self.versions.get(key, 0), now, commands)
+
+    def _report(self, name: str, verdict: Verdict, now: float, commands: list[Command]) -> None:
+        """A Warning Event on the Setting naming what blocks it, when that changed (at most every
+        `event_interval`); the same blocker again later is the same Event, counted once more."""
+        setting = self.settings.get(name)
+        if setting is None or verdict.reason not in EVENT_REASON:
+            self._reported.pop(name, None)
+            return
+        blocker = (verdict.reason, self._detail(name, verdict.reason))
+        if self._reported.get(name) == blocker:
+            return
+        last = self._reported_at.get(name)
+        if last is not None and now < last + self.config.event_interval:
+            self._schedule_report(name, now)
+            return
+        self._reported[name], self._reported_at[name] = blocker, now
+        event = event_name(setting, EVENT_REASON[blocker[0]], blocker[1])
+        count = self._occurrences[event] = self._occurrences.get(event, 0) + 1
+        commands.append(pending_event(setting, blocker[0], blocker[1], count, now))
+
+    def _may_issue(self, key: TargetKey, now: float) -> bool:
+        """No command out on `key`, and no refusal of one on this version still holding it back."""
+        if key in self.pending:
+            return False
+        held = self._held.get(key)
+        if held is not None:
+            if held[0] == self.versions.get(key, 0) and now < held[1]:
+                return False
+            del self._held[key]
+        return True
 
     def _write_status(self, name: str, verdict: Verdict, now: float, commands: list[Command]) -> None:
         setting = self.settings.get(name)
@@ -427,6 +560,11 @@ class SettingSyncDecider(DeciderBase):
             self._look_again(record)
         elif key[0] == "Setting":
             self._dirty.add(key[2])
+        elif key[0] == "SettingEvent":
+            self._report_due.discard(key[2])
+            self._dirty.add(key[2])
+        if key[0] in ("InstanceManager", "Pod"):
+            self._dirty.update(_PER_ENGINE_NAMES)
 
     def _verdict(self, name: str) -> Verdict:
         if name not in _DANGER:
@@ -434,6 +572,8 @@ class SettingSyncDecider(DeciderBase):
         if name in self.invalid:
             return Verdict(Reason.INVALID_VALUE, False)
         setting = SettingName(name)
+        if setting in _PER_ENGINE:
+            return self._per_engine_verdict(setting)
         group = APPLIED_HERE.get(setting)
         if group is None:
             if definition(name).group is ApplyGroup.CONSUMED_OTHER:
@@ -447,6 +587,29 @@ class SettingSyncDecider(DeciderBase):
             return Verdict(Reason.RWX_VOLUMES_ATTACHED, False)
         return Verdict(Reason.APPLYING, False)
 
+    def _per_engine_verdict(self, name: SettingName) -> Verdict:
+        engines = self.engines
+        if name is SettingName.GUARANTEED_INSTANCE_MANAGER_CPU:
+            lagging_engines = [e for e in ENGINES if engines.cpu_lagging[e]]
+            if not lagging_engines:
+                return Verdict(Reason.APPLIED, True)
+            if self._cpu_blocker() is not None:
+                return Verdict(Reason.ENGINE_INSTANCES, False)
+            return Verdict(Reason.APPLYING, False)
+        engine = _engine_of(name)
+        if not engines.disabled[engine]:
+            return Verdict(Reason.APPLIED, True)
+        if engines.engine_busy(engine):
+            return Verdict(Reason.ENGINE_INSTANCES, False)
+        return Verdict(Reason.APPLYING, False)
+
+    def _cpu_blocker(self) -> str | None:
+        """The data engine whose running instances hold the CPU change back (v1 stops v2)."""
+        for engine in ENGINES:
+            if self.engines.cpu_lagging[engine] and self.engines.engine_busy(engine):
+                return engine
+        return None
+
     def _detail(self, name: str, reason: Reason) -> str:
         if reason is Reason.INVALID_VALUE:
             return self.invalid[name]
@@ -454,13 +617,26 @@ class SettingSyncDecider(DeciderBase):
             return name_some(self.volumes.attached, "attached volume", "attached volumes")
         if reason is Reason.RWX_VOLUMES_ATTACHED:
             return name_some(self.volumes.rwx_attached, "attached RWX volume", "attached RWX volumes")
+        if reason is Reason.ENGINE_INSTANCES:
+            setting = SettingName(name)
+            engine = self._cpu_blocker() if setting not in TOGGLE.values() else _engine_of(setting)
+            busy = self.engines.busy[engine or "v1"]
+            return f"{engine} " + name_some(
+                busy, "instance manager with engine instances", "instance managers with engine instances"
+            )
         if reason is Reason.APPLYING:
-            lagging_keys = self.lagging[SettingName(name)]
-            names = {f"{k[0]}/{k[2]}" for k in lagging_keys}
+            names = self.lagging_components(SettingName(name))
             return name_some(names, "component on the old value", "components on the old value")
         if reason is Reason.NOT_HANDLED:
             return f"group {_group_of(name)}: left to Longhorn"
         return ""
+
+
+_PER_ENGINE_NAMES = frozenset(n.value for n in _PER_ENGINE)
+
+
+def _engine_of(toggle: SettingName) -> str:
+    return "v1" if toggle is SettingName.V1_DATA_ENGINE else "v2"
 
 
 def _applied_here(name: str) -> SettingName | None:

@@ -20,11 +20,14 @@ class Reason(enum.StrEnum):
     """Group A: something needs changing and some volume is not detached."""
     RWX_VOLUMES_ATTACHED = "rwx-volumes-attached"
     """Group B: something needs changing and a non-migratable RWX volume is not detached."""
+    ENGINE_INSTANCES = "engine-instances"
+    """Group D: something needs changing and an instance manager of that data engine runs engine
+    instances (Longhorn checks instances, not volume state)."""
     APPLYING = "applying"
     """The precondition holds: commands are out (or queued) for the components still on the old value."""
     NOT_HANDLED = "not-handled"
-    """Group D and the engine-image probes: left to Longhorn (and im-restart); `status.applied`
-    is not written by corral (see the service README)."""
+    """A danger-zone setting no rule here covers (none today: groups A-D and the consumed-elsewhere
+    ones are all routed); `status.applied` is then not written by corral."""
     VIEW_INCOMPLETE = "view-incomplete"
     """Not every kind has been listed yet: nothing is decided."""
 
@@ -35,5 +38,6 @@ class Reason(enum.StrEnum):
             Reason.INVALID_VALUE,
             Reason.ATTACHED_VOLUMES,
             Reason.RWX_VOLUMES_ATTACHED,
+            Reason.ENGINE_INSTANCES,
             Reason.APPLYING,
         )

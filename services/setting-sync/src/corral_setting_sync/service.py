@@ -10,6 +10,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from corral_decision import Clock, DecisionConfig, DecisionService
 from corral_setting_sync.commands import SERVICE, command_mode
 from corral_setting_sync.core import READS, DeciderConfig, SettingSyncDecider
+from corral_setting_sync.progress import SettingProgress
 from corral_upgradepath.hooks import bus_gate
 
 
@@ -42,11 +43,12 @@ DEFINITION = DecisionService(
     name=SERVICE,
     config=SettingSyncConfig,
     reads=READS,
-    commands=frozenset({"setting", "daemonset", "deployment", "pod"}),
+    commands=frozenset({"setting", "daemonset", "deployment", "pod", "instancemanager", "event"}),
     new_decider=new_decider,
     gauges=gauges,
-    # Commands counted as `template`, `pod` or `applied`.
+    # Commands counted as `template`, `pod`, `instance-manager`, `applied` or `event`.
     command_mode=command_mode,
     # Decided from the watcher's view on the bus: this service holds no API credentials.
     startup=(bus_gate,),
+    progress=SettingProgress,
 )

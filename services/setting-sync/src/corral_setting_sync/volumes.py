@@ -30,17 +30,22 @@ def blocks_rwx_detached(volume: Volume) -> bool:
 class AttachmentIndex:
     """The volumes that are not detached (all, and RWX non-migratable), by name."""
 
-    __slots__ = ("attached", "rwx_attached")
+    __slots__ = ("attached", "moves", "rwx_attached")
 
     def __init__(self) -> None:
         self.attached: set[str] = set()
         self.rwx_attached: set[str] = set()
+        self.moves = 0
+        """Bumped whenever a volume enters or leaves either set (the blockers named changed)."""
 
     def apply(self, name: str, volume: Volume | None) -> tuple[bool, bool]:
         """Fold one volume in (None: deleted). Returns whether the group-A and the group-B
         precondition flipped (held → failed or failed → held)."""
+        sizes = len(self.attached), len(self.rwx_attached)
         a = _move(self.attached, name, volume is not None and blocks_all_detached(volume))
         b = _move(self.rwx_attached, name, volume is not None and blocks_rwx_detached(volume))
+        if sizes != (len(self.attached), len(self.rwx_attached)):
+            self.moves += 1
         return a, b
 
     @property

@@ -33,8 +33,19 @@ APPLIED_HERE: Mapping[SettingName, ApplyGroup] = {
     N.STORAGE_NETWORK: ApplyGroup.ALL_VOLUMES_DETACHED,
     N.ENDPOINT_NETWORK_FOR_RWX_VOLUME: ApplyGroup.RWX_VOLUMES_DETACHED,
     N.SYSTEM_MANAGED_CSI_COMPONENTS_RESOURCE_LIMITS: ApplyGroup.NO_PRECONDITION,
+    N.ENGINE_IMAGE_POD_LIVENESS_PROBE_PERIOD: ApplyGroup.NO_PRECONDITION,
+    N.ENGINE_IMAGE_POD_LIVENESS_PROBE_TIMEOUT: ApplyGroup.NO_PRECONDITION,
+    N.ENGINE_IMAGE_POD_LIVENESS_PROBE_FAILURE_THRESHOLD: ApplyGroup.NO_PRECONDITION,
 }
-"""The settings setting-sync writes to components, with their §3.3 precondition group."""
+"""The settings setting-sync writes to component templates and pods, with their §3.3 precondition
+group (group D, judged per instance manager, is per_engine.py's)."""
+
+ENGINE_IMAGE_PROBE = {
+    N.ENGINE_IMAGE_POD_LIVENESS_PROBE_PERIOD: "periodSeconds",
+    N.ENGINE_IMAGE_POD_LIVENESS_PROBE_TIMEOUT: "timeoutSeconds",
+    N.ENGINE_IMAGE_POD_LIVENESS_PROBE_FAILURE_THRESHOLD: "failureThreshold",
+}
+"""The engine-image DaemonSets' liveness-probe field each probe setting sets (§3.3 group C)."""
 
 
 class Wanted(msgspec.Struct, frozen=True, kw_only=True):
@@ -50,6 +61,8 @@ class Wanted(msgspec.Struct, frozen=True, kw_only=True):
     endpoint_network_annotation: str | None = None
     """The csi-plugin template's CNI annotation (None = must be absent)."""
     csi_limits: CsiResourceLimits = CsiResourceLimits()
+    probe: Mapping[str, int] = {}
+    """Engine-image liveness probe: `periodSeconds`/`timeoutSeconds`/`failureThreshold` → value."""
 
 
 def check(name: SettingName, raw: str) -> str | None:
@@ -78,6 +91,8 @@ def with_value(wanted: Wanted, name: SettingName, raw: str) -> Wanted:
         return replace(wanted, endpoint_network_annotation=annotation)
     if name is N.SYSTEM_MANAGED_CSI_COMPONENTS_RESOURCE_LIMITS:
         return replace(wanted, csi_limits=parse_csi_limits(raw))
+    if name in ENGINE_IMAGE_PROBE:
+        return replace(wanted, probe={**wanted.probe, ENGINE_IMAGE_PROBE[name]: int(raw)})
     raise KeyError(name)
 
 

@@ -1,0 +1,55 @@
+"""The setting-sync scenarios' stack: the sandbox cluster, a real NATS server, and the watcher,
+actuator and setting-sync services, each under the runtime harness in this event loop, exactly as
+deployed (only the process boundary is missing). Observations read the emulator through
+kubernetes-asyncio, never a service's own view."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+import pytest
+
+from corral_bus import Bus
+from corral_setting_sync.core import READS
+from corral_setting_sync.service import DEFINITION
+from corral_watcher.config import WatcherConfig
+from corral_watcher.runner import main as watcher_main
+from tests.fixtures.nats import NatsServer
+from tests.fixtures.processes import eventually
+from tests.fixtures.sandbox import Sandbox
+from tests.fixtures.services import IN_LOOP, Running, decision_replica
+from tests.scenarios.engine_upgrade.conftest import actuator
+
+__all__ = ["Running", "stack"]
+
+
+def watcher(kubeconfig: str, url: str) -> Running:
+    config = {
+        **IN_LOOP,
+        "service": "watcher",
+        "instance": "w-1",
+        "nats_url": url,
+        "kubeconfig": kubeconfig,
+        "kinds": sorted(READS),
+    }
+    return Running("watcher", msgspec.convert(config, WatcherConfig), watcher_main, [])
+
+
+def setting_sync(url: str, instance: str = "ss-1", **settings: Any) -> Running:
+    return decision_replica(DEFINITION, url, instance, handover_delay_s=0.0, **settings)
+
+
+@pytest.fixture
+async def stack(sandbox: Sandbox, bus: Bus, nats_server: NatsServer) -> AsyncIterator[list[Running]]:
+    kubeconfig = str(sandbox.cluster.kubeconfig_path)
+    url = nats_server.url
+    services = [watcher(kubeconfig, url), actuator(kubeconfig, url), setting_sync(url)]
+    try:
+        # Generous: the machine is shared, and three services import and connect at once.
+        await eventually(lambda: all(s.ready for s in services), within=120, what="the stack to lead")
+        yield services
+    finally:
+        for service in reversed(services):
+            await service.stop()
