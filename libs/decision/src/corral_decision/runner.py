@@ -37,8 +37,10 @@ import msgspec
 from prometheus_client import CollectorRegistry
 
 from corral_bus import BootstrapReader, Bus, Publisher, PublishError, StreamMessage
+from corral_decision.coexistence import Coexistence
 from corral_decision.command_feed import CommandFeed
 from corral_decision.decider import Decider, InvalidEvent
+from corral_decision.events import is_event
 from corral_decision.metrics import RunnerMetrics
 from corral_decision.seen import SeenCommands
 from corral_decision.service import DecisionConfig, DecisionService
@@ -89,6 +91,9 @@ class DecisionRunner:
         self.log = log
         self.decider = decider if decider is not None else service.new_decider(config, time.time)
         self.metrics = RunnerMetrics(service.metric_prefix, registry, self.decider, service.gauges)
+        self.coexistence = Coexistence(
+            service.name, service.longhorn_loop, config.mode, config.namespace, self.decider, registry
+        )
         self.decode_event = EventDecoder(service)
         self._is_leader = is_leader
         self._lease_term = lease_term
@@ -218,14 +223,18 @@ class DecisionRunner:
 
     async def _decide_once(self) -> Sequence[Command]:
         started = time.perf_counter()
-        commands = self.decider.decide()
+        decided = self.decider.decide()
         self.metrics.decision_seconds.observe(time.perf_counter() - started)
+        # Beside a running longhorn-manager, what would double-drive is withheld (coexistence.py).
+        commands, withheld = self.coexistence.screen(decided, time.time())
+        for result in withheld:
+            self.decider.record_result(result)
         if not commands:
             return commands
         await self._publish(commands)
         mode = self.service.command_mode
         for command in commands:
-            self.metrics.commands.labels(mode(command)).inc()
+            self.metrics.commands.labels("event" if is_event(command) else mode(command)).inc()
         self.log.info("commands published", count=len(commands))
         return commands
 
