@@ -32,6 +32,7 @@ from corral_bus import StreamMessage
 from corral_decision.bundle import BadLine, Line, order_key
 from corral_decision.command_diff import Difference, ReplayedCommand, compare
 from corral_decision.decider import Decider, Explanation, InvalidEvent, target_key
+from corral_decision.events import is_event
 from corral_decision.recording import Recording
 from corral_decision.runner import EventDecoder
 from corral_decision.service import DecisionService
@@ -140,6 +141,7 @@ class Replay:
         self._object_filters = service.object_filters(config.namespace)
         self._results = f"{RESULTS_PREFIX}.{escape_token(service.name)}."
         self._commands = f"{COMMANDS_PREFIX}.{escape_token(service.name)}."
+        self._events = f"{self._commands}event."
         self._recording = Recording()
         self._late_results: set[str] = set()  # named by results after `until`
         self._objects_seen: set[str] = set()  # subjects
@@ -185,7 +187,11 @@ class Replay:
         elif stream == RESULTS_STREAM and subject.startswith(self._results):
             self._wake(line)
             self._result(line)
-        elif stream == COMMANDS_STREAM and subject.startswith(self._commands):
+        elif (
+            stream == COMMANDS_STREAM
+            and subject.startswith(self._commands)
+            and not subject.startswith(self._events)  # Events are reports, not decisions
+        ):
             self._command(line)
 
     def _after_until(self, line: Line) -> None:
@@ -284,7 +290,7 @@ class Replay:
             self._led = True
             self.decider.reconsider_all()
         commands = self.decider.decide()
-        made = [ReplayedCommand(c, self._last, by_timer) for c in commands]
+        made = [ReplayedCommand(c, self._last, by_timer) for c in commands if not is_event(c)]
         self.report.replayed.extend(made)
         if self.explain is not None:
             mine = tuple(m.command.id for m in made if m.key == self.explain)
