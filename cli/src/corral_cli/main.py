@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from corral_cli import commands
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="corral", description=__doc__.splitlines()[0] if __doc__ else None)
+def build_parser(prog: str = "corral") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0] if __doc__ else None)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module_info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{commands.__name__}.{module_info.name}")
@@ -27,10 +27,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str = "corral") -> int:
+    args = build_parser(prog).parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     return func(args)
+
+
+def kubectl_main(argv: Sequence[str] | None = None) -> int:
+    """`kubectl corral …`: kubectl runs the `kubectl-corral` executable it finds on PATH with the
+    rest of the command line; the same commands, named as the operator typed them."""
+    return main(argv, prog="kubectl corral")
 
 
 if __name__ == "__main__":

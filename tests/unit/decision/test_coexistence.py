@@ -159,7 +159,7 @@ async def test_engine_upgrade_in_mode_act_refuses_while_longhorns_loop_is_on_the
 ) -> None:
     watcher = FakeWatcher(fake_bus, NS)
     await engine_upgrade_cluster(watcher, longhorn_limit="2")
-    async with commands_seen(fake_bus, "engine-upgrade") as seen:
+    async with commands_seen(fake_bus, "engine-upgrade", events=True) as seen:
         service = started(ENGINE_UPGRADE, Mode.ACT, per_node_limit=1, retry_backoff_s=0.5)
         await eventually(lambda: events(seen, "CorralRefusedToAct"), within=5, what="the refusal Event")
         [refusal] = events(seen, "CorralRefusedToAct")
@@ -190,7 +190,7 @@ async def test_engine_upgrade_in_mode_auto_observes_while_longhorns_loop_is_on(
 ) -> None:
     watcher = FakeWatcher(fake_bus, NS)
     await engine_upgrade_cluster(watcher, longhorn_limit="2")
-    async with commands_seen(fake_bus, "engine-upgrade") as seen:
+    async with commands_seen(fake_bus, "engine-upgrade", events=True) as seen:
         service = started(ENGINE_UPGRADE, Mode.AUTO, per_node_limit=1)
         await eventually(lambda: events(seen, "CorralObserving"), within=5, what="the observing Event")
         assert events(seen, "CorralObserving")[0]["type"] == "Normal"
@@ -214,7 +214,7 @@ async def test_engine_upgrade_in_mode_replace_acts_on_longhorns_setting_and_says
 ) -> None:
     watcher = FakeWatcher(fake_bus, NS)
     await engine_upgrade_cluster(watcher, longhorn_limit="2")
-    async with commands_seen(fake_bus, "engine-upgrade") as seen:
+    async with commands_seen(fake_bus, "engine-upgrade", events=True) as seen:
         started(ENGINE_UPGRADE, Mode.REPLACE)
         await eventually(lambda: len(changes(seen)) == 4, within=5, what="Longhorn's limit, 2 per node")
         assert [c for _, c in seen if c.body and c.body["reason"].startswith("Corral")] == []
@@ -259,7 +259,7 @@ async def test_a_service_whose_longhorn_loop_cannot_be_switched_off_refuses_in_m
     fake_bus: Bus, started: Callable[..., Service], definition: DecisionService[Any]
 ) -> None:
     watcher = await _cluster_for(definition, fake_bus)
-    async with commands_seen(fake_bus, definition.name) as seen:
+    async with commands_seen(fake_bus, definition.name, events=True) as seen:
         service = started(definition, Mode.ACT)
         await eventually(lambda: events(seen, "CorralRefusedToAct"), within=5, what="the refusal Event")
         [refusal] = events(seen, "CorralRefusedToAct")
@@ -280,7 +280,7 @@ async def test_a_service_whose_longhorn_loop_cannot_be_switched_off_observes_in_
     fake_bus: Bus, started: Callable[..., Service], definition: DecisionService[Any]
 ) -> None:
     await _cluster_for(definition, fake_bus)
-    async with commands_seen(fake_bus, definition.name) as seen:
+    async with commands_seen(fake_bus, definition.name, events=True) as seen:
         service = started(definition, Mode.AUTO)
         await eventually(lambda: events(seen, "CorralWouldAct"), within=5, what="what it would do")
         assert events(seen, "CorralObserving") and not events(seen, "CorralRefusedToAct")

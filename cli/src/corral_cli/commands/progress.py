@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
+import contextlib
 import signal
 import sys
 from typing import Any
 
-DEFAULT_NATS_URL = os.environ.get("CORRAL_NATS_URL", "nats://127.0.0.1:4222")
+from corral_cli.nats_access import AccessError, NatsAccess, add_nats_options, reader
+
 CONNECT_TIMEOUT_S = 10.0
 
 
@@ -26,7 +27,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("progress", help="follow a decision service's wave live, from the bus")
     services = parser.add_subparsers(dest="service", required=True, metavar="SERVICE")
     sub = services.add_parser("engine-upgrade", help="per owner node: in flight / done / waiting / blocked")
-    sub.add_argument("--nats", default=DEFAULT_NATS_URL, help=f"NATS URL (default {DEFAULT_NATS_URL})")
+    add_nats_options(sub)  # a URL, a read-only user's credentials, or a port-forward
     sub.add_argument("--namespace", default="longhorn-system", help="Longhorn's namespace")
     sub.add_argument("--follow", action="store_true", help="keep following after the wave is over")
     sub.add_argument(
@@ -53,7 +54,6 @@ def run(args: argparse.Namespace) -> int:
 async def _run(args: argparse.Namespace) -> int:
     from nats.errors import Error as NatsError
 
-    from corral_bus import connect
     from corral_cli.progress.follow import follow_wave, summary
     from corral_cli.progress.render import LineView, ProgressView, TerminalView
     from corral_model.subjects import OBJECTS_STREAM
@@ -62,24 +62,29 @@ async def _run(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    try:
-        async with asyncio.timeout(CONNECT_TIMEOUT_S):
-            bus = await connect(args.nats, "corral-progress", max_reconnect_attempts=-1)
-    except (TimeoutError, OSError) as error:
-        print(f"corral progress: cannot reach NATS at {args.nats}: {error or 'timed out'}", file=sys.stderr)
-        return 1
-    try:
-        await bus.js.stream_info(OBJECTS_STREAM)
-    except NatsError as error:
-        await bus.close()
-        print(
-            f"corral progress: no {OBJECTS_STREAM} stream at {args.nats} ({error}); is it a corral bus?",
-            file=sys.stderr,
-        )
-        return 1
-    out = sys.stdout
-    view: ProgressView = TerminalView(out) if out.isatty() and not args.lines else LineView(out)
-    try:
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            access = NatsAccess.from_args(args)
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                bus, url = await stack.enter_async_context(reader(access, "corral-progress"))
+        except AccessError as error:
+            print(f"corral progress: {error}", file=sys.stderr)
+            return 1
+        except (TimeoutError, OSError) as error:
+            print(
+                f"corral progress: cannot reach NATS at {args.nats}: {error or 'timed out'}", file=sys.stderr
+            )
+            return 1
+        try:
+            await bus.js.stream_info(OBJECTS_STREAM)
+        except NatsError as error:
+            print(
+                f"corral progress: no {OBJECTS_STREAM} stream at {url} ({error}); is it a corral bus?",
+                file=sys.stderr,
+            )
+            return 1
+        out = sys.stdout
+        view: ProgressView = TerminalView(out) if out.isatty() and not args.lines else LineView(out)
         report = await follow_wave(
             bus,
             view,
@@ -89,7 +94,5 @@ async def _run(args: argparse.Namespace) -> int:
             stop=stop,
             on_note=lambda text: print(f"corral progress: {text}", file=sys.stderr, flush=True),
         )
-    finally:
-        await bus.close()
     print(summary(report), flush=True)
     return 1 if report.lost else 0

@@ -158,7 +158,8 @@ class DecisionRunner:
             except SchemaError as e:
                 self.log.warning("skipping an unreadable result", subject=message.subject, error=str(e))
                 continue
-            self.decider.record_result(result)
+            if result.target.kind != "Event":  # a report's result settles nothing
+                self.decider.record_result(result)
             self.seen.result(result, time.time())
             self.metrics.results.labels(str(result.outcome)).inc()
             self._wake.set()
