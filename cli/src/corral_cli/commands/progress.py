@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 from typing import Any
@@ -37,11 +38,24 @@ def register(subparsers: Any) -> None:
         help="also wait until IMAGE is the default engine image (a wave about to start)",
     )
     sub.add_argument(
+        "--limit",
+        type=int,
+        default=_env_limit(),
+        metavar="N",
+        help="corral's own per-node limit, for a service running beside longhorn-manager (modes act,"
+        " auto, observe: CORRAL_PER_NODE_LIMIT); default: Longhorn's setting, as in mode replace",
+    )
+    sub.add_argument(
         "--lines",
         action="store_true",
         help="print one line per change even on a terminal (the default when stdout is not one)",
     )
     sub.set_defaults(func=run)
+
+
+def _env_limit() -> int | None:
+    value = os.environ.get("CORRAL_PER_NODE_LIMIT", "")
+    return int(value) if value.strip().isdigit() else None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -93,6 +107,7 @@ async def _run(args: argparse.Namespace) -> int:
             target_image=args.target_image,
             stop=stop,
             on_note=lambda text: print(f"corral progress: {text}", file=sys.stderr, flush=True),
+            limit=args.limit,
         )
     print(summary(report), flush=True)
     return 1 if report.lost else 0

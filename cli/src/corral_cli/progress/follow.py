@@ -53,12 +53,14 @@ async def follow_wave(
     stop: asyncio.Event | None = None,
     interval: float = 0.1,
     on_note: Callable[[str], None] | None = None,
+    limit: int | None = None,
 ) -> WaveReport:
     """Draw the wave until it is finished (`Progress.finished(target_image)`), forever with
-    `follow`, or until `stop` is set. `on_note` gets one-line remarks (why nothing shows yet)."""
+    `follow`, or until `stop` is set. `on_note` gets one-line remarks (why nothing shows yet).
+    `limit`: corral's own per-node limit (a service beside longhorn-manager), not the setting's."""
     service = decision_service("engine-upgrade")
     assert service.progress is not None, "engine-upgrade offers progress"
-    model = service.progress()
+    model = service.progress() if limit is None else service.progress(limit_override=limit)
     decode_event = EventDecoder(service)
     reader = BootstrapReader(bus, service.object_filters(namespace))
     changed = asyncio.Event()

@@ -82,8 +82,9 @@ class DecisionService(Generic[ConfigT]):
     """The `mode` label of the commands counter."""
     startup: tuple[StartupHook, ...] = ()
     """Hooks the harness runs before the service acts (the upgrade-path gate)."""
-    progress: Callable[[], Progress] | None = None
-    """A fresh figures model for `corral progress <name>`, where the service offers one."""
+    progress: Callable[..., Progress] | None = None
+    """A fresh figures model for `corral progress <name>`, where the service offers one; called
+    with `limit_override=N` for corral's own limit beside a running longhorn-manager."""
     longhorn_loop: LonghornLoop | None = None
     """The longhorn-manager loop it re-implements and how to tell it is on (coexistence.py)."""
     _subject_tokens: dict[str, str] = field(default_factory=dict, init=False, repr=False)
