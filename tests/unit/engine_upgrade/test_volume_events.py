@@ -88,6 +88,8 @@ def test_nothing_is_announced_while_the_loop_is_disabled_or_without_the_flag() -
     decider, feed = ready_cluster(clock, limit="0", config=ANNOUNCING)
     feed.volume_with_replicas(volume("v1", robustness="degraded"))
     assert decider.decide() == []
+    feed.put(setting(LIMIT_SETTING, "2"))  # switched on: what was judged while off is reported now
+    assert about(split(decider.decide())[1]) == [("v1", "Warning", "EngineUpgradeBlocked")]
 
     quiet, quiet_feed = ready_cluster(Clock())
     quiet_feed.volume_with_replicas(volume("v1", robustness="degraded"))

@@ -101,6 +101,7 @@ class EngineUpgradeDecider:
         # The volumes' Events (started, completed, blocked), taken by the next `decide()`.
         self._announcer = Announcer(SERVICE, self.view)
         self._announce = self.config.announce
+        self._enabled = False  # the limit is above 0 (as of the last limit change)
 
     # --- input ------------------------------------------------------------------------------------
 
@@ -130,6 +131,7 @@ class EngineUpgradeDecider:
                 self._owners.track(volume)
             if self.view.complete:
                 self._bootstrapped = True
+                self._enabled = self.view.limit > 0
                 self._new_epoch()
             return
         if impact.everything:
@@ -144,6 +146,12 @@ class EngineUpgradeDecider:
                 self._refresh(volume)
         if impact.limit_changed:
             self._dirty.update(self._owners.names())
+            enabled = self.view.limit > 0
+            if enabled and not self._enabled and self._announce:
+                # Volumes judged while the loop was off were not announced as blocked: judge
+                # them again (lazily, as after a new default image) so that they are.
+                self._new_epoch()
+            self._enabled = enabled
 
     def apply_all(self, events: Iterable[ObjectEvent[Any]]) -> None:
         for event in events:
