@@ -140,6 +140,7 @@ class Replay:
         self.report = ReplayReport(service.name)
         self._object_filters = service.object_filters(config.namespace)
         self._results = f"{RESULTS_PREFIX}.{escape_token(service.name)}."
+        self._event_results = f"{self._results}event."  # results of Events: reports, not decisions
         self._commands = f"{COMMANDS_PREFIX}.{escape_token(service.name)}."
         self._events = f"{self._commands}event."
         self._recording = Recording()
@@ -184,7 +185,11 @@ class Replay:
         if stream == OBJECTS_STREAM and any(_matches(f, subject) for f in self._object_filters):
             self._wake(line)
             self._object(line)
-        elif stream == RESULTS_STREAM and subject.startswith(self._results):
+        elif (
+            stream == RESULTS_STREAM
+            and subject.startswith(self._results)
+            and not subject.startswith(self._event_results)
+        ):
             self._wake(line)
             self._result(line)
         elif (
@@ -196,7 +201,11 @@ class Replay:
 
     def _after_until(self, line: Line) -> None:
         entry = line.entry
-        if entry.stream == RESULTS_STREAM and entry.subject.startswith(self._results):
+        if (
+            entry.stream == RESULTS_STREAM
+            and entry.subject.startswith(self._results)
+            and not entry.subject.startswith(self._event_results)
+        ):
             with contextlib.suppress(SchemaError):
                 self._late_results.add(codec.decode(entry.data, CommandResult).command_id)
 
