@@ -37,6 +37,7 @@ OCCURRENCE_PATH = "/lastTimestamp"
 """The precondition path that names an Event command's occurrence (see the module docstring)."""
 
 _BY_KIND = {info.kind: info for info in KINDS.values()}
+_encode = msgspec.json.Encoder().encode
 
 
 class EventType(enum.StrEnum):
@@ -49,9 +50,17 @@ def component_of(service: str) -> str:
     return f"corral-{service}"
 
 
+_last_stamp: tuple[int, str] = (-1, "")
+
+
 def timestamp(now: float) -> str:
-    """Event timestamps are whole seconds (metav1.Time)."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+    """Event timestamps are whole seconds (metav1.Time). The last one is kept: a wave makes
+    thousands of Events a second, and formatting a time costs more than the rest of a name."""
+    global _last_stamp
+    second = int(now)
+    if _last_stamp[0] != second:
+        _last_stamp = (second, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second)))
+    return _last_stamp[1]
 
 
 def involved_object(target: Target) -> dict[str, Any]:
@@ -70,8 +79,8 @@ def involved_object(target: Target) -> dict[str, Any]:
 def event_name(service: str, about: Target, type_: EventType, reason: str, message: str) -> str:
     """`<object name>.<16 hex>`: Kubernetes' own `<name>.<suffix>` shape, the suffix a hash of what
     the Event says, so a repeat addresses the Event it repeats."""
-    identity = [component_of(service), about.kind, about.namespace, about.name, str(type_), reason, message]
-    digest = hashlib.sha256(msgspec.json.encode(identity)).hexdigest()[:16]
+    identity = (service, about.kind, about.namespace, about.name, type_.value, reason, message)
+    digest = hashlib.blake2b(_encode(identity), digest_size=8).hexdigest()
     return f"{about.name[: 253 - 17]}.{digest}"
 
 
@@ -97,7 +106,7 @@ def event_command(
         "kind": "Event",
         "metadata": {"name": name, "namespace": namespace},
         "involvedObject": involved_object(about),
-        "type": str(type_),
+        "type": type_.value,
         "reason": reason,
         "message": message,
         "source": {"component": component},
