@@ -73,10 +73,16 @@ class NatsAccess:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> NatsAccess:
-        url = with_userinfo(args.nats, args.nats_user, args.nats_password, args.nats_token)
-        if args.nats_creds and not Path(args.nats_creds).is_file():
-            raise AccessError(f"no NATS credentials file at {args.nats_creds}")
-        return cls(url=url, creds=args.nats_creds, port_forward=args.port_forward)
+        """From `add_nats_options`' options; a parser that has only `--nats` gives a plain URL."""
+
+        def option(name: str) -> str:
+            return str(getattr(args, name, "") or "")
+
+        url = with_userinfo(args.nats, option("nats_user"), option("nats_password"), option("nats_token"))
+        creds = option("nats_creds")
+        if creds and not Path(creds).is_file():
+            raise AccessError(f"no NATS credentials file at {creds}")
+        return cls(url=url, creds=creds, port_forward=option("port_forward"))
 
     @property
     def shown(self) -> str:

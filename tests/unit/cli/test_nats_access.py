@@ -54,3 +54,8 @@ def test_a_missing_credentials_file_is_a_clear_error(tmp_path: Path) -> None:
 def test_a_port_forward_keeps_the_credentials_and_points_at_its_local_end() -> None:
     assert forwarded("nats://reader:pw@nats.corral:4222", 51234) == "nats://reader:pw@127.0.0.1:51234"
     assert forwarded("nats://nats.corral:4222", 51234) == "nats://127.0.0.1:51234"
+
+
+def test_a_parser_with_only_a_url_gives_a_plain_url() -> None:
+    access = NatsAccess.from_args(argparse.Namespace(nats="nats://h:4222"))
+    assert (access.url, access.creds, access.port_forward) == ("nats://h:4222", "", "")

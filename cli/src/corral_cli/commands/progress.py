@@ -107,7 +107,7 @@ async def _run(args: argparse.Namespace) -> int:
             target_image=args.target_image,
             stop=stop,
             on_note=lambda text: print(f"corral progress: {text}", file=sys.stderr, flush=True),
-            limit=args.limit,
+            limit=getattr(args, "limit", None),  # engine-upgrade's only
         )
     print(summary(report), flush=True)
     return 1 if report.lost else 0
