@@ -70,7 +70,7 @@ import msgspec
 
 from bench.report import calibration_ns as calibration_ns
 from bench.report import write_report
-from corral_engine_upgrade.core import EngineUpgradeDecider
+from corral_engine_upgrade.core import DeciderConfig, EngineUpgradeDecider
 from corral_engine_upgrade.image_facts import EngineImageFacts
 from corral_engine_upgrade.view import DEFAULT_IMAGE_SETTING, LIMIT_SETTING, REQUIRED_KINDS
 from corral_model import longhorn as lh
@@ -82,6 +82,9 @@ NEW = "longhornio/longhorn-engine:v1.10.0"
 NODES = [f"worker-{i:04d}.cluster.local" for i in range(1000)]
 LIMIT = 3
 SIZES = (10_000, 50_000, 100_000)
+# The decider as the service runs it (EngineUpgradeConfig's defaults): with the volume Events
+# (announce.py), which the bench's stream makes as a wave does, two per upgrade.
+SERVICE_CONFIG = DeciderConfig(announce=True)
 WAVE_MIX_EVENTS = 20_000
 # The command-heavy mix completes an upgrade on half its events: 3 k (first wave) + 5 k fit in 10 k.
 COMMAND_HEAVY_EVENTS = 10_000
@@ -243,6 +246,7 @@ class Wave:
         self.per_kind.clear()
 
     def started(self, commands: list[Any]) -> None:
+        commands = upgrades(commands)
         for command in commands:
             self._start(command.target.name)
         self.upgrades_started += len(commands)
@@ -361,7 +365,7 @@ class CommandHeavyWave:
         return None
 
     def started(self, commands: list[Any]) -> None:
-        self.in_flight.extend(c.target.name for c in commands)
+        self.in_flight.extend(c.target.name for c in upgrades(commands))
 
     def next(self) -> ObjectEvent[Any]:
         cluster, rng = self.cluster, self.cluster.rng
@@ -434,7 +438,7 @@ def retained_bytes(size: int) -> int:
     gc.collect()
     tracemalloc.start()
     baseline = tracemalloc.get_traced_memory()[0]
-    decider = EngineUpgradeDecider(fixed_clock())
+    decider = EngineUpgradeDecider(fixed_clock(), SERVICE_CONFIG)
     cluster = Cluster(size)
     for event in cluster.bootstrap(default_image=OLD):
         decider.apply(event)
@@ -444,6 +448,11 @@ def retained_bytes(size: int) -> int:
     tracemalloc.stop()
     assert decider.ready and decider.view.volume_count == size
     return retained
+
+
+def upgrades(commands: list[Any]) -> list[Any]:
+    """The volume patches among a decider's commands (it also returns the volume Events it reports)."""
+    return [c for c in commands if c.target.kind == "Volume"]
 
 
 def timed(fn: Any) -> tuple[Any, float, float]:
@@ -476,6 +485,7 @@ class Prepared:
         self.first_wave_s, self.first_wave_cpu, self.bootstrap_s, self.bootstrap_cpu = sorted(tries)[
             len(tries) // 2
         ]
+        self.commands = upgrades(self.commands)
         self.in_flight = [c.target.name for c in self.commands]
 
 
@@ -484,7 +494,7 @@ def _first_wave(
 ) -> tuple[EngineUpgradeDecider, list[Any], tuple[float, float, float, float]]:
     """A decider bootstrapped from `events`, then the first wave: `setting_event` applied and one
     `decide()`. Returns it, the wave's commands and (wave s, wave CPU s, bootstrap s, its CPU s)."""
-    decider = EngineUpgradeDecider(fixed_clock())
+    decider = EngineUpgradeDecider(fixed_clock(), SERVICE_CONFIG)
     gc.collect()
 
     def bootstrap() -> None:
@@ -541,6 +551,7 @@ def run_stream(decider: EngineUpgradeDecider, wave: Wave | CommandHeavyWave, eve
                     building.append(wall)
                 else:
                     quiet.append(wall)
+        made = upgrades(made)
         issued += len(made)
         wave.started(made)
     rounds = [w / n * 1e6 for w, n in zip(round_walls, round_events, strict=True)]

@@ -17,8 +17,8 @@ from corral_cli import commands
 from corral_cli.version import version_text
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="corral", description=__doc__.splitlines()[0] if __doc__ else None)
+def build_parser(prog: str = "corral") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--version", action="version", version=version_text())
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module_info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
@@ -29,10 +29,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str = "corral") -> int:
+    args = build_parser(prog).parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     return func(args)
+
+
+def kubectl_main(argv: Sequence[str] | None = None) -> int:
+    """`kubectl corral …`: kubectl runs the `kubectl-corral` executable it finds on PATH with the
+    rest of the command line; the same commands, named as the operator typed them."""
+    return main(argv, prog="kubectl corral")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from corral_actuator.api import RetryPolicy
+from corral_decision.events import EventType, event_command
 from corral_model.envelopes import Command, FieldValue, Outcome, Target, Verb, new_command
 from corral_sandbox.emulator import Emulator
 from tests.integration.actuator.conftest import (
@@ -247,13 +248,12 @@ async def test_events_are_created_for_any_service(emulator: Emulator, make_actua
     assert stored is not None and stored["reason"] == "FailedUpgradePreCheck"
 
 
-async def test_an_event_asked_for_again_later_is_the_recorded_event(
+async def test_an_event_asked_for_again_later_is_the_recorded_event_counted_again(
     emulator: Emulator, make_actuator: MakeActuator
 ) -> None:
     """A crash-looping service's gate asks for its (deterministically named) Event at every start,
-    with new timestamps: that is the Event already recorded, not a conflicting object, and a later
-    occurrence is counted on it (count, lastTimestamp) as Kubernetes' recorder does; the same
-    occurrence asked for again (a redelivery) is not counted twice."""
+    with new timestamps: that is the Event already recorded, counted once more as Kubernetes' own
+    recorder does (count, lastTimestamp), not a conflicting object and not a second Event."""
 
     def event(stamp: str, message: str = "blocked") -> Command:
         return new_command(
@@ -272,23 +272,30 @@ async def test_an_event_asked_for_again_later_is_the_recorded_event(
             },
         )
 
+    def stored() -> dict[str, Any]:
+        found = emulator.get("", "events", NS, "current-longhorn-version.abc")
+        assert found is not None
+        return found
+
     actuator = make_actuator()
     assert (await actuator.execute(event("2026-11-21T10:00:00Z"))).outcome is Outcome.APPLIED
     again = await actuator.execute(event("2026-11-21T10:05:00Z"))
-    assert again.outcome is Outcome.APPLIED and again.detail == "recorded again: count 2"
-    redelivered = await actuator.execute(event("2026-11-21T10:05:00Z"))
-    assert redelivered.outcome is Outcome.APPLIED and "already existed" in redelivered.detail
-    stored = emulator.get("", "events", NS, "current-longhorn-version.abc")
-    assert stored is not None
-    assert (stored["count"], stored["firstTimestamp"], stored["lastTimestamp"]) == (
+    assert again.outcome is Outcome.APPLIED and "counted again" in again.detail
+    assert (stored()["count"], stored()["firstTimestamp"], stored()["lastTimestamp"]) == (
         2,
         "2026-11-21T10:00:00Z",
         "2026-11-21T10:05:00Z",
     )
+    # The same occurrence delivered again (or an older one) is already recorded: nothing written.
+    redelivered = await actuator.execute(event("2026-11-21T10:05:00Z"))
+    assert redelivered.outcome is Outcome.APPLIED and "already existed" in redelivered.detail
+    assert (await actuator.execute(event("2026-11-21T10:01:00Z"))).outcome is Outcome.APPLIED
+    assert stored()["count"] == 2
     # Another message under the same name is another Event: refused, not overwritten.
     other = await actuator.execute(event("2026-11-21T10:06:00Z", message="something else"))
     assert other.outcome is Outcome.PRECONDITION_FAILED
     assert emulator.write_log.count(verb="create", plural="events") == 1
+    assert stored()["count"] == 2 and stored()["message"] == "blocked"
 
 
 async def test_status_goes_through_the_status_subresource(
@@ -385,3 +392,39 @@ async def test_v2_rules_only_touch_v2_volumes(
     assert refused.outcome is Outcome.REJECTED_BY_POLICY and "dataEngine" in refused.detail
     assert len(security_events.events) == 1
     assert changed_writes(emulator) == 1
+
+
+async def test_a_decision_services_volume_event_is_one_event_counted_per_occurrence(
+    emulator: Emulator, make_actuator: MakeActuator
+) -> None:
+    """The kit's Event commands (corral_decision.events): each occurrence its own command id, all
+    of them one Event on the Volume, its count the number of occurrences."""
+    volume = Target(kind="Volume", namespace=NS, name="pvc-a")
+
+    def blocked(now: float) -> Command:
+        return event_command(
+            service="engine-upgrade",
+            about=volume,
+            type_=EventType.WARNING,
+            reason="EngineUpgradeBlocked",
+            message="automatic engine upgrade to longhornio/longhorn-engine:v1.10.1 blocked: degraded",
+            now=now,
+        )
+
+    first, second, third = blocked(1_800_000_000), blocked(1_800_000_060), blocked(1_800_000_600)
+    assert len({first.id, second.id, third.id}) == 3 and first.target == third.target
+    actuator = make_actuator()
+    for command in (first, second, second, third):
+        result = await actuator.execute(command)
+        assert result.outcome is Outcome.APPLIED, result.detail
+    stored = emulator.get("", "events", NS, first.target.name)
+    assert stored is not None
+    assert stored["count"] == 3
+    assert stored["involvedObject"] == {
+        "apiVersion": "longhorn.io/v1beta2",
+        "kind": "Volume",
+        "namespace": NS,
+        "name": "pvc-a",
+    }
+    assert stored["lastTimestamp"] == "2027-01-15T08:10:00Z" and stored["type"] == "Warning"
+    assert emulator.write_log.count(verb="create", plural="events") == 1

@@ -5,6 +5,7 @@ figures change (stdout is a pipe), and exits 0 with a summary once the wave is o
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import sys
 import time
@@ -128,3 +129,63 @@ async def test_a_bus_without_corral_streams_is_a_clear_error(nats_server: NatsSe
     assert proc.returncode == 1, (out, err)
     assert b"no LH_OBJECTS stream at " + nats_server.url.encode() in err
     assert b"Traceback" not in err
+
+
+FAKE_KUBECTL = """#!{python}
+import os, signal, sys, time
+from pathlib import Path
+Path(os.environ["FAKE_KUBECTL_LOG"]).write_text(" ".join(sys.argv[1:]) + "\\n" + str(os.getpid()))
+if sys.argv[1:] != ["--namespace", "corral", "port-forward", "svc/corral-nats", ":4222"]:
+    print("error: services not found", file=sys.stderr)
+    sys.exit(1)
+print("Forwarding from 127.0.0.1:" + os.environ["FAKE_NATS_PORT"] + " -> 4222", flush=True)
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+while True:
+    time.sleep(1)
+"""
+
+
+async def test_the_kubectl_plugin_reads_progress_through_a_port_forward(
+    bus: Bus, nats_server: NatsServer, tmp_path: Path
+) -> None:
+    """`kubectl corral progress engine-upgrade --port-forward corral/corral-nats`: the plugin runs
+    `kubectl port-forward` itself (a stand-in kubectl here, which forwards to the test's NATS),
+    reads the wave through it, and stops the port-forward when it exits."""
+    events = Events()
+    make = events.event
+    cluster = [make(longhorn_node(n)) for n in NODES]
+    cluster += [make(engine_image(NEW)), make(setting(DEFAULT_IMAGE_SETTING, NEW))]
+    cluster += [make(setting(LIMIT_SETTING, "1"))]
+    cluster += [make(obj) for obj in with_replicas(volume("a", image=NEW))]
+    await publish(bus, [*cluster, *events.resync()])
+    kubectl, log = tmp_path / "kubectl", tmp_path / "kubectl.log"
+    kubectl.write_text(FAKE_KUBECTL.format(python=sys.executable))
+    kubectl.chmod(0o755)
+    port = nats_server.url.rsplit(":", 1)[1]
+    environment = {"KUBECTL": str(kubectl), "FAKE_NATS_PORT": port, "FAKE_KUBECTL_LOG": str(log)}
+
+    async def plugin(target: str) -> tuple[int, str, str]:
+        proc = await asyncio.create_subprocess_exec(
+            str(Path(sys.executable).with_name("kubectl-corral")),
+            *("progress", "engine-upgrade", "--port-forward", target),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, **environment, "CORRAL_NATS_URL": "nats://user:secret@127.0.0.1:1"},
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), DEADLINE_S)
+        assert proc.returncode is not None
+        return proc.returncode, out.decode(), err.decode()
+
+    code, out, err = await plugin("corral/corral-nats")
+    assert code == 0, (out, err)
+    assert ("engine-upgrade wave done" in out and "1 volumes on" in out) or "1 volume" in out
+    forwarded, pid = log.read_text().splitlines()
+    assert forwarded == "--namespace corral port-forward svc/corral-nats :4222"
+    with pytest.raises(ProcessLookupError):  # the port-forward was stopped (and reaped)
+        os.kill(int(pid), 0)
+
+    code, out, err = await plugin("corral/no-such-service")
+    assert code == 1
+    assert "kubectl port-forward to corral/no-such-service failed: error: services not found" in err
+    assert "secret" not in err and "Traceback" not in err

@@ -77,12 +77,16 @@ def _status(volume: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _results(bus: Bus) -> list[CommandResult]:
-    """Every engine-upgrade result on LH_RESULTS (by message get: nothing consumed)."""
+    """Every engine-upgrade result on LH_RESULTS (by message get: nothing consumed), but for the
+    volume Events it reports (lh.res.engine-upgrade.event.…): those are no decisions."""
     found: list[CommandResult] = []
     info = await bus.js.stream_info(RESULTS_STREAM)
     for seq in range(info.state.first_seq, info.state.last_seq + 1):
         message = await bus.js.get_msg(RESULTS_STREAM, seq)
-        if message.subject and message.subject.startswith("lh.res.engine-upgrade."):
+        subject = message.subject or ""
+        if subject.startswith("lh.res.engine-upgrade.") and not subject.startswith(
+            "lh.res.engine-upgrade.event."
+        ):
             found.append(codec.decode(message.data or b"", CommandResult))
     return found
 
@@ -179,7 +183,10 @@ async def test_a_recorded_wave_replays_to_the_same_commands(
     entries = [line.entry for line in lines if isinstance(line, Line)]
     assert len(entries) == len(lines), "the dump wrote a line it cannot read back"
     live_commands = [e for e in entries if e.stream == COMMANDS_STREAM]
-    assert {e.seq for e in live_commands} == {0} and len(live_commands) == len(live_ids)
+    reports = [e for e in live_commands if e.subject.startswith("lh.cmd.engine-upgrade.event.")]
+    assert reports, "the volume Events the service reported are recorded too"
+    decisions = [e for e in live_commands if e not in reports]
+    assert {e.seq for e in live_commands} == {0} and len(decisions) == len(live_ids)
 
     capsys.readouterr()
     assert await corral("replay", "engine-upgrade", str(bundle)) == 0

@@ -107,14 +107,15 @@ def images(volume: dict[str, Any]) -> tuple[str, str]:
 
 
 async def engine_upgrade_results(bus: Bus) -> list[CommandResult]:
-    """Every result the actuator published for engine-upgrade commands (LH_RESULTS, from the start)."""
+    """Every result the actuator published for engine-upgrade commands (LH_RESULTS, from the start),
+    but for the volume Events the service reports: only the volume patches."""
     info = await bus.js.stream_info(RESULTS_STREAM)
     total = info.state.messages
     found: list[CommandResult] = []
     if not total:
         return found
     psub = await bus.js.pull_subscribe(
-        "lh.res.engine-upgrade.>",
+        "lh.res.engine-upgrade.volume.>",
         stream=RESULTS_STREAM,
         config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL, inactive_threshold=5.0),
     )

@@ -296,3 +296,18 @@ def test_an_unreadable_volume_is_blocked_as_unreadable() -> None:
     assert figures(model.total()) == (0, 0, 1, {"unreadable": 1})
     put(model, events, volume("b"))
     assert figures(model.total()) == (0, 0, 2, {})
+
+
+def test_beside_longhorn_the_figures_use_corrals_own_limit_not_the_zeroed_setting() -> None:
+    """Mode act/auto: Longhorn's setting is 0 (its loop off) and the service upgrades with
+    CORRAL_PER_NODE_LIMIT; `corral progress --limit` draws that, not a wave blocked as disabled."""
+    as_longhorn, events = ProgressModel(), Events()
+    cluster(as_longhorn, events, limit="0")
+    put(as_longhorn, events, *with_replicas(volume("b")))
+    assert figures(row(as_longhorn, "n1")) == (0, 0, 0, {"disabled": 1})
+
+    beside, events = ProgressModel(limit_override=3), Events()
+    cluster(beside, events, limit="0")
+    put(beside, events, *with_replicas(volume("b")))
+    assert figures(row(beside, "n1")) == (0, 0, 1, {})
+    assert beside.limit == 3 and "limit 3 per owner node" in beside.heading()

@@ -25,7 +25,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import IO, Any
 
-DEFAULT_NATS_URL = os.environ.get("CORRAL_NATS_URL", "nats://127.0.0.1:4222")
+from corral_cli.nats_access import DEFAULT_NATS_URL as NATS_URL
+from corral_cli.nats_access import AccessError, NatsAccess, add_nats_options, reader
+
+DEFAULT_NATS_URL = os.environ.get("CORRAL_NATS_URL", NATS_URL)
 CONNECT_TIMEOUT_S = 10.0
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -55,7 +58,7 @@ def parse_moment(text: str) -> int:
 
 
 def add_bus_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--nats", default=DEFAULT_NATS_URL, help=f"NATS URL (default {DEFAULT_NATS_URL})")
+    add_nats_options(parser)  # a URL, a read-only user's credentials, or a port-forward
     parser.add_argument(
         "--subjects",
         nargs="+",
@@ -111,33 +114,49 @@ def _filters(args: argparse.Namespace) -> dict[str, list[str]]:
     return filters_by_stream(_subjects(args))
 
 
-async def with_bus(name: str, url: str, body: Callable[[Any, asyncio.Event], Awaitable[int]]) -> int:
+async def with_bus(
+    name: str, access: str | NatsAccess, body: Callable[[Any, asyncio.Event], Awaitable[int]]
+) -> int:
     """Connect (bounded), run `body(bus, stop)` until it returns or SIGINT/SIGTERM sets `stop`."""
     from nats.errors import Error as NatsError
 
-    from corral_bus import connect
     from corral_cli.events.reader import ReadError
 
+    if isinstance(access, str):
+        access = NatsAccess(url=access)
+    url = access.shown
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread (tests)
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                bus, url = await stack.enter_async_context(reader(access, f"corral-{name}"))
+        except AccessError as error:
+            print(f"corral {name}: {error}", file=sys.stderr)
+            return 1
+        except (TimeoutError, OSError) as error:
+            print(f"corral {name}: cannot reach NATS at {url}: {error or 'timed out'}", file=sys.stderr)
+            return 1
+        try:
+            return await body(bus, stop)
+        except (ReadError, NatsError, TimeoutError) as error:
+            print(
+                f"corral {name}: cannot read the bus at {url}: {error or type(error).__name__}",
+                file=sys.stderr,
+            )
+            return 1
+
+
+def _access(args: argparse.Namespace) -> NatsAccess | str:
+    """How to reach the bus, from the options; a bad one (a missing creds file) exits 1 saying so."""
     try:
-        async with asyncio.timeout(CONNECT_TIMEOUT_S):
-            bus = await connect(url, f"corral-{name}", max_reconnect_attempts=-1)
-    except (TimeoutError, OSError) as error:
-        print(f"corral {name}: cannot reach NATS at {url}: {error or 'timed out'}", file=sys.stderr)
-        return 1
-    try:
-        return await body(bus, stop)
-    except (ReadError, NatsError, TimeoutError) as error:
-        print(
-            f"corral {name}: cannot read the bus at {url}: {error or type(error).__name__}", file=sys.stderr
-        )
-        return 1
-    finally:
-        await bus.close()
+        return NatsAccess.from_args(args)
+    except AccessError as error:
+        print(f"corral events: {error}", file=sys.stderr)
+        raise SystemExit(1) from error
 
 
 def _write(out: IO[bytes], data: bytes) -> None:
@@ -152,7 +171,9 @@ def run_dump(args: argparse.Namespace) -> int:
             out = files.enter_context(Path(args.output).open("wb"))
         try:
             return asyncio.run(
-                with_bus("events dump", args.nats, lambda bus, stop: _record(bus, stop, args, out))
+                with_bus(
+                    "events dump", NatsAccess.from_args(args), lambda bus, stop: _record(bus, stop, args, out)
+                )
             )
         except KeyboardInterrupt:
             return 0
@@ -206,7 +227,9 @@ async def _record(bus: Any, stop: asyncio.Event, args: argparse.Namespace, out: 
 
 def run_tail(args: argparse.Namespace) -> int:
     try:
-        return asyncio.run(with_bus("events tail", args.nats, lambda bus, stop: _tail(bus, stop, args)))
+        return asyncio.run(
+            with_bus("events tail", NatsAccess.from_args(args), lambda bus, stop: _tail(bus, stop, args))
+        )
     except KeyboardInterrupt:
         return 0
     except BrokenPipeError:

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import sys
 from typing import Any
 
-DEFAULT_NATS_URL = os.environ.get("CORRAL_NATS_URL", "nats://127.0.0.1:4222")
+from corral_cli.nats_access import AccessError, NatsAccess, add_nats_options, reader
+
 CONNECT_TIMEOUT_S = 10.0
 
 
@@ -36,7 +38,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("progress", help="follow a decision service's wave live, from the bus")
     services = parser.add_subparsers(dest="service", required=True, metavar="SERVICE")
     sub = services.add_parser("engine-upgrade", help="per owner node: in flight / done / waiting / blocked")
-    sub.add_argument("--nats", default=DEFAULT_NATS_URL, help=f"NATS URL (default {DEFAULT_NATS_URL})")
+    add_nats_options(sub)  # a URL, a read-only user's credentials, or a port-forward
     sub.add_argument("--namespace", default="longhorn-system", help="Longhorn's namespace")
     sub.add_argument("--follow", action="store_true", help="keep following after the wave is over")
     sub.add_argument(
@@ -44,6 +46,14 @@ def register(subparsers: Any) -> None:
         default="",
         metavar="IMAGE",
         help="also wait until IMAGE is the default engine image (a wave about to start)",
+    )
+    sub.add_argument(
+        "--limit",
+        type=int,
+        default=_env_limit(),
+        metavar="N",
+        help="corral's own per-node limit, for a service running beside longhorn-manager (modes act,"
+        " auto, observe: CORRAL_PER_NODE_LIMIT); default: Longhorn's setting, as in mode replace",
     )
     sub.add_argument(
         "--lines",
@@ -54,7 +64,7 @@ def register(subparsers: Any) -> None:
     ims = services.add_parser(
         "im-restart", help="per node and per instance manager: busy instances, unsynced settings, since when"
     )
-    ims.add_argument("--nats", default=DEFAULT_NATS_URL, help=f"NATS URL (default {DEFAULT_NATS_URL})")
+    add_nats_options(ims)
     ims.add_argument("--namespace", default="longhorn-system", help="Longhorn's namespace")
     ims.add_argument("--follow", action="store_true", help="keep following once nothing is due")
     ims.add_argument("--lines", action="store_true", help="one line per change even on a terminal")
@@ -63,7 +73,7 @@ def register(subparsers: Any) -> None:
         "setting-sync",
         help="per pending danger-zone setting: what blocks it and the components on the old value",
     )
-    settings.add_argument("--nats", default=DEFAULT_NATS_URL, help=f"NATS URL (default {DEFAULT_NATS_URL})")
+    add_nats_options(settings)
     settings.add_argument("--namespace", default="longhorn-system", help="Longhorn's namespace")
     settings.add_argument(
         "--follow", action="store_true", help="keep following once every setting is applied"
@@ -76,6 +86,11 @@ def register(subparsers: Any) -> None:
     settings.set_defaults(func=run, target_image="")
 
 
+def _env_limit() -> int | None:
+    value = os.environ.get("CORRAL_PER_NODE_LIMIT", "")
+    return int(value) if value.strip().isdigit() else None
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_run(args))
@@ -86,7 +101,6 @@ def run(args: argparse.Namespace) -> int:
 async def _run(args: argparse.Namespace) -> int:
     from nats.errors import Error as NatsError
 
-    from corral_bus import connect
     from corral_cli.progress.follow import follow_wave, summary
     from corral_cli.progress.render import LineView, ProgressView, TerminalView
     from corral_model.subjects import OBJECTS_STREAM
@@ -95,24 +109,29 @@ async def _run(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    try:
-        async with asyncio.timeout(CONNECT_TIMEOUT_S):
-            bus = await connect(args.nats, "corral-progress", max_reconnect_attempts=-1)
-    except (TimeoutError, OSError) as error:
-        print(f"corral progress: cannot reach NATS at {args.nats}: {error or 'timed out'}", file=sys.stderr)
-        return 1
-    try:
-        await bus.js.stream_info(OBJECTS_STREAM)
-    except NatsError as error:
-        await bus.close()
-        print(
-            f"corral progress: no {OBJECTS_STREAM} stream at {args.nats} ({error}); is it a corral bus?",
-            file=sys.stderr,
-        )
-        return 1
-    out = sys.stdout
-    view: ProgressView = TerminalView(out) if out.isatty() and not args.lines else LineView(out)
-    try:
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            access = NatsAccess.from_args(args)
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                bus, url = await stack.enter_async_context(reader(access, "corral-progress"))
+        except AccessError as error:
+            print(f"corral progress: {error}", file=sys.stderr)
+            return 1
+        except (TimeoutError, OSError) as error:
+            print(
+                f"corral progress: cannot reach NATS at {args.nats}: {error or 'timed out'}", file=sys.stderr
+            )
+            return 1
+        try:
+            await bus.js.stream_info(OBJECTS_STREAM)
+        except NatsError as error:
+            print(
+                f"corral progress: no {OBJECTS_STREAM} stream at {url} ({error}); is it a corral bus?",
+                file=sys.stderr,
+            )
+            return 1
+        out = sys.stdout
+        view: ProgressView = TerminalView(out) if out.isatty() and not args.lines else LineView(out)
         report = await follow_wave(
             bus,
             view,
@@ -122,8 +141,7 @@ async def _run(args: argparse.Namespace) -> int:
             stop=stop,
             service_name=args.service,
             on_note=lambda text: print(f"corral progress: {text}", file=sys.stderr, flush=True),
+            limit=getattr(args, "limit", None),  # engine-upgrade's only
         )
-    finally:
-        await bus.close()
     print(summary(report), flush=True)
     return 1 if report.lost else 0

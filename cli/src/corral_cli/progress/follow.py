@@ -57,13 +57,15 @@ async def follow_wave(
     on_note: Callable[[str], None] | None = None,
     service_name: str = "engine-upgrade",
     on_progress: Callable[[Progress], None] | None = None,
+    limit: int | None = None,
 ) -> WaveReport:
     """Draw the wave until it is finished (`Progress.finished(target_image)`), forever with
     `follow`, or until `stop` is set. `on_note` gets one-line remarks (why nothing shows yet);
-    `on_progress` sees the model after every drawn update (a demo waiting for a state)."""
+    `on_progress` sees the model after every drawn update (a demo waiting for a state). `limit`:
+    corral's own per-node limit (engine-upgrade beside longhorn-manager), not the setting's."""
     service = decision_service(service_name)
     assert service.progress is not None, f"{service_name} offers progress"
-    model = service.progress()
+    model = service.progress() if limit is None else service.progress(limit_override=limit)
     decode_event = EventDecoder(service)
     reader = BootstrapReader(bus, service.object_filters(namespace))
     changed = asyncio.Event()

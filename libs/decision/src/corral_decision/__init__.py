@@ -8,6 +8,7 @@
 See README.md for what a new service needs and where it is listed.
 """
 
+from corral_decision.coexistence import LonghornLoop, Mode, Stance
 from corral_decision.decider import Clock, Decider, Explanation, InvalidEvent, Pending, target_key
 from corral_decision.harness import run, service_main
 from corral_decision.registry import decision_service, decision_services
@@ -23,7 +24,10 @@ __all__ = [
     "DecisionService",
     "Explanation",
     "InvalidEvent",
+    "LonghornLoop",
+    "Mode",
     "Pending",
+    "Stance",
     "decision_service",
     "decision_services",
     "run",

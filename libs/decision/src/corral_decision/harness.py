@@ -34,6 +34,9 @@ def service_main(service: DecisionService[Any], on_runner: OnRunner | None = Non
         )
         if on_runner is not None:
             on_runner(runner)
+        # Not ready while it refuses to double-drive beside longhorn-manager (mode act, Longhorn's
+        # loop on): the operator asked it to act and it cannot (coexistence.py).
+        ctx.readiness.probe("coexistence", lambda: not runner.coexistence.refusing)
         if leadership is not None:
             leadership.on_change(runner.leadership_changed)
         await runner.run(ctx.stop, on_bootstrapped=lambda: ctx.readiness.mark(BOOTSTRAP))

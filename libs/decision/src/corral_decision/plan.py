@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from corral_decision.decider import Explanation
+from corral_decision.events import is_event
 from corral_decision.service import DecisionService
 from corral_decision.snapshot import snapshot_events
 from corral_model.envelopes import Command
@@ -23,7 +24,8 @@ def plan_snapshot(
     decider = service.new_decider(service.config(), lambda: now)
     for event in snapshot_events(document, service.reads):
         decider.apply(event)
-    commands = decider.decide()
+    # The plan is the decisions; the Events a decider reports beside them are not plans.
+    commands = [c for c in decider.decide() if not is_event(c)]
     # A chosen target explains itself as `command-pending`: the command line says it all. Others
     # that got a command too keep their reason (im-restart patches a busy IM's condition).
     pending = {(c.target.kind, c.target.namespace, c.target.name) for c in commands}

@@ -33,6 +33,7 @@ from corral_bus import StreamMessage
 from corral_decision.bundle import BadLine, Line, order_key
 from corral_decision.command_diff import Difference, ReplayedCommand, compare
 from corral_decision.decider import Decider, Explanation, InvalidEvent, target_key
+from corral_decision.events import is_event
 from corral_decision.recording import Recording
 from corral_decision.runner import EventDecoder
 from corral_decision.service import DecisionService
@@ -140,7 +141,9 @@ class Replay:
         self.report = ReplayReport(service.name)
         self._object_filters = service.object_filters(config.namespace)
         self._results = f"{RESULTS_PREFIX}.{escape_token(service.name)}."
+        self._event_results = f"{self._results}event."  # results of Events: reports, not decisions
         self._commands = f"{COMMANDS_PREFIX}.{escape_token(service.name)}."
+        self._events = f"{self._commands}event."
         self._recording = Recording()
         self._late_results: set[str] = set()  # named by results after `until`
         self._objects_seen: set[str] = set()  # subjects
@@ -184,15 +187,27 @@ class Replay:
         if stream == OBJECTS_STREAM and any(_matches(f, subject) for f in self._object_filters):
             self._wake(line)
             self._object(line)
-        elif stream == RESULTS_STREAM and subject.startswith(self._results):
+        elif (
+            stream == RESULTS_STREAM
+            and subject.startswith(self._results)
+            and not subject.startswith(self._event_results)
+        ):
             self._wake(line)
             self._result(line)
-        elif stream == COMMANDS_STREAM and subject.startswith(self._commands):
+        elif (
+            stream == COMMANDS_STREAM
+            and subject.startswith(self._commands)
+            and not subject.startswith(self._events)  # Events are reports, not decisions
+        ):
             self._command(line)
 
     def _after_until(self, line: Line) -> None:
         entry = line.entry
-        if entry.stream == RESULTS_STREAM and entry.subject.startswith(self._results):
+        if (
+            entry.stream == RESULTS_STREAM
+            and entry.subject.startswith(self._results)
+            and not entry.subject.startswith(self._event_results)
+        ):
             with contextlib.suppress(SchemaError):
                 self._late_results.add(codec.decode(entry.data, CommandResult).command_id)
 
@@ -287,7 +302,7 @@ class Replay:
             self._led = True
             self.decider.reconsider_all()
         commands = self.decider.decide()
-        made = [ReplayedCommand(c, self._last, by_timer) for c in commands]
+        made = [ReplayedCommand(c, self._last, by_timer) for c in commands if not is_event(c)]
         self.report.replayed.extend(made)
         if self.explain is not None:
             mine = tuple(m.command.id for m in made if m.key == self.explain)

@@ -44,8 +44,10 @@ from opentelemetry.trace import Tracer
 from prometheus_client import CollectorRegistry
 
 from corral_bus import BootstrapReader, Bus, Publisher, PublishError, StreamMessage
+from corral_decision.coexistence import Coexistence
 from corral_decision.command_feed import CommandFeed
 from corral_decision.decider import Decider, InvalidEvent
+from corral_decision.events import is_event
 from corral_decision.metrics import RunnerMetrics
 from corral_decision.seen import SeenCommands
 from corral_decision.service import DecisionConfig, DecisionService
@@ -98,6 +100,9 @@ class DecisionRunner:
         self.log = log
         self.decider = decider if decider is not None else service.new_decider(config, time.time)
         self.metrics = RunnerMetrics(service.metric_prefix, registry, self.decider, service.gauges)
+        self.coexistence = Coexistence(
+            service.name, service.longhorn_loop, config.mode, config.namespace, self.decider, registry
+        )
         self.decode_event = EventDecoder(service)
         self._is_leader = is_leader
         self._lease_term = lease_term
@@ -167,7 +172,8 @@ class DecisionRunner:
             except SchemaError as e:
                 self.log.warning("skipping an unreadable result", subject=message.subject, error=str(e))
                 continue
-            self.decider.record_result(result)
+            if result.target.kind != "Event":  # a report's result settles nothing
+                self.decider.record_result(result)
             self.seen.result(result, time.time())
             self.metrics.results.labels(str(result.outcome)).inc()
             self._wake.set()
@@ -238,8 +244,12 @@ class DecisionRunner:
 
     async def _decide_once(self) -> Sequence[Command]:
         started = time.perf_counter()
-        commands = self.decider.decide()
+        decided = self.decider.decide()
         self.metrics.decision_seconds.observe(time.perf_counter() - started)
+        # Beside a running longhorn-manager, what would double-drive is withheld (coexistence.py).
+        commands, withheld = self.coexistence.screen(decided, time.time())
+        for result in withheld:
+            self.decider.record_result(result)
         traces = self.traces
         if not commands:
             if traces is not None:
@@ -255,7 +265,7 @@ class DecisionRunner:
                 traced.end()
         mode = self.service.command_mode
         for command in commands:
-            self.metrics.commands.labels(mode(command)).inc()
+            self.metrics.commands.labels("event" if is_event(command) else mode(command)).inc()
         self.log.info("commands published", count=len(commands))
         return commands
 

@@ -44,7 +44,10 @@ class SeenCommands:
         return len(self._commands)
 
     def command(self, command: Command, now: float) -> bool:
-        """Remember `command`; False when it is too old to matter (nothing to adopt)."""
+        """Remember `command`; False when it is too old to matter (nothing to adopt), or an Event
+        (a report: it holds nothing, and the view never shows it)."""
+        if command.target.kind == "Event":
+            return False
         born = command.created_at if 0 < command.created_at < now else now
         if now - born > self.horizon:
             return False
@@ -52,8 +55,8 @@ class SeenCommands:
         return True
 
     def result(self, result: CommandResult, now: float) -> None:
-        if result.outcome is not Outcome.APPLIED or result.dry_run:
-            return
+        if result.outcome is not Outcome.APPLIED or result.dry_run or result.target.kind == "Event":
+            return  # an Event is never in the view: a new leader must not wait to see it
         finished = result.finished_at if 0 < result.finished_at < now else now
         if now - finished <= self.applied_horizon:
             self._applied[result.command_id] = (finished + self.applied_horizon, result)

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Generic, TypeVar
 import msgspec
 from prometheus_client.core import Metric
 
+from corral_decision.coexistence import LonghornLoop, Mode
 from corral_decision.decider import Clock, Decider
 from corral_decision.progress import Progress
 from corral_model.envelopes import Command
@@ -54,6 +55,10 @@ class DecisionConfig(ServiceConfig, kw_only=True, frozen=True):
     least LH_COMMANDS' dedup window, or the identical retry is dropped as a duplicate)."""
     idle_batch: Annotated[int, msgspec.Meta(ge=0)] = 5000
     """When not deciding, let the decider do this much deferred work per round (`idle_work`)."""
+    mode: Mode = Mode.REPLACE
+    """Beside an unmodified longhorn-manager (coexistence.py, docs/operating.md): `replace` (no
+    manager runs this loop: act), `act` (act only while Longhorn's loop is off, else refuse),
+    `auto` (act while it is off, else observe) or `observe` (report only)."""
 
 
 ConfigT = TypeVar("ConfigT", bound=DecisionConfig)
@@ -85,8 +90,11 @@ class DecisionService(Generic[ConfigT]):
     """The `mode` label of the commands counter."""
     startup: tuple[StartupHook, ...] = ()
     """Hooks the harness runs before the service acts (the upgrade-path gate)."""
-    progress: Callable[[], Progress] | None = None
-    """A fresh figures model for `corral progress <name>`, where the service offers one."""
+    progress: Callable[..., Progress] | None = None
+    """A fresh figures model for `corral progress <name>`, where the service offers one; called
+    with `limit_override=N` for corral's own limit beside a running longhorn-manager."""
+    longhorn_loop: LonghornLoop | None = None
+    """The longhorn-manager loop it re-implements and how to tell it is on (coexistence.py)."""
     _subject_tokens: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -107,5 +115,8 @@ class DecisionService(Generic[ConfigT]):
         ]
 
     def command_token(self, kind: str) -> str | None:
-        """The subject token for a command on `kind` (`Volume` → `volume`); None: not its to command."""
+        """The subject token for a command on `kind` (`Volume` → `volume`); None: not its to command.
+        Every service may record Events (`event`: the actuator policy's common rule)."""
+        if kind == "Event":
+            return "event"
         return self._subject_tokens.get(kind)

@@ -37,6 +37,7 @@ from corral_actuator.classify import Answer, TransientApiError
 from corral_actuator.conflicts import ConflictBudget, ConflictRetry
 from corral_actuator.expiry import DEFAULT_MAX_COMMAND_AGE, overage
 from corral_actuator.kinds import KindInfo
+from corral_actuator.occurrences import repeat_patch
 from corral_actuator.policy import Policy, Verdict
 from corral_actuator.settings import SettingValues
 from corral_actuator.tracing import policy_span
@@ -344,38 +345,36 @@ class Actuator:
             self._finish_on(answered)
             raise _Done(Outcome.ERROR, f"HTTP {answered.status}: {answered.message}")
         # Already exists: done if it is the object asked for (a repeated create), else refused.
-        existing = await self._read(info, t.namespace, t.name)
-        ignored = _IDENTITY_IGNORED + (_EVENT_OCCURRENCE if (info.group, info.kind) == ("", "Event") else ())
+        is_event = (info.group, info.kind) == ("", "Event")
+        ignored = _IDENTITY_IGNORED + (_EVENT_OCCURRENCE if is_event else ())
         wanted = {k: v for k, v in body.items() if k not in ignored}
         labels = body["metadata"].get("labels", {})
-        if subset_holds(wanted, existing) and subset_holds(
-            labels, existing.get("metadata", {}).get("labels", {})
-        ):
-            if (info.group, info.kind) == ("", "Event"):
-                await self._count_again(info, body, existing)
-            raise _Done(Outcome.APPLIED, "already existed; nothing written", _rv(existing))
+        for _ in range(self.snapshot_attempts):
+            existing = await self._read(info, t.namespace, t.name)
+            if not (
+                subset_holds(wanted, existing)
+                and subset_holds(labels, existing.get("metadata", {}).get("labels", {}))
+            ):
+                raise _Done(
+                    Outcome.PRECONDITION_FAILED,
+                    "an object with this name exists with other content",
+                    _rv(existing),
+                )
+            # The same Event said again: count the new occurrence on it (occurrences.py).
+            patch = repeat_patch(existing, body) if is_event else None
+            if patch is None:
+                raise _Done(Outcome.APPLIED, "already existed; nothing written", _rv(existing))
+            answered = await self.api.request(
+                "PATCH", info.path(t.namespace, t.name), body=patch, content_type=JSON_PATCH
+            )
+            if answered.answer is Answer.OK:
+                raise _Done(Outcome.APPLIED, "counted again on the existing Event", answered.resource_version)
+            if answered.status not in (409, 422):  # 422: it moved since the read; read again
+                self._finish_on(answered)
+                raise _Done(Outcome.ERROR, f"HTTP {answered.status}: {answered.message}")
         raise _Done(
-            Outcome.PRECONDITION_FAILED, "an object with this name exists with other content", _rv(existing)
+            Outcome.PRECONDITION_FAILED, f"the Event changed under {self.snapshot_attempts} attempts in a row"
         )
-
-    async def _count_again(self, info: KindInfo, body: dict[str, Any], existing: dict[str, Any]) -> None:
-        """A later occurrence of a recorded Event: count it there (on the version read). Returns
-        when it is not a later one; a refused count is not retried (an Event is a report)."""
-        last, seen = body.get("lastTimestamp"), existing.get("lastTimestamp")
-        if not isinstance(last, str) or not isinstance(seen, str) or last <= seen:
-            return
-        count = existing.get("count")
-        count = (count if isinstance(count, int) and count > 0 else 1) + 1
-        operations = [
-            {"op": "test", "path": "/metadata/resourceVersion", "value": _rv(existing)},
-            {"op": "add", "path": "/count", "value": count},
-            {"op": "add", "path": "/lastTimestamp", "value": last},
-        ]
-        metadata = existing.get("metadata", {})
-        path = info.path(metadata.get("namespace", ""), metadata.get("name", ""))
-        answered = await self.api.request("PATCH", path, body=operations, content_type=JSON_PATCH)
-        if answered.answer is Answer.OK:
-            raise _Done(Outcome.APPLIED, f"recorded again: count {count}", answered.resource_version)
 
     # --- shared -------------------------------------------------------------------------------
 

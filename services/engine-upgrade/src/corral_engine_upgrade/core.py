@@ -34,6 +34,7 @@ from typing import Any
 import msgspec
 
 from corral_decision.decider import Clock, Explanation, Pending
+from corral_engine_upgrade.announce import BLOCKING, Announcer
 from corral_engine_upgrade.eligibility import step_gate, volume_reason
 from corral_engine_upgrade.reasons import Reason
 from corral_engine_upgrade.records import Expectation, VolumeRecord
@@ -57,6 +58,7 @@ _PATCH = Verb.PATCH
 _IN_PROGRESS = Reason.IN_PROGRESS
 _COMMAND_PENDING = Reason.COMMAND_PENDING
 _RETRY_BACKOFF = Reason.RETRY_BACKOFF
+_BLOCKING = BLOCKING
 
 
 class DeciderConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -69,6 +71,11 @@ class DeciderConfig(msgspec.Struct, frozen=True, kw_only=True):
     retry_backoff: float = 120.0
     # How long a deleted object's resourceVersion is remembered to reject late, older events.
     tombstone_ttl: float = 600.0
+    # corral's own per-node limit, in place of Longhorn's setting (beside a running longhorn-manager,
+    # whose loop is off only while its setting is 0). None: the setting's value, as Longhorn.
+    limit_override: int | None = None
+    # Make Events on the volumes (started, completed, blocked: announce.py), taken by `decide()`.
+    announce: bool = False
 
 
 class EngineUpgradeDecider:
@@ -76,7 +83,9 @@ class EngineUpgradeDecider:
 
     def __init__(self, clock: Clock, config: DeciderConfig | None = None) -> None:
         self.config = config or DeciderConfig()
-        self.view = ClusterView(tombstone_ttl=self.config.tombstone_ttl)
+        self.view = ClusterView(
+            tombstone_ttl=self.config.tombstone_ttl, limit_override=self.config.limit_override
+        )
         self._clock = clock
         self._owners = Owners()
         # Owner nodes whose slots or candidates changed (Owners.place adds to it as it goes).
@@ -89,6 +98,10 @@ class EngineUpgradeDecider:
         # The clock's reading for the call in progress (apply, decide, record_result…), read by
         # `_refresh` rather than passed down through the walk in slots.py on every volume.
         self._now = 0.0
+        # The volumes' Events (started, completed, blocked), taken by the next `decide()`.
+        self._announcer = Announcer(SERVICE, self.view)
+        self._announce = self.config.announce
+        self._enabled = False  # the limit is above 0 (as of the last limit change)
 
     # --- input ------------------------------------------------------------------------------------
 
@@ -100,6 +113,8 @@ class EngineUpgradeDecider:
             return
         if isinstance(change, VolumeRecord):  # the next most frequent: one volume's facts changed
             if self._bootstrapped:
+                if (change.spec_image != change.current_image or change.announced) and self._announce:
+                    self._announcer.images_moved(change, now)
                 if not self._place_without_rules(change):
                     self._observe(change)
                 return
@@ -116,6 +131,7 @@ class EngineUpgradeDecider:
                 self._owners.track(volume)
             if self.view.complete:
                 self._bootstrapped = True
+                self._enabled = self.view.limit > 0
                 self._new_epoch()
             return
         if impact.everything:
@@ -130,6 +146,12 @@ class EngineUpgradeDecider:
                 self._refresh(volume)
         if impact.limit_changed:
             self._dirty.update(self._owners.names())
+            enabled = self.view.limit > 0
+            if enabled and not self._enabled and self._announce:
+                # Volumes judged while the loop was off were not announced as blocked: judge
+                # them again (lazily, as after a new default image) so that they are.
+                self._new_epoch()
+            self._enabled = enabled
 
     def apply_all(self, events: Iterable[ObjectEvent[Any]]) -> None:
         for event in events:
@@ -197,7 +219,14 @@ class EngineUpgradeDecider:
     # --- output -----------------------------------------------------------------------------------
 
     def decide(self) -> list[Command]:
-        """Commands for every free slot on the owner nodes whose state changed since last time."""
+        """Commands for every free slot on the owner nodes whose state changed since last time,
+        then the volumes' Events made since the last call (announce.py)."""
+        commands = self._fill_slots()
+        if self._announcer.outbox and self.config.announce:
+            commands.extend(self._announcer.take())
+        return commands
+
+    def _fill_slots(self) -> list[Command]:
         now = self._now = self._clock()
         timers = self._timers
         if timers and timers[0][0] <= now:
@@ -223,8 +252,10 @@ class EngineUpgradeDecider:
         return commands
 
     def reconsider_all(self) -> None:
-        """Look at every owner node at the next `decide` (a replica that just became leader)."""
+        """Look at every owner node at the next `decide` (a replica that just became leader; its
+        predecessor reported the volumes' transitions so far, so its own backlog is dropped)."""
         self._dirty.update(self._owners.names())
+        self._announcer.outbox.clear()
 
     def catch_up(self, budget: int = 10_000) -> int:
         """Classify up to `budget` volumes not yet judged under the current rules (after a new
@@ -397,6 +428,8 @@ class EngineUpgradeDecider:
         if expectation is not None and volume.spec_image != expectation.from_image:
             volume.expectation = None  # the view now shows our change (or someone else's): observed
         reason = volume_reason(volume, self.view, self._now)
+        if (volume.announced or reason in _BLOCKING) and self._announce:
+            self._announcer.judged(volume, reason, self._now)
         owners = self._owners
         volume.epoch = owners.epoch
         owner = volume.owner

@@ -59,8 +59,9 @@ class ProgressModel:
     """Apply ObjectEvents (volume, replica, engineimage, node, setting); read per-node figures.
     A `corral_decision.progress.Progress`: what `corral progress engine-upgrade` draws."""
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
-        self.view = ClusterView()
+    def __init__(self, clock: Callable[[], float] = time.time, *, limit_override: int | None = None) -> None:
+        # Beside a running longhorn-manager the service's limit is corral's own (CORRAL_PER_NODE_LIMIT).
+        self.view = ClusterView(limit_override=limit_override)
         self._clock = clock
         self._judged: dict[tuple[str, str], tuple[str, Phase, str]] = {}  # volume → owner, phase, reason
         self._rows: dict[str, GroupFigures] = {}

@@ -110,6 +110,8 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
     member_of: str | None = None  # the owner node whose member list holds this volume
     epoch: int = -1  # the rules epoch this volume was last judged under (see slots.py)
     alive: bool = True
+    # What the volume's Events last said (announce.py): "" nothing, STARTED, or the blocking reason.
+    announced: str = ""
 
     @property
     def standby(self) -> bool:

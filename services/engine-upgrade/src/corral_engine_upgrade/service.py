@@ -10,17 +10,24 @@ from typing import Annotated
 import msgspec
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from corral_decision import Clock, DecisionConfig, DecisionService
+from corral_decision import Clock, DecisionConfig, DecisionService, LonghornLoop, Mode
 from corral_engine_upgrade.core import SERVICE, DeciderConfig, EngineUpgradeDecider
 from corral_engine_upgrade.progress import ProgressModel
-from corral_engine_upgrade.view import KIND_STRUCTS
-from corral_model.envelopes import Command
+from corral_engine_upgrade.view import KIND_STRUCTS, LIMIT_SETTING
+from corral_model.envelopes import Command, Target
 from corral_upgradepath.hooks import bus_gate
 
 
 class EngineUpgradeConfig(DecisionConfig, kw_only=True, frozen=True):
     tombstone_ttl_s: Annotated[float, msgspec.Meta(gt=0)] = 600.0
     """How long a deleted object's resourceVersion is remembered to reject late, older events."""
+    per_node_limit: Annotated[int, msgspec.Meta(ge=0)] = 1
+    """corral's own limit of upgrades in flight per owner node (CORRAL_PER_NODE_LIMIT) in modes
+    act, auto and observe, where Longhorn's `concurrent-automatic-engine-upgrade-per-node-limit`
+    must stay 0 (Longhorn's loop off). Mode replace reads Longhorn's setting, as Longhorn does."""
+    volume_events: bool = True
+    """Record Kubernetes Events on each Volume when its automatic upgrade starts, completes or is
+    blocked (CORRAL_VOLUME_EVENTS); one per transition, deduplicated as Kubernetes does."""
 
     def decider_config(self) -> DeciderConfig:
         return DeciderConfig(
@@ -28,6 +35,8 @@ class EngineUpgradeConfig(DecisionConfig, kw_only=True, frozen=True):
             applied_ttl=self.applied_ttl_s,
             retry_backoff=self.retry_backoff_s,
             tombstone_ttl=self.tombstone_ttl_s,
+            limit_override=None if self.mode is Mode.REPLACE else self.per_node_limit,
+            announce=self.volume_events,
         )
 
 
@@ -61,6 +70,27 @@ def gauges(decider: EngineUpgradeDecider) -> Iterable[Metric]:
     return [in_flight, candidates, unjudged, volumes]
 
 
+def longhorn_upgrading(decider: EngineUpgradeDecider) -> bool:
+    """Longhorn's own automatic engine upgrade runs while its per-node limit setting is above 0
+    (longhorn-behaviour.md §1.1: 0 or less, or not an integer, disables it)."""
+    return decider.view.longhorn_limit > 0
+
+
+def longhorn_limit_state(decider: EngineUpgradeDecider) -> str:
+    view = decider.view
+    value = f"invalid, {view.limit_error}" if view.limit_error else str(view.longhorn_limit)
+    return f"{LIMIT_SETTING} is {value}"
+
+
+LONGHORN_LOOP = LonghornLoop(
+    name="automatic engine upgrade",
+    is_on=longhorn_upgrading,
+    state=longhorn_limit_state,
+    switch_off=f"set the {LIMIT_SETTING} setting to 0; corral then upgrades with its own per_node_limit",
+    reported_on=Target(kind="Setting", namespace="", name=LIMIT_SETTING),
+)
+
+
 def upgrade_mode(command: Command) -> str:
     return "live" if command.reason.startswith("live") else "offline"
 
@@ -76,4 +106,5 @@ DEFINITION = DecisionService(
     # Decided from the watcher's view on the bus: this service holds no API credentials.
     startup=(bus_gate,),
     progress=ProgressModel,
+    longhorn_loop=LONGHORN_LOOP,
 )

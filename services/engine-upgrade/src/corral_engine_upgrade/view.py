@@ -104,7 +104,7 @@ def normalize_kind(kind: str) -> str:
 
 
 class ClusterView:
-    def __init__(self, *, tombstone_ttl: float = 600.0) -> None:
+    def __init__(self, *, tombstone_ttl: float = 600.0, limit_override: int | None = None) -> None:
         self._volumes: dict[str, dict[str, VolumeRecord]] = {}
         # Replicas seen before their volume (or kept after it was deleted), by (namespace, volume).
         self._orphan_replicas: dict[tuple[str, str], Replicas] = {}
@@ -121,7 +121,12 @@ class ClusterView:
         self.synced: set[str] = set()
         self.default_image = ""
         self.default_ei: ImageRecord | None = None  # the EngineImage of default_image, if any
-        self.limit = 0
+        # The per-node limit the rules apply: Longhorn's setting, or corral's own beside a running
+        # longhorn-manager (`limit_override`, coexistence modes act/auto/observe), where Longhorn's
+        # setting must stay 0 for Longhorn's own loop to be off.
+        self.limit_override = limit_override
+        self.limit = 0 if limit_override is None else limit_override
+        self.longhorn_limit = 0  # concurrent-automatic-engine-upgrade-per-node-limit, as read
         self.limit_error = ""  # the setting's value when it is not an integer (then: disabled)
         self.volume_count = 0
         # The decoder's message per unreadable volume; read only while its UNREADABLE flag is set
@@ -400,9 +405,12 @@ class ClusterView:
             self._refresh_default_ei()
             return EVERYTHING
         limit, error = _parse_limit(value)
-        if (limit, error) == (self.limit, self.limit_error):
+        if (limit, error) == (self.longhorn_limit, self.limit_error):
             return NO_IMPACT
-        self.limit, self.limit_error = limit, error
+        self.longhorn_limit, self.limit_error = limit, error
+        if self.limit_override is not None:
+            return NO_IMPACT  # only whether Longhorn's loop is on changed (the kit asks at each pass)
+        self.limit = limit
         return LIMIT_CHANGED
 
     def _apply_node(self, namespace: str, name: str, rv: int, deleted: bool, now: float) -> Impact:

@@ -4,12 +4,12 @@ commands, its decider and its scrape-time gauges. Everything else is the kit's r
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from corral_decision import Clock, DecisionConfig, DecisionService
+from corral_decision import Clock, DecisionConfig, DecisionService, LonghornLoop
 from corral_im_restart.commands import SERVICE, command_mode
 from corral_im_restart.core import READS, DeciderConfig, ImRestartDecider
 from corral_im_restart.progress import ImProgress
@@ -65,6 +65,19 @@ def gauges(decider: ImRestartDecider) -> Iterable[Metric]:
     return [unsynced, in_flight, waiting, managers]
 
 
+def longhorn_restarting(decider: Any) -> bool:
+    """longhorn-manager's instance-manager controller restarts idle instance-manager pods that lag
+    the settings whenever the manager runs (longhorn-behaviour.md §4.3): nothing switches it off."""
+    return True
+
+
+LONGHORN_LOOP = LonghornLoop(
+    name="instance-manager controller (pod restarts for unapplied settings)",
+    is_on=longhorn_restarting,
+    state=lambda decider: "longhorn-manager has no switch for it",
+)
+
+
 DEFINITION = DecisionService(
     name=SERVICE,
     config=ImRestartConfig,
@@ -77,4 +90,5 @@ DEFINITION = DecisionService(
     # Decided from the watcher's view on the bus: this service holds no API credentials.
     startup=(bus_gate,),
     progress=ImProgress,
+    longhorn_loop=LONGHORN_LOOP,
 )

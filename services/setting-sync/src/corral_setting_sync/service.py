@@ -4,10 +4,11 @@ commands, its decider and its scrape-time gauge. Everything else is the kit's ru
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from corral_decision import Clock, DecisionConfig, DecisionService
+from corral_decision import Clock, DecisionConfig, DecisionService, LonghornLoop
 from corral_setting_sync.commands import SERVICE, command_mode
 from corral_setting_sync.core import READS, DeciderConfig, SettingSyncDecider
 from corral_setting_sync.progress import SettingProgress
@@ -39,6 +40,19 @@ def gauges(decider: SettingSyncDecider) -> Iterable[Metric]:
     return [pending]
 
 
+def longhorn_syncing(decider: Any) -> bool:
+    """longhorn-manager's setting controller applies danger-zone settings whenever the manager
+    runs (longhorn-behaviour.md §3.3): no setting switches it off, so beside a manager it is on."""
+    return True
+
+
+LONGHORN_LOOP = LonghornLoop(
+    name="setting controller (danger-zone settings)",
+    is_on=longhorn_syncing,
+    state=lambda decider: "longhorn-manager has no switch for it",
+)
+
+
 DEFINITION = DecisionService(
     name=SERVICE,
     config=SettingSyncConfig,
@@ -51,4 +65,5 @@ DEFINITION = DecisionService(
     # Decided from the watcher's view on the bus: this service holds no API credentials.
     startup=(bus_gate,),
     progress=SettingProgress,
+    longhorn_loop=LONGHORN_LOOP,
 )

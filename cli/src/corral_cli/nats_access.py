@@ -1,0 +1,198 @@
+"""How the read-only commands (`progress`, `events`) reach a corral bus from an operator's desk,
+the `kubectl corral` plugin's way in: a NATS URL, credentials of a read-only NATS user, or a
+`kubectl port-forward` the command runs itself.
+
+* `--nats-url URL` (`CORRAL_NATS_URL`; `--nats` is the same option).
+* Credentials: `--nats-creds FILE` (`CORRAL_NATS_CREDS`, a NATS `.creds` file: JWT + nkey seed),
+  or `--nats-user`/`--nats-password` (`CORRAL_NATS_USER`/`CORRAL_NATS_PASSWORD`), or
+  `--nats-token` (`CORRAL_NATS_TOKEN`). The CLI needs only a user that may read the streams
+  (the read-only user of the chart's NATS configuration); it publishes nothing.
+* `--port-forward [NAMESPACE/]SERVICE` (`CORRAL_PORT_FORWARD`): run `kubectl port-forward
+  svc/SERVICE :4222` (local port chosen by kubectl), connect through it, stop it on exit. For a
+  cluster whose NATS is not reachable from the desk; the operator's kubeconfig decides access.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
+NATS_PORT = 4222
+PORT_FORWARD_TIMEOUT_S = 30.0
+_FORWARDING = re.compile(rb"Forwarding from (?:127\.0\.0\.1|\[::1\]|localhost):(\d+) ->")
+
+
+class AccessError(Exception):
+    """The bus cannot be reached the way the options say (printed to the operator as is)."""
+
+
+def add_nats_options(parser: argparse.ArgumentParser) -> None:
+    env = os.environ.get
+    parser.add_argument(
+        "--nats-url",
+        "--nats",
+        dest="nats",
+        default=env("CORRAL_NATS_URL", DEFAULT_NATS_URL),
+        metavar="URL",
+        help=f"NATS URL (CORRAL_NATS_URL; default {DEFAULT_NATS_URL})",
+    )
+    parser.add_argument(
+        "--nats-creds",
+        default=env("CORRAL_NATS_CREDS", ""),
+        metavar="FILE",
+        help="a read-only NATS user's credentials file (CORRAL_NATS_CREDS)",
+    )
+    parser.add_argument("--nats-user", default=env("CORRAL_NATS_USER", ""), help="(CORRAL_NATS_USER)")
+    parser.add_argument(
+        "--nats-password", default=env("CORRAL_NATS_PASSWORD", ""), help="(CORRAL_NATS_PASSWORD)"
+    )
+    parser.add_argument("--nats-token", default=env("CORRAL_NATS_TOKEN", ""), help="(CORRAL_NATS_TOKEN)")
+    parser.add_argument(
+        "--port-forward",
+        default=env("CORRAL_PORT_FORWARD", ""),
+        metavar="[NAMESPACE/]SERVICE",
+        help="reach NATS through `kubectl port-forward svc/SERVICE` (CORRAL_PORT_FORWARD)",
+    )
+
+
+@dataclass(frozen=True)
+class NatsAccess:
+    url: str
+    creds: str = ""
+    port_forward: str = ""
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> NatsAccess:
+        """From `add_nats_options`' options; a parser that has only `--nats` gives a plain URL."""
+
+        def option(name: str) -> str:
+            return str(getattr(args, name, "") or "")
+
+        url = with_userinfo(args.nats, option("nats_user"), option("nats_password"), option("nats_token"))
+        creds = option("nats_creds")
+        if creds and not Path(creds).is_file():
+            raise AccessError(f"no NATS credentials file at {creds}")
+        return cls(url=url, creds=creds, port_forward=option("port_forward"))
+
+    @property
+    def shown(self) -> str:
+        """The URL without its secrets, for messages."""
+        parts = urlsplit(self.url)
+        host = parts.hostname or ""
+        netloc = f"{host}:{parts.port}" if parts.port else host
+        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def access_shown(args: argparse.Namespace) -> str:
+    """The URL the options name, without secrets (for a message before any connection)."""
+    return NatsAccess(url=args.nats).shown
+
+
+def with_userinfo(url: str, user: str, password: str, token: str) -> str:
+    """`url` carrying the user and password (or the token) the NATS client sends on connect."""
+    if not (user or token):
+        return url
+    parts = urlsplit(url)
+    secret = (
+        quote(token, safe="")
+        if token
+        else quote(user, safe="") + (f":{quote(password, safe='')}" if password else "")
+    )
+    host = parts.hostname or "127.0.0.1"
+    netloc = f"{secret}@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme or "nats", netloc, parts.path, parts.query, parts.fragment))
+
+
+def forwarded(url: str, port: int) -> str:
+    """`url` pointed at the local end of a port-forward (its credentials kept)."""
+    parts = urlsplit(url)
+    userinfo = parts.netloc.rpartition("@")[0]
+    netloc = (f"{userinfo}@" if userinfo else "") + f"127.0.0.1:{port}"
+    return urlunsplit((parts.scheme or "nats", netloc, parts.path, parts.query, parts.fragment))
+
+
+@contextlib.asynccontextmanager
+async def port_forward(target: str) -> AsyncIterator[int]:
+    """Run `kubectl port-forward` to `[NAMESPACE/]SERVICE`'s NATS port; yields the local port."""
+    kubectl = shutil.which(os.environ.get("KUBECTL", "kubectl"))
+    if kubectl is None:
+        raise AccessError("--port-forward needs kubectl on PATH (or KUBECTL)")
+    namespace, _, service = target.rpartition("/")
+    argv = [kubectl, "port-forward", f"svc/{service}", f":{NATS_PORT}"]
+    if namespace:
+        argv[1:1] = ["--namespace", namespace]
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        port = await _local_port(proc, target)
+        yield port
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            with contextlib.suppress(TimeoutError, ProcessLookupError):
+                async with asyncio.timeout(5):
+                    await proc.wait()
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+
+
+async def _local_port(proc: asyncio.subprocess.Process, target: str) -> int:
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        async with asyncio.timeout(PORT_FORWARD_TIMEOUT_S):
+            while line := await proc.stdout.readline():
+                found = _FORWARDING.search(line)
+                if found:
+                    return int(found.group(1))
+    except TimeoutError:
+        raise AccessError(
+            f"kubectl port-forward to {target} did not start in {PORT_FORWARD_TIMEOUT_S:g} s"
+        ) from None
+    error = (await proc.stderr.read()).decode(errors="replace").strip()
+    raise AccessError(f"kubectl port-forward to {target} failed: {error or 'it exited'}")
+
+
+async def connect_reader(access: NatsAccess, name: str, **options: Any) -> Any:
+    """A `corral_bus.Bus` for reading, with the credentials file when one is given."""
+    from corral_bus import connect
+
+    if not access.creds:
+        return await connect(access.url, name, **options)
+    import nats
+
+    from corral_bus import Bus
+
+    nc = await nats.connect(
+        servers=[access.url],
+        name=name,
+        user_credentials=access.creds,
+        allow_reconnect=True,
+        max_reconnect_attempts=options.get("max_reconnect_attempts", -1),
+    )
+    bus = Bus(nc=nc, js=nc.jetstream(), name=name)
+    bus.connected.set()
+    return bus
+
+
+@contextlib.asynccontextmanager
+async def reader(access: NatsAccess, name: str) -> AsyncIterator[tuple[Any, str]]:
+    """Connect as `access` says (through a port-forward when asked); yields (bus, URL shown)."""
+    async with contextlib.AsyncExitStack() as stack:
+        if access.port_forward:
+            port = await stack.enter_async_context(port_forward(access.port_forward))
+            access = NatsAccess(url=forwarded(access.url, port), creds=access.creds)
+        bus = await connect_reader(access, name, max_reconnect_attempts=-1)
+        stack.push_async_callback(bus.close)
+        yield bus, access.shown

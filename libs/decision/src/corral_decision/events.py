@@ -1,0 +1,130 @@
+"""Kubernetes Events as commands: how a decision service, which holds no credentials, tells an
+operator with only `kubectl` what it is doing (`kubectl describe volume pvc-a`, `kubectl get events`).
+
+A decider returns an Event command from `decide()` beside its other commands; the actuator creates
+the core/v1 Event (the policy's `common` rule lets every service do that). Events are deduplicated
+as Kubernetes' own event recorder does it:
+
+* the Event's name is derived from what it says (involved object, type, reason, message, source),
+  so the same report about the same object always addresses the same Event;
+* the command carries the occurrence as a precondition on `/lastTimestamp`, so each occurrence is
+  a distinct command (its own id: JetStream's dedup window does not swallow a repeat), while a
+  redelivered command is the same occurrence;
+* the actuator creates the Event the first time, and for a later occurrence increments `count`
+  and moves `lastTimestamp` on the existing Event instead of creating another one
+  (services/actuator `_create`).
+
+Keeping the volume of Events bounded (one per transition, not one per decision pass) is the
+decider's part: it emits an Event when what it reports about an object changes.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import time
+from typing import Any
+
+import msgspec
+
+from corral_model.envelopes import Command, FieldValue, Target, Verb, new_command
+from corral_model.kinds import KINDS
+
+MAX_MESSAGE = 1024
+"""Kubernetes caps an Event's message at 1 KiB in its event recorder; longer ones are cut."""
+
+OCCURRENCE_PATH = "/lastTimestamp"
+"""The precondition path that names an Event command's occurrence (see the module docstring)."""
+
+_BY_KIND = {info.kind: info for info in KINDS.values()}
+_encode = msgspec.json.Encoder().encode
+
+
+class EventType(enum.StrEnum):
+    NORMAL = "Normal"
+    WARNING = "Warning"
+
+
+def component_of(service: str) -> str:
+    """The Event's source component, as the upgrade-path gate names it: `corral-<service>`."""
+    return f"corral-{service}"
+
+
+_last_stamp: tuple[int, str] = (-1, "")
+
+
+def timestamp(now: float) -> str:
+    """Event timestamps are whole seconds (metav1.Time). The last one is kept: a wave makes
+    thousands of Events a second, and formatting a time costs more than the rest of a name."""
+    global _last_stamp
+    second = int(now)
+    if _last_stamp[0] != second:
+        _last_stamp = (second, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second)))
+    return _last_stamp[1]
+
+
+def involved_object(target: Target) -> dict[str, Any]:
+    """`involvedObject` for an object corral knows by kind (Volume, Pod, Setting…)."""
+    info = _BY_KIND.get(target.kind)
+    involved: dict[str, Any] = {"kind": target.kind, "name": target.name}
+    if info is not None:
+        involved["apiVersion"] = info.api_version
+    if target.namespace:
+        involved["namespace"] = target.namespace
+    if target.uid:
+        involved["uid"] = target.uid
+    return involved
+
+
+def event_name(service: str, about: Target, type_: EventType, reason: str, message: str) -> str:
+    """`<object name>.<16 hex>`: Kubernetes' own `<name>.<suffix>` shape, the suffix a hash of what
+    the Event says, so a repeat addresses the Event it repeats."""
+    identity = (service, about.kind, about.namespace, about.name, type_.value, reason, message)
+    digest = hashlib.blake2b(_encode(identity), digest_size=8).hexdigest()
+    return f"{about.name[: 253 - 17]}.{digest}"
+
+
+def event_command(
+    *,
+    service: str,
+    about: Target,
+    type_: EventType,
+    reason: str,
+    message: str,
+    now: float,
+    namespace: str = "",
+) -> Command:
+    """A CREATE command for one occurrence of an Event about `about`, recorded in `namespace`
+    (default: the object's own namespace, as Kubernetes records it)."""
+    message = message[:MAX_MESSAGE]
+    namespace = namespace or about.namespace
+    name = event_name(service, about, type_, reason, message)
+    component = component_of(service)
+    stamp = timestamp(now)
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": namespace},
+        "involvedObject": involved_object(about),
+        "type": type_.value,
+        "reason": reason,
+        "message": message,
+        "source": {"component": component},
+        "reportingComponent": component,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }
+    return new_command(
+        service=service,
+        verb=Verb.CREATE,
+        target=Target(kind="Event", namespace=namespace, name=name),
+        preconditions=(FieldValue(path=OCCURRENCE_PATH, value=stamp),),
+        body=body,
+        reason=f"{reason}: {message}"[:MAX_MESSAGE],
+        created_at=now,
+    )
+
+
+def is_event(command: Command) -> bool:
+    return command.target.kind == "Event"
