@@ -223,7 +223,7 @@ async def test_engine_upgrade_in_mode_replace_acts_on_longhorns_setting_and_says
 # --- setting-sync and im-restart: Longhorn's loop cannot be switched off ---------------------------------
 
 
-async def setting_sync_cluster(watcher: FakeWatcher) -> None:
+async def setting_sync_cluster(watcher: FakeWatcher, cluster_scoped: FakeWatcher) -> None:
     """A priority class set and not applied, nothing attached: setting-sync would act at once."""
     await watcher.put(
         ss.workload(lh.Deployment, "csi-attacher"),
@@ -231,7 +231,8 @@ async def setting_sync_cluster(watcher: FakeWatcher) -> None:
         ss.volume("pvc-a", "detached"),
         ss.setting("priority-class", "high-priority", applied=True),
     )
-    await watcher.resync(["daemonset", "deployment", "instancemanager", "pod", "setting", "volume"])
+    await watcher.resync(["daemonset", "deployment", "instancemanager", "node", "pod", "setting", "volume"])
+    await cluster_scoped.resync(["kubenode"])
 
 
 async def im_restart_cluster(watcher: FakeWatcher, cluster_scoped: FakeWatcher) -> None:
@@ -246,11 +247,11 @@ async def im_restart_cluster(watcher: FakeWatcher, cluster_scoped: FakeWatcher) 
 
 
 async def _cluster_for(definition: DecisionService[Any], bus: Bus) -> FakeWatcher:
-    watcher = FakeWatcher(bus, NS)
+    watcher, cluster_scoped = FakeWatcher(bus, NS), FakeWatcher(bus, "", rv=10_000)
     if definition is SETTING_SYNC:
-        await setting_sync_cluster(watcher)
+        await setting_sync_cluster(watcher, cluster_scoped)
     else:
-        await im_restart_cluster(watcher, FakeWatcher(bus, "", rv=10_000))
+        await im_restart_cluster(watcher, cluster_scoped)
     return watcher
 
 

@@ -26,15 +26,10 @@ def test_the_entry_point_names_the_service() -> None:
 
 def test_the_plan_applies_what_is_safe_and_explains_the_rest() -> None:
     commands, explanations = plan_snapshot(DEFINITION, yaml.safe_load(CLUSTER.read_text()), now=1000.0)
-    events = {
-        c.body["involvedObject"]["name"]: c.body for c in commands if c.target.kind == "Event" and c.body
-    }
-    assert {name: (e["type"], e["reason"]) for name, e in events.items()} == {
-        "taint-toleration": ("Warning", "AttachedVolumes"),
-        "concurrent-replica-rebuild-per-node-limit": ("Warning", "InvalidValue"),
-    }
-    assert events["taint-toleration"]["message"] == "3 attached volumes: pvc-a, pvc-b, pvc-d"
-    assert sorted((c.verb, c.target.kind, c.target.name) for c in commands if c.target.kind != "Event") == [
+    # The Warning Events naming the blockers are reports, not decisions: never in a plan (the kit's
+    # plan.py); the explanations below say the same.
+    assert not [c for c in commands if c.target.kind == "Event"]
+    assert sorted((c.verb, c.target.kind, c.target.name) for c in commands) == [
         ("patch", "Deployment", "csi-attacher"),
         ("patch-status", "Setting", "concurrent-replica-rebuild-per-node-limit"),
         ("patch-status", "Setting", "priority-class"),
