@@ -33,6 +33,7 @@ from corral_sandbox.simulator.admission import LonghornWebhooks
 from corral_sandbox.simulator.control import MOUNT, SimulatorControl
 from corral_sandbox.simulator.manager_api import LonghornManagerAPI
 from corral_sandbox.simulator.priority import PriorityAdmission
+from corral_sandbox.simulator.setting_webhooks import SettingWebhooks
 
 
 class SandboxCluster:
@@ -107,6 +108,7 @@ class SandboxCluster:
         self._emulator = emulator
         url = await emulator.start(self._host, self._port)
         LonghornWebhooks(emulator, self.seed.namespace).install(emulator)
+        SettingWebhooks(emulator, self.seed.namespace).install(emulator)
         PriorityAdmission(emulator).install(emulator)
         # the simulator's own kubeconfig: private, so the public one appears only when all is ready
         private = write_kubeconfig(Path(self._tmp.name) / "simulator.kubeconfig", url, self.seed.namespace)

@@ -9,6 +9,8 @@ corral and not at the sandbox.
   with `PodScheduled=False`; a toleration lets it on.
 * SC-15 PriorityClasses: the built-in ones exist; a pod naming a missing class is refused, a
   Deployment naming one reports ReplicaFailure; a pod gets the class's priority.
+* SC-16 Longhorn's setting webhooks: normalisation, Longhorn's validation messages, the
+  data-engine toggle, the read-only annotation, no deletes; the emulator's back door bypasses them.
 * SC-17 Share-manager pods for RWX volumes (none for migratable ones), a backing-image manager per
   node, both recreated with the current settings after a delete.
 * SC-18 VolumeAttachment tickets follow attachment and migration.
@@ -25,6 +27,7 @@ import yaml
 from kubernetes_asyncio import client
 
 from corral_sandbox.simulator.default_settings import CONFIGMAP, KEY
+from corral_sandbox.simulator.setting_webhooks import FROM_LONGHORN
 from corral_sandbox.simulator.volume_attachments import ticket_id
 from tests.fixtures.sandbox import Sandbox
 
@@ -204,6 +207,53 @@ async def test_sc15_priority_classes(sandbox: Sandbox) -> None:
     )
     await wait_rolled_out(sandbox, "deployments", "csi-snapshotter")
     assert {p["spec"]["priority"] for p in owned_by(sandbox, "csi-snapshotter")} == {1000}
+
+
+async def test_sc16_setting_webhooks(sandbox: Sandbox) -> None:
+    await sandbox.set_setting("guaranteed-instance-manager-cpu", "20")
+    stored = await sandbox.get("settings", "guaranteed-instance-manager-cpu")
+    assert stored["value"] == '{"v1":"20","v2":"20"}'
+    await sandbox.set_setting("data-engine-cpu-mask", "1-3,5")
+    assert (await sandbox.get("settings", "data-engine-cpu-mask"))["value"] == '{"v2":"0x2e"}'
+    message = await setting_refused(sandbox, "taint-toleration", "key1=value1:NoSchedule; key2:InvalidEffect")
+    assert message.startswith('admission webhook "validator.longhorn.io" denied the request: ')
+    assert "invalid effect: InvalidEffect" in message
+    message = await setting_refused(sandbox, "priority-class", "no-such-class")
+    assert "failed to get priority class no-such-class" in message
+    message = await setting_refused(sandbox, "guaranteed-instance-manager-cpu", "41")
+    assert "should be less than or equal to 40" in message
+    # the v2 toggle: enabling needs hugepages on every node (none here)
+    message = await setting_refused(sandbox, "v2-data-engine", "true")
+    assert "failed to get hugepages-2Mi capacity for node node-1" in message
+    # disabling v1 with a v1 engine running is refused; after the detach it is accepted
+    await sandbox.create_volume("vol-1", replicas=1, node="node-1")
+    await sandbox.wait_volume("vol-1", lambda v: v.get("status", {}).get("state") == "attached", within=20)
+
+    async def engine_in_im() -> bool:
+        ims = await sandbox.list("instancemanagers")
+        return any((im.get("status") or {}).get("instanceEngines") for im in ims)
+
+    await sandbox.wait_for(engine_in_im, within=20, what="the engine listed in its instance manager")
+    message = await setting_refused(sandbox, "v1-data-engine", "false")
+    assert (
+        "cannot apply v1-data-engine setting to Longhorn workloads when there are attached v1 volumes"
+        in message
+    )
+    # read-only settings: only the manager's writes (with its annotation) go through
+    message = await setting_refused(sandbox, "current-longhorn-version", "v9.9.9")
+    assert "setting current-longhorn-version is read-only" in message
+    await sandbox.patch(
+        "settings",
+        "current-longhorn-version",
+        {"metadata": {"annotations": {FROM_LONGHORN: ""}}, "value": "v1.10.1"},
+    )
+    with pytest.raises(client.ApiException) as refused:
+        await sandbox.delete("settings", "taint-toleration")
+    assert "setting taint-toleration can be modified but not deleted" in str(refused.value.body)
+    # the back door: a bad value stored as given, for tests of what corral does with it
+    bad = await sandbox.get("settings", "taint-toleration")
+    sandbox.emulator.load("longhorn.io", "settings", [{**bad, "value": "key2:InvalidEffect"}])
+    assert (await sandbox.get("settings", "taint-toleration"))["value"] == "key2:InvalidEffect"
 
 
 async def test_sc17_share_manager_and_backing_image_manager_pods(sandbox: Sandbox) -> None:
