@@ -5,7 +5,8 @@ Longhorn's controllers recreate them.
 
 * Share manager (RWX volumes that are not migratable): `share-manager-<volume>` exists while the
   volume wants to be attached (`spec.nodeID` set or not yet detached) and is removed once it is
-  detached; placed by the scheduler (kube_pods.py). Migratable RWX volumes have none.
+  detached; placed by the scheduler (kube_pods.py), on the RWX endpoint network (`lhnet2`) when
+  `endpoint-network-for-rwx-volume` is set. Migratable RWX volumes have none.
 * Backing-image manager: one `backing-image-manager-<hash>` per ready node, bound to it, with the
   storage network (`lhnet1`) when `storage-network` is set.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 
+from corral_dangerzone.network import CNI_NETWORKS_ANNOTATION, ENDPOINT_NETWORK_INTERFACE, cni_annotation
 from corral_sandbox.simulator.component_settings import (
     COMPONENT,
     MANAGED_BY,
@@ -49,6 +51,11 @@ def wants_share_manager(volume: Obj) -> bool:
 def _pod(ctx: ReconcileContext, name: str, component: str, image: str, labels: dict[str, str]) -> Obj:
     settings = current_settings(ctx.view.setting)
     annotations, fields = pod_fields(settings, storage_network=component == BACKING_IMAGE_MANAGER)
+    if component == SHARE_MANAGER and settings.endpoint_network_for_rwx_volume:
+        # the RWX endpoint network (`lhnet2`), which group B rolls out to the CSI plugin
+        annotations[CNI_NETWORKS_ANNOTATION] = cni_annotation(
+            settings.endpoint_network_for_rwx_volume, ENDPOINT_NETWORK_INTERFACE
+        )
     return {
         "apiVersion": "v1",
         "kind": "Pod",
