@@ -115,7 +115,9 @@ def _run(ctx: ReconcileContext, pod: Obj, nodes: list[Obj]) -> None:
     ip = f"10.42.{index}.{ctx.rng.randint(2, 254)}"
     network = _network_status(pod, ip, index, ctx)
     if network is not None:
-        ctx.patch_metadata("pod", pod, {"annotations": {NETWORK_STATUS: network}}, "network attached")
+        # the whole map: a nested dict in `wanted` stands for the whole field (writes.merge_diff)
+        annotations = {**(pod["metadata"].get("annotations") or {}), NETWORK_STATUS: network}
+        ctx.patch_metadata("pod", pod, {"annotations": annotations}, "network attached")
     containers = [
         {
             "name": c.get("name", ""),
