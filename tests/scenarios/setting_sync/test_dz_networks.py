@@ -5,6 +5,8 @@ scenario.py at every observation."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from kubernetes_asyncio import client
 
@@ -29,13 +31,13 @@ async def settled(sandbox: Sandbox) -> Observer:
     return observer
 
 
-def interfaces(pod: dict[str, object]) -> set[str]:
-    return {str(n.get("interface")) for n in network_status(pod)}  # type: ignore[arg-type]
+def interfaces(pod: dict[str, Any]) -> set[str]:
+    return {str(n.get("interface")) for n in network_status(pod)}
 
 
 async def workload(sandbox: Sandbox, name: str = "app", replicas: int = 2) -> None:
     """A user's Deployment (no Longhorn label) standing for pods that use an RWX volume."""
-    body = {
+    body: Any = {
         "metadata": {"name": name, "namespace": NS, "labels": {"app": name}},
         "spec": {
             "replicas": replicas,
