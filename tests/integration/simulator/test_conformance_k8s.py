@@ -343,3 +343,36 @@ async def test_sc19_default_setting_configmap_reaches_the_settings(sandbox: Sand
 
     await sandbox.wait_for(propagated, within=20, what="the ConfigMap's values in the Settings")
     assert (await sandbox.get("settings", "priority-class"))["value"] == ""
+
+
+async def test_sc13_engine_image_daemonset_node_selector_waits_for_detach(sandbox: Sandbox) -> None:
+    """§1.5: the engine-image controller patches the node selector into its DaemonSet only while
+    every volume is detached."""
+    core = client.CoreV1Api(sandbox.api)
+    await core.patch_node("node-1", {"metadata": {"labels": {"disk": "ssd"}}})
+    await sandbox.create_volume("vol-1", replicas=1, node="node-2")
+    await sandbox.wait_volume("vol-1", lambda v: v.get("status", {}).get("state") == "attached", within=20)
+    await sandbox.set_setting("system-managed-components-node-selector", "disk:ssd")
+
+    def ei_daemonset() -> dict[str, Any]:
+        [ds] = [
+            d
+            for d in sandbox.emulator.list("apps", "daemonsets", NS)
+            if d["metadata"]["name"].startswith("engine-image-")
+        ]
+        return ds
+
+    async def unchanged() -> bool:
+        return not ei_daemonset()["spec"]["template"]["spec"].get("nodeSelector")
+
+    await sandbox.stays(unchanged, 0.5, what="no node selector while a volume is attached")
+    await sandbox.patch("volumes", "vol-1", {"spec": {"nodeID": ""}})
+
+    async def on_node_1() -> bool:
+        ds = ei_daemonset()
+        pods = owned_by(sandbox, ds["metadata"]["name"])
+        return ds["spec"]["template"]["spec"].get("nodeSelector") == {"disk": "ssd"} and [
+            p["spec"].get("nodeName") for p in pods
+        ] == ["node-1"]
+
+    await sandbox.wait_for(on_node_1, within=20, what="the engine-image DaemonSet on node-1 alone")

@@ -1,6 +1,7 @@
 """SIM-K8S: the Longhorn workloads exist. Plays the chart's install (longhorn-manager, the UI, the
 driver deployer), the driver deployer (the CSI plugin DaemonSet and the four CSI Deployments) and
-the engine-image controller's DaemonSet per EngineImage (removed with its EngineImage).
+the engine-image controller's DaemonSet per EngineImage (removed with its EngineImage; its node
+selector follows `system-managed-components-node-selector` while every volume is detached, §1.5).
 
 Only creation is done here, from the settings current at that moment (workload_objects.py). Keeping
 existing templates in line with changed danger-zone settings is the setting controller's job, which
@@ -12,7 +13,7 @@ from __future__ import annotations
 from corral_sandbox.simulator import workload_objects as wo
 from corral_sandbox.simulator.component_settings import current_settings
 from corral_sandbox.simulator.context import ReconcileContext
-from corral_sandbox.simulator.view import deleting
+from corral_sandbox.simulator.view import Obj, deleting, spec, status
 
 
 def reconcile_workloads(ctx: ReconcileContext) -> None:
@@ -47,7 +48,32 @@ def reconcile_workloads(ctx: ReconcileContext) -> None:
         if view.get("daemonset", name) is None:
             settings = settings or current_settings(view.setting)
             ctx.create("daemonset", wo.engine_image_daemonset(ei, settings, ns), "engine image DaemonSet")
+    detached = all(status(v).get("state") == "detached" for v in view.all("volume"))
     for ds in view.all("daemonset"):
         name = ds["metadata"]["name"]
-        if name.startswith("engine-image-") and name not in images and not deleting(ds):
+        if not name.startswith("engine-image-") or deleting(ds):
+            continue
+        if name not in images:
             ctx.delete("daemonset", ds, "its engine image is gone")
+        elif detached:
+            settings = settings or current_settings(view.setting)
+            _engine_image_node_selector(ctx, ds, dict(settings.node_selector))
+
+
+def _engine_image_node_selector(ctx: ReconcileContext, ds: Obj, selector: dict[str, str]) -> None:
+    """§1.5: the engine-image controller patches the node selector into its DaemonSet only while
+    every volume is detached (nil and empty count as equal)."""
+    template = spec(ds).get("template") or {}
+    held = (template.get("spec") or {}).get("nodeSelector") or {}
+    if held != selector:
+        ctx.patch_spec(
+            "daemonset",
+            ds,
+            {
+                "template": {
+                    **template,
+                    "spec": {**(template.get("spec") or {}), "nodeSelector": selector or None},
+                }
+            },
+            "engine image DaemonSet node selector",
+        )
