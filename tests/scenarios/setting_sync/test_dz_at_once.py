@@ -167,7 +167,7 @@ async def test_dz_13_engine_image_liveness_probes(sandbox: Sandbox, stack: list[
                 return False
         return observer.rolled_out() and all(observer.applied(n) for n in PROBES)
 
-    await observer.until(rolled, within=10, what="engine-image DaemonSets rolled with the new probe")
+    await observer.until(rolled, within=4, what="engine-image DaemonSets rolled with the new probe")
     for ds in engine_image_daemonsets(observer):
         for pod in observer.workload_pods(ds["metadata"]["name"]):
             statuses = (pod.get("status") or {}).get("containerStatuses") or []

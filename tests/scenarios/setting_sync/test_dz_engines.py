@@ -122,7 +122,7 @@ async def test_dz_10_guaranteed_cpu_restarts_only_idle_instance_managers(
 )
 async def test_dz_10_applied_follows_the_engine_instances(sandbox: Sandbox, stack: list[Running]) -> None:
     observer, _ = await cpu_waits_for_idle(sandbox)
-    await observer.until(lambda: not observer.applied(CPU), within=5, what="applied=false while engines run")
+    await observer.until(lambda: not observer.applied(CPU), within=3, what="applied=false while engines run")
     await detach(sandbox, "vol-1")
     await observer.until(
         lambda: observer.applied(CPU) and set(cpu_requests(observer).values()) == {"800m"},

@@ -1,4 +1,4 @@
-"""DZ-01..04 and DZ-06 (acceptance-scenarios.md §3.3): group-A settings (priority class, taint
+"""DZ-01, DZ-02/03, DZ-04 and DZ-06 (acceptance-scenarios.md §3.3): group-A settings (priority class, taint
 toleration) through the whole stack — watcher → setting-sync and im-restart → actuator → the API
 server, whose workloads and pods the simulator carries on. Every observation asserts the two
 invariants of scenario.py, not only the end state."""
@@ -85,7 +85,7 @@ async def test_dz_01_priority_class_with_no_volume_attached(sandbox: Sandbox, st
 
 
 async def dz_02(sandbox: Sandbox) -> tuple[Observer, dict[str, str]]:
-    """One attached 1-replica volume; priority class set: pending, idle IM pods restarted with it,
+    """DZ-02: one attached 1-replica volume; priority class set: pending, idle IM pods restarted with it,
     the busy one untouched. Returns the observer and the busy IM pods' uids."""
     observer = await settled(sandbox)
     await attached(sandbox, "vol-1")
@@ -138,13 +138,10 @@ async def dz_02(sandbox: Sandbox) -> tuple[Observer, dict[str, str]]:
     return observer, kept
 
 
-async def test_dz_02_priority_class_while_a_volume_is_attached(
+async def test_dz_02_03_pending_while_attached_then_applied_on_detach(
     sandbox: Sandbox, stack: list[Running]
 ) -> None:
-    await dz_02(sandbox)
-
-
-async def test_dz_03_detach_applies_without_reapplying(sandbox: Sandbox, stack: list[Running]) -> None:
+    """DZ-02, then its continuation DZ-03 (one stack for both: DZ-03 starts where DZ-02 ends)."""
     observer, kept = await dz_02(sandbox)
     await detach(sandbox, "vol-1")
     await observer.until(lambda: settled_on(observer, PRIORITY, CLASS), what="applied after the detach")
