@@ -320,6 +320,19 @@ async def test_sc18_volume_attachment_tickets(sandbox: Sandbox) -> None:
         return not va["spec"].get("attachmentTickets")
 
     await sandbox.wait_for(no_tickets, within=20, what="the ticket gone on detach")
+    # a migratable RWX volume in a live migration holds a ticket on each node
+    await sandbox.patch(
+        "volumes", "vol-va", {"spec": {"accessMode": "rwx", "migratable": True, "nodeID": "node-1"}}
+    )
+    await sandbox.wait_volume("vol-va", lambda v: v.get("status", {}).get("state") == "attached", within=20)
+    await sandbox.patch("volumes", "vol-va", {"spec": {"migrationNodeID": "node-2"}})
+
+    async def both_satisfied() -> dict[str, Any] | None:
+        va = await satisfied()
+        return va if va is not None and len(va["spec"]["attachmentTickets"]) == 2 else None
+
+    va = await sandbox.wait_for(both_satisfied, within=20, what="both migration tickets satisfied")
+    assert {t["nodeID"] for t in va["spec"]["attachmentTickets"].values()} == {"node-1", "node-2"}
 
 
 async def test_sc19_default_setting_configmap_reaches_the_settings(sandbox: Sandbox) -> None:
