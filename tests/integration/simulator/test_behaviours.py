@@ -199,6 +199,10 @@ async def _im_pod(sandbox: Sandbox, node: str) -> Any:
 
 
 async def test_instance_manager_pods_follow_the_settings_current_at_creation(sandbox: Sandbox) -> None:
+    # Longhorn's webhook refuses a priority class that does not exist: the one set below is created
+    await client.SchedulingV1Api(sandbox.api).create_priority_class(
+        client.V1PriorityClass(metadata=client.V1ObjectMeta(name="longhorn-critical"), value=1000)
+    )
     managers = await sandbox.list("instancemanagers")
     assert sorted(im["spec"]["nodeID"] for im in managers) == ["node-1", "node-2", "node-3"]
     assert all(im["status"]["currentState"] == "running" for im in managers)
@@ -209,12 +213,8 @@ async def test_instance_manager_pods_follow_the_settings_current_at_creation(san
     assert pod.spec.containers[0].liveness_probe.timeout_seconds == 10
     assert json.loads(pod.metadata.annotations["longhorn.io/last-applied-tolerations"]) == []
 
-    # the node selector below must match node-1, or its new IM pod could not be placed (SIM-K8S)
-    await sandbox.core.patch_node("node-1", {"metadata": {"labels": {"disk": "ssd"}}})
-    # Longhorn's webhook refuses a priority class that does not exist
-    await client.SchedulingV1Api(sandbox.api).create_priority_class(
-        client.V1PriorityClass(metadata=client.V1ObjectMeta(name="longhorn-critical"), value=1000)
-    )
+    for node in ("node-1", "node-2", "node-3"):  # the node selector below must keep every node's IM
+        await sandbox.core.patch_node(node, {"metadata": {"labels": {"disk": "ssd"}}})
     for name, value in {
         "taint-toleration": "key1=value1:NoSchedule",
         "priority-class": "longhorn-critical",

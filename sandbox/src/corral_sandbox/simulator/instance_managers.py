@@ -20,7 +20,6 @@ from corral_sandbox.simulator import objects
 from corral_sandbox.simulator.conditions import condition
 from corral_sandbox.simulator.context import ReconcileContext
 from corral_sandbox.simulator.engine_images import ready_nodes
-from corral_sandbox.simulator.kube_pods import bound_misfit, unscheduled_status
 from corral_sandbox.simulator.settings import as_bool, parse_millicpu
 from corral_sandbox.simulator.view import Obj, deleting, spec, status
 
@@ -185,11 +184,6 @@ def _run_pod(ctx: ReconcileContext, pod: Obj, nodes: list[str]) -> None:
     name = pod["metadata"]["name"]
     if ctx.view.get("instancemanager", name) is None:
         ctx.delete("pod", pod, "owner instance manager is gone")
-        return
-    misfit = bound_misfit(pod, ctx) if ctx.config.kube_workloads else None
-    if misfit is not None:  # SIM-K8S: its node selector excludes its node: it cannot start
-        message = f"0/1 nodes are available: 1 {misfit}."
-        ctx.patch_status("pod", pod, unscheduled_status(pod, message, ctx.stamp), "cannot be placed")
         return
     uid = pod["metadata"].get("uid", "")
     restarts = ctx.memory.pod_restarts.get(uid, 0)

@@ -2,10 +2,9 @@
 (nodeSelector and a DaemonSet pod's `matchFields metadata.name`), NodeUnschedulable and
 TaintToleration filters decide it, with their messages.
 
-Pure rules over raw objects, shared by the scheduler (kube_pods.py), the DaemonSet controller (which
-nodes "should run" a daemon pod) and the instance-manager kubelet hook (an IM pod's preset
-`nodeName` that its nodeSelector excludes stays Pending, where a real kubelet would fail it with
-NodeAffinity: a pod that cannot be placed is what the danger-zone scenarios look for).
+Pure rules over raw objects, shared by the scheduler and kubelet (kube_pods.py: a pod bound by
+`nodeName` to a node its nodeSelector excludes stays Pending, where a real kubelet would fail it
+with NodeAffinity) and the DaemonSet controller (which nodes "should run" a daemon pod).
 """
 
 from __future__ import annotations
