@@ -74,18 +74,23 @@ def _pod(ctx: ReconcileContext, name: str, component: str, image: str, labels: d
     }
 
 
+def _share_manager(ctx: ReconcileContext, volume: Obj) -> None:
+    name = share_manager_pod_name(volume["metadata"]["name"])
+    pod = ctx.view.get("pod", name)
+    if wants_share_manager(volume) and not deleting(volume):
+        if pod is None:
+            labels = {"longhorn.io/share-manager": volume["metadata"]["name"]}
+            ctx.create("pod", _pod(ctx, name, SHARE_MANAGER, SHARE_MANAGER_IMAGE, labels), "RWX volume")
+    elif pod is not None and not deleting(pod):
+        ctx.delete("pod", pod, "RWX volume detached")
+
+
 def reconcile_component_pods(ctx: ReconcileContext) -> None:
     if not ctx.config.kube_workloads:
         return
     for volume in ctx.view.all("volume"):
-        name = share_manager_pod_name(volume["metadata"]["name"])
-        pod = ctx.view.get("pod", name)
-        if wants_share_manager(volume) and not deleting(volume):
-            if pod is None:
-                labels = {"longhorn.io/share-manager": volume["metadata"]["name"]}
-                ctx.create("pod", _pod(ctx, name, SHARE_MANAGER, SHARE_MANAGER_IMAGE, labels), "RWX volume")
-        elif pod is not None and not deleting(pod):
-            ctx.delete("pod", pod, "RWX volume detached")
+        with ctx.isolated("volume", volume):
+            _share_manager(ctx, volume)
     for pod in ctx.view.all("pod"):
         labels = pod["metadata"].get("labels") or {}
         owner = labels.get("longhorn.io/share-manager")

@@ -53,47 +53,31 @@ def reconcile_volume_attachments(ctx: ReconcileContext) -> None:
     if not ctx.config.kube_workloads:
         return
     for volume in ctx.view.all("volume"):
-        name = volume["metadata"]["name"]
-        va = ctx.view.get("volumeattachment", name)
-        tickets = wanted_tickets(volume)
-        if va is None:
-            if not deleting(volume):
-                ctx.create(
-                    "volumeattachment",
-                    {
-                        "apiVersion": "longhorn.io/v1beta2",
-                        "kind": "VolumeAttachment",
-                        "metadata": {
-                            "name": name,
-                            "namespace": ctx.namespace,
-                            "labels": {"longhornvolume": name},
-                        },
-                        "spec": {"volume": name, "attachmentTickets": tickets},
-                    },
-                    "volume attachment for a volume",
-                )
-            continue
-        with ctx.isolated("volumeattachment", va):
-            held = spec(va).get("attachmentTickets") or {}
-            if held != tickets:
-                # a merge patch cannot drop map keys by leaving them out: null the ones that went
-                patch: dict[str, Any] = {k: None for k in held if k not in tickets}
-                patch.update(tickets)
-                ctx.patch_spec("volumeattachment", va, {"attachmentTickets": patch}, "tickets follow")
-            statuses = {
-                tid: {
-                    "id": tid,
-                    "satisfied": _satisfied(volume, str(t["nodeID"])),
-                    "conditions": [],
-                    "generation": 0,
-                }
-                for tid, t in tickets.items()
-            }
-            held_statuses = status(va).get("attachmentTicketStatuses") or {}
-            if held_statuses != statuses:
-                patch = {k: None for k in held_statuses if k not in statuses}
-                patch.update(statuses)
-                ctx.patch_status("volumeattachment", va, {"attachmentTicketStatuses": patch}, "ticket status")
+        with ctx.isolated("volume", volume):
+            _attachment(ctx, volume)
     for va in ctx.view.all("volumeattachment"):
         if ctx.view.get("volume", va["metadata"]["name"]) is None and not deleting(va):
             ctx.delete("volumeattachment", va, "its volume is gone")
+
+
+def _attachment(ctx: ReconcileContext, volume: Obj) -> None:
+    name = volume["metadata"]["name"]
+    va = ctx.view.get("volumeattachment", name)
+    tickets = wanted_tickets(volume)
+    if va is None:
+        if not deleting(volume):
+            body = {
+                "apiVersion": "longhorn.io/v1beta2",
+                "kind": "VolumeAttachment",
+                "metadata": {"name": name, "namespace": ctx.namespace, "labels": {"longhornvolume": name}},
+                "spec": {"volume": name, "attachmentTickets": tickets},
+            }
+            ctx.create("volumeattachment", body, "volume attachment for a volume")
+        return
+    # a map in `wanted` stands for the whole field: tickets that went are dropped (writes.merge_diff)
+    ctx.patch_spec("volumeattachment", va, {"attachmentTickets": tickets}, "tickets follow the volume")
+    statuses = {
+        tid: {"id": tid, "satisfied": _satisfied(volume, str(t["nodeID"])), "conditions": [], "generation": 0}
+        for tid, t in tickets.items()
+    }
+    ctx.patch_status("volumeattachment", va, {"attachmentTicketStatuses": statuses}, "ticket status")

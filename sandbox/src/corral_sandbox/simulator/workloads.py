@@ -57,7 +57,8 @@ def reconcile_workloads(ctx: ReconcileContext) -> None:
             ctx.delete("daemonset", ds, "its engine image is gone")
         elif detached:
             settings = settings or current_settings(view.setting)
-            _engine_image_node_selector(ctx, ds, dict(settings.node_selector))
+            with ctx.isolated("daemonset", ds):
+                _engine_image_node_selector(ctx, ds, dict(settings.node_selector))
 
 
 def _engine_image_node_selector(ctx: ReconcileContext, ds: Obj, selector: dict[str, str]) -> None:
