@@ -31,6 +31,7 @@ from corral_sandbox.seeds import Seed, apply_seed, bootstrap, default_seed
 from corral_sandbox.simulator import Clock, SimConfig, Simulator, WallClock
 from corral_sandbox.simulator.admission import LonghornWebhooks
 from corral_sandbox.simulator.control import MOUNT, SimulatorControl
+from corral_sandbox.simulator.kube_admission import install_kube_admission
 from corral_sandbox.simulator.manager_api import LonghornManagerAPI
 from corral_sandbox.simulator.node_admission import V2DisableWebhook
 
@@ -116,6 +117,7 @@ class SandboxCluster:
         # the simulator's own kubeconfig: private, so the public one appears only when all is ready
         private = write_kubeconfig(Path(self._tmp.name) / "simulator.kubeconfig", url, self.seed.namespace)
         self._api = await api_client(str(private))
+        install_kube_admission(emulator, self.seed.namespace)
         await apply_seed(self._api, self.seed)
         booted = await bootstrap(self._api, self.seed, self.config)
         self.bootstrap_digest = booted.digest()

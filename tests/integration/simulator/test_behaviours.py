@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pytest
+from kubernetes_asyncio import client
 
 from corral_sandbox.simulator import ImageProfile, SimConfig
 from tests.fixtures.sandbox import DEFAULT_IMAGE, Sandbox, fast_config
@@ -198,6 +199,10 @@ async def _im_pod(sandbox: Sandbox, node: str) -> Any:
 
 
 async def test_instance_manager_pods_follow_the_settings_current_at_creation(sandbox: Sandbox) -> None:
+    # Longhorn's webhook refuses a priority class that does not exist: the one set below is created
+    await client.SchedulingV1Api(sandbox.api).create_priority_class(
+        client.V1PriorityClass(metadata=client.V1ObjectMeta(name="longhorn-critical"), value=1000)
+    )
     managers = await sandbox.list("instancemanagers")
     assert sorted(im["spec"]["nodeID"] for im in managers) == ["node-1", "node-2", "node-3"]
     assert all(im["status"]["currentState"] == "running" for im in managers)
@@ -365,6 +370,11 @@ async def test_a_node_going_not_ready_fails_its_replicas_until_it_returns(sandbo
 async def test_v2_volumes_use_v2_instance_managers_and_follow_no_engine_image(sandbox: Sandbox) -> None:
     from corral_sandbox.simulator import objects
 
+    # Longhorn's webhook enables v2 only where every node has the hugepages it asks for (2 GiB)
+    for node in ("node-1", "node-2", "node-3"):
+        await client.CoreV1Api(sandbox.api).patch_node_status(
+            node, {"status": {"capacity": {"hugepages-2Mi": "2Gi"}}}
+        )
     await sandbox.set_setting("v2-data-engine", "true")
     im_image = (await sandbox.get("settings", "default-instance-manager-image"))["value"]
 
@@ -386,10 +396,9 @@ async def test_v2_volumes_use_v2_instance_managers_and_follow_no_engine_image(sa
 
 async def test_a_new_instance_manager_image_replaces_idle_old_managers(sandbox: Sandbox) -> None:
     old = {im["metadata"]["name"] for im in await sandbox.list("instancemanagers")}
-    await sandbox.patch(
-        "settings",
-        "default-instance-manager-image",
-        {"value": "longhornio/longhorn-instance-manager:v1.11.0"},
+    # read-only: set as an upgraded longhorn-manager sets it (set_setting plays the manager)
+    await sandbox.set_setting(
+        "default-instance-manager-image", "longhornio/longhorn-instance-manager:v1.11.0"
     )
 
     async def replaced() -> bool:

@@ -22,6 +22,7 @@ from corral_model.longhorn import engine_image_name
 GROUP, VERSION = "longhorn.io", "v1beta2"
 DEFAULT_IMAGE_SETTING = "default-engine-image"
 MERGE_PATCH = "application/merge-patch+json"
+FROM_LONGHORN = "longhorn.io/update-setting-from-longhorn"
 API_GRACE_S = 30.0  # beyond the deploy wait, for the few API calls around it
 
 
@@ -71,12 +72,19 @@ async def bring_engine_image(
             await asyncio.sleep(0.2)
         nodes = sum(1 for ready in (status.get("nodeDeploymentMap") or {}).values() if ready)
         say(f"{image} deployed on {nodes} nodes; setting {DEFAULT_IMAGE_SETTING} to it")
-        await objects.patch_namespaced_custom_object(
-            GROUP,
-            VERSION,
-            namespace,
-            "settings",
-            DEFAULT_IMAGE_SETTING,
-            {"value": image},
-            _content_type=MERGE_PATCH,  # type: ignore[call-arg]
+        # as the upgraded longhorn-manager writes it: the setting is read-only to anyone else, so its
+        # write carries the manager's annotation, taken off again afterwards (spec §3.2)
+        bodies: tuple[dict[str, Any], ...] = (
+            {"metadata": {"annotations": {FROM_LONGHORN: ""}}, "value": image},
+            {"metadata": {"annotations": {FROM_LONGHORN: None}}},
         )
+        for body in bodies:
+            await objects.patch_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                namespace,
+                "settings",
+                DEFAULT_IMAGE_SETTING,
+                body,
+                _content_type=MERGE_PATCH,  # type: ignore[call-arg]
+            )

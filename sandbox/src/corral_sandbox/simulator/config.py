@@ -92,6 +92,15 @@ class SimConfig:
     im_delete_failed_pods: bool = True
     # allocatable CPU (millicpu) assumed for a kube node that does not say
     default_node_millicpu: int = 4000
+    # SIM-K8S (kube_workloads.py): Longhorn's DaemonSets/Deployments, their rollouts, the scheduler,
+    # share-manager and backing-image-manager pods, VolumeAttachments, longhorn-default-setting
+    kube_workloads: bool = True
+    # a workload or component pod: scheduled → Running/ready after this delay
+    pod_startup_seconds: float = 0.05
+    # replicas of each CSI sidecar Deployment (Longhorn's default is 3)
+    csi_deployment_replicas: int = 3
+    # one backing-image-manager pod per ready node (Longhorn runs them where backing images live)
+    backing_image_managers: bool = True
 
     def profile(self, image: str) -> ImageProfile:
         profile = self.images.get(image, self.default_profile)

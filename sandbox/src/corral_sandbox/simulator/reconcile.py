@@ -11,13 +11,19 @@ import random
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
+from corral_sandbox.simulator.component_pods import reconcile_component_pods
 from corral_sandbox.simulator.config import SimConfig
 from corral_sandbox.simulator.context import Memory, ReconcileContext
+from corral_sandbox.simulator.default_settings import reconcile_default_settings
 from corral_sandbox.simulator.engine_images import reconcile_engine_images
 from corral_sandbox.simulator.instance_managers import reconcile_instance_managers
 from corral_sandbox.simulator.instances import reconcile_instances
+from corral_sandbox.simulator.kube_pods import reconcile_kube_pods
+from corral_sandbox.simulator.rollouts import reconcile_rollouts
 from corral_sandbox.simulator.view import ClusterView
+from corral_sandbox.simulator.volume_attachments import reconcile_volume_attachments
 from corral_sandbox.simulator.volumes import reconcile_volumes
+from corral_sandbox.simulator.workloads import reconcile_workloads
 from corral_sandbox.simulator.writes import Write
 
 # The simulated controllers, in the order a round runs them. Names are what SimFaults.stall() takes.
@@ -26,6 +32,13 @@ CONTROLLERS: dict[str, Callable[[ReconcileContext], None]] = {
     "instancemanager": reconcile_instance_managers,
     "instance": reconcile_instances,
     "volume": reconcile_volumes,
+    # SIM-K8S (off with SimConfig.kube_workloads=False)
+    "defaultsetting": reconcile_default_settings,
+    "volumeattachment": reconcile_volume_attachments,
+    "workload": reconcile_workloads,
+    "rollout": reconcile_rollouts,
+    "componentpod": reconcile_component_pods,
+    "kubepod": reconcile_kube_pods,
 }
 
 
@@ -61,6 +74,12 @@ _TIMER_OWNERS = {
     "instancemanager": ("im-start/",),
     "instance": ("start/", "stop/"),
     "volume": ("offline/", "engine-upgrade/", "rebuild/", "stale/", "expand/", "restore/", "migrate/"),
+    "defaultsetting": ("default-setting/",),
+    "volumeattachment": (),
+    "workload": (),
+    "rollout": (),
+    "componentpod": (),
+    "kubepod": ("pod-start/",),
 }
 
 

@@ -23,6 +23,7 @@ from kubernetes_asyncio import client
 
 from corral_sandbox.simulator import objects
 from corral_sandbox.simulator.config import ManagerVersions
+from corral_sandbox.simulator.setting_webhooks import FROM_LONGHORN
 
 if TYPE_CHECKING:
     from corral_sandbox.simulator.runner import Simulator
@@ -60,5 +61,9 @@ async def roll_out(sim: Simulator, release: LonghornRelease) -> None:
 
 
 async def _set(sim: Simulator, setting: str, value: str) -> None:
-    answer = await sim.io.patch("setting", setting, {"value": value})
+    # the manager's own write: the annotation lets a read-only setting through the webhook (§3.2)
+    body = {"metadata": {"annotations": {FROM_LONGHORN: ""}}, "value": value}
+    await sim.io.patch("setting", setting, body)
+    # and taken off again, as longhorn-manager's UpdateSetting does: a user's edit stays refused
+    answer = await sim.io.patch("setting", setting, {"metadata": {"annotations": {FROM_LONGHORN: None}}})
     sim.view.upsert("setting", answer)

@@ -28,6 +28,12 @@ KINDS: dict[str, tuple[str, str, str, bool]] = {
     "instancemanager": ("longhorn.io", "v1beta2", "instancemanagers", True),
     "pod": ("", "v1", "pods", True),
     "kubenode": ("", "v1", "nodes", False),
+    # SIM-K8S (kube_workloads.py)
+    "daemonset": ("apps", "v1", "daemonsets", True),
+    "deployment": ("apps", "v1", "deployments", True),
+    "priorityclass": ("scheduling.k8s.io", "v1", "priorityclasses", False),
+    "configmap": ("", "v1", "configmaps", True),
+    "volumeattachment": ("longhorn.io", "v1beta2", "volumeattachments", True),
 }
 
 KIND_NAMES: dict[str, str] = {
@@ -40,6 +46,11 @@ KIND_NAMES: dict[str, str] = {
     "instancemanager": "InstanceManager",
     "pod": "Pod",
     "kubenode": "Node",
+    "daemonset": "DaemonSet",
+    "deployment": "Deployment",
+    "priorityclass": "PriorityClass",
+    "configmap": "ConfigMap",
+    "volumeattachment": "VolumeAttachment",
 }
 
 

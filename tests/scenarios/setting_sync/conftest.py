@@ -1,0 +1,60 @@
+"""The danger-zone scenarios' stack: the sandbox cluster (with its Kubernetes workloads, scheduler and
+setting webhooks), a real NATS server, and the watcher, actuator, setting-sync and im-restart
+services in this event loop, as deployed. Observations read the API server's store (the emulator's
+oracle), never a service's own view."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import msgspec
+import pytest
+
+from corral_bus import Bus
+from corral_im_restart.service import DEFINITION as IM_RESTART
+from corral_sandbox.simulator import SimConfig
+from corral_setting_sync.service import DEFINITION as SETTING_SYNC
+from corral_watcher.config import WatcherConfig
+from corral_watcher.runner import main as watcher_main
+from tests.fixtures.nats import NatsServer
+from tests.fixtures.processes import eventually
+from tests.fixtures.sandbox import Sandbox, fast_config
+from tests.fixtures.services import IN_LOOP, Running, decision_replica
+from tests.scenarios.engine_upgrade.conftest import actuator
+
+KINDS = ["volume", "setting", "instancemanager", "pod", "daemonset", "deployment", "node", "kubenode"]
+
+
+def watcher(kubeconfig: str, url: str) -> Running:
+    config = {
+        **IN_LOOP,
+        "service": "watcher",
+        "instance": "w-1",
+        "nats_url": url,
+        "kubeconfig": kubeconfig,
+        "kinds": KINDS,
+    }
+    return Running("watcher", msgspec.convert(config, WatcherConfig), watcher_main, [])
+
+
+@pytest.fixture
+def sandbox_config() -> SimConfig:
+    return fast_config(pod_startup_seconds=0.02)
+
+
+@pytest.fixture
+async def stack(sandbox: Sandbox, bus: Bus, nats_server: NatsServer) -> AsyncIterator[list[Running]]:
+    kubeconfig = str(sandbox.cluster.kubeconfig_path)
+    url = nats_server.url
+    services = [
+        watcher(kubeconfig, url),
+        actuator(kubeconfig, url),
+        decision_replica(SETTING_SYNC, url, "ss-1", handover_delay_s=0.0),
+        decision_replica(IM_RESTART, url, "im-1", handover_delay_s=0.0),
+    ]
+    try:
+        await eventually(lambda: all(s.ready for s in services), within=120, what="the stack to lead")
+        yield services
+    finally:
+        for service in reversed(services):
+            await service.stop()
