@@ -141,10 +141,6 @@ def engine_image_daemonsets(observer: Observer) -> list[dict[str, Any]]:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the engine-image DaemonSet liveness-probe settings (group C) applied by h-settingsync",
-)
 async def test_dz_13_engine_image_liveness_probes(sandbox: Sandbox, stack: list[Running]) -> None:
     observer = await settled(sandbox)
     await attached(sandbox, "vol-1")

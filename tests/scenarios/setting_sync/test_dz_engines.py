@@ -117,9 +117,6 @@ async def test_dz_10_guaranteed_cpu_restarts_only_idle_instance_managers(
     assert len(before) == len(NODES) and held
 
 
-@pytest.mark.xfail(
-    strict=True, reason="needs guaranteed-instance-manager-cpu (group D) applied status from h-settingsync"
-)
 async def test_dz_10_applied_follows_the_engine_instances(sandbox: Sandbox, stack: list[Running]) -> None:
     observer, _ = await cpu_waits_for_idle(sandbox)
     await observer.until(lambda: not observer.applied(CPU), within=3, what="applied=false while engines run")
