@@ -13,6 +13,7 @@ from corral_bus import Bus
 from corral_model.envelopes import ObjectEvent
 from corral_model.subjects import OBJECTS_STREAM, object_subject
 from tests.chaos.waves import GROUP
+from tests.fixtures.processes import eventually
 from tests.fixtures.sandbox import Sandbox
 
 PLURALS = {
@@ -43,3 +44,18 @@ async def mismatches(bus: Bus, sandbox: Sandbox) -> list[str]:
                     f"{token}/{meta['name']}: bus {event.resource_version}, cluster {meta['resourceVersion']}"
                 )
     return found
+
+
+async def wait_bus_matches_cluster(bus: Bus, sandbox: Sandbox, within: float = 30.0) -> None:
+    """Until LH_OBJECTS matches the emulator (the watcher may still be catching up); fails naming
+    every object that still differs."""
+    last: list[str] = []
+
+    async def matches() -> bool:
+        last[:] = await mismatches(bus, sandbox)
+        return not last
+
+    try:
+        await eventually(matches, within=within, what="the bus to match the cluster", interval=0.1)
+    except AssertionError:
+        raise AssertionError(f"the bus does not match the cluster after {within}s: {last}") from None

@@ -19,12 +19,11 @@ from typing import Any
 import pytest
 
 from corral_bus import Bus
-from tests.chaos.consistency import mismatches
+from tests.chaos.consistency import wait_bus_matches_cluster
 from tests.chaos.report import ChaosReport
 from tests.chaos.stack import BusSettings, LoopStack
 from tests.chaos.waves import Waves, settle
 from tests.fixtures.nats import NatsServer
-from tests.fixtures.processes import eventually
 from tests.fixtures.sandbox import Sandbox
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
@@ -68,11 +67,7 @@ async def test_api_server_faults_mid_wave(
         chaos_report.add("api", record)
 
         await settle(sandbox)
-        await eventually(lambda: _matches(bus, sandbox), within=30, what="the bus to match the cluster")
+        await wait_bus_matches_cluster(bus, sandbox)
     finally:
         faults.reset()
         await stack.stop()
-
-
-async def _matches(bus: Bus, sandbox: Sandbox) -> bool:
-    return not await mismatches(bus, sandbox)

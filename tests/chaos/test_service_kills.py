@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from corral_bus import Bus
-from tests.chaos.consistency import mismatches
+from tests.chaos.consistency import mismatches, wait_bus_matches_cluster
 from tests.chaos.report import ChaosReport
 from tests.chaos.stack import BusSettings, ProcessStack, Replica
 from tests.chaos.waves import Waves, settle
@@ -84,12 +84,8 @@ async def test_kill_9_of_each_service_and_a_nats_restart_mid_wave(
         chaos_report.add("processes", record)
 
         await settle(sandbox)
-        await eventually(lambda: _matches(bus, sandbox), within=30, what="the bus to match the cluster")
+        await wait_bus_matches_cluster(bus, sandbox)
     finally:
         for task in background:
             task.cancel()
         await stack.stop()
-
-
-async def _matches(bus: Bus, sandbox: Sandbox) -> bool:
-    return not await mismatches(bus, sandbox)
