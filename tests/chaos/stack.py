@@ -10,6 +10,7 @@ images carry no versions worth gating), the decision services' default 2.5 s lea
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from dataclasses import dataclass, field
@@ -197,15 +198,24 @@ def in_loop(service: str, instance: str, kubeconfig: str, bus: BusSettings) -> R
 
 
 class LoopStack:
-    """watcher, actuator and two engine-upgrade replicas in this event loop."""
+    """watcher, actuator and two engine-upgrade replicas in this event loop.
+
+    Like the kubelet with a crashed container, `supervise` starts a replica again when its service
+    exited (a service exits with status 1 when its main fails); every exit is kept in `exits`, with
+    its status, for chaos.json: a restart is no breach, but it must be visible."""
 
     def __init__(self, kubeconfig: str, bus: BusSettings) -> None:
-        self.services = [
-            in_loop("watcher", "w-1", kubeconfig, bus),
-            in_loop("actuator", "a-1", kubeconfig, bus),
-            in_loop("engine-upgrade", "eu-1", kubeconfig, bus),
-            in_loop("engine-upgrade", "eu-2", kubeconfig, bus),
+        self.kubeconfig = kubeconfig
+        self.bus = bus
+        self.replicas = [
+            ("watcher", "w-1"),
+            ("actuator", "a-1"),
+            ("engine-upgrade", "eu-1"),
+            ("engine-upgrade", "eu-2"),
         ]
+        self.services = [in_loop(service, instance, kubeconfig, bus) for service, instance in self.replicas]
+        self.exits: list[str] = []
+        self._supervisor: asyncio.Task[None] | None = None
 
     async def wait_ready(self) -> None:
         """Until every replica is bootstrapped and one of each service leads."""
@@ -219,7 +229,23 @@ class LoopStack:
             }
 
         await eventually(ready, within=120, what="the stack ready and led")
+        if self._supervisor is None:
+            self._supervisor = asyncio.create_task(self._supervise())
+
+    async def _supervise(self) -> None:
+        while True:
+            for index, running in enumerate(self.services):
+                if running.task.done():
+                    status = running.task.exception() or running.task.result()
+                    service, instance = self.replicas[index]
+                    self.exits.append(f"{instance}: exited ({status!r})")
+                    self.services[index] = in_loop(service, instance, self.kubeconfig, self.bus)
+            await asyncio.sleep(0.1)
 
     async def stop(self) -> None:
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
         for service in reversed(self.services):
             await service.stop()

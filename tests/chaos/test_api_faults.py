@@ -54,8 +54,9 @@ async def test_api_server_faults_mid_wave(
             faults.reset()
 
         for name, changes in FAULTS:
+            exits = len(stack.exits)
             record = await waves.run(name, functools.partial(switch_on, changes), lift=switch_off)
-            chaos_report.add("api", record)
+            chaos_report.add("api", {**record, "service_exits": stack.exits[exits:]})
 
         async def compact_and_cut() -> None:
             # etcd compacted, then the API server's watches all end: every watcher re-opens from a
@@ -63,8 +64,9 @@ async def test_api_server_faults_mid_wave(
             sandbox.emulator.compact()
             faults.update({"watch_cut_after_events": 1})
 
+        exits = len(stack.exits)
         record = await waves.run("compaction, then every watch cut", compact_and_cut, lift=switch_off)
-        chaos_report.add("api", record)
+        chaos_report.add("api", {**record, "service_exits": stack.exits[exits:]})
 
         await settle(sandbox)
         await wait_bus_matches_cluster(bus, sandbox)
