@@ -4,9 +4,11 @@ was killed, restarted, cut or compacted on the way."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import msgspec
+from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from corral_bus import Bus
@@ -59,3 +61,43 @@ async def wait_bus_matches_cluster(bus: Bus, sandbox: Sandbox, within: float = 3
         await eventually(matches, within=within, what="the bus to match the cluster", interval=0.1)
     except AssertionError:
         raise AssertionError(f"the bus does not match the cluster after {within}s: {last}") from None
+
+
+async def history(bus: Bus, subject: str) -> list[str]:
+    """The resourceVersions LH_OBJECTS holds for one object's subject, oldest stored first."""
+    info = await bus.js.stream_info(OBJECTS_STREAM, subjects_filter=subject)
+    count = int((info.state.subjects or {}).get(subject, 0))
+    if not count:
+        return []
+    psub = await bus.js.pull_subscribe(
+        subject,
+        stream=OBJECTS_STREAM,
+        config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL, inactive_threshold=5.0),
+    )
+    versions: list[str] = []
+    try:
+        while len(versions) < count:
+            for msg in await psub.fetch(count - len(versions), timeout=5):
+                versions.append(_event.decode(msg.data).resource_version)
+                await msg.ack()
+    finally:
+        with contextlib.suppress(Exception):
+            await psub.unsubscribe()
+    return versions
+
+
+async def overtaken(bus: Bus, sandbox: Sandbox) -> tuple[list[str], list[str]]:
+    """The objects whose current state is on LH_OBJECTS but an older event of theirs was stored after
+    it (a stale message overtook the newest), and those whose current state is not there at all."""
+    stale: list[str] = []
+    missing: list[str] = []
+    for token, plural in PLURALS.items():
+        for obj in sandbox.emulator.list(GROUP, plural, sandbox.namespace):
+            meta = obj["metadata"]
+            subject = object_subject(token, meta.get("namespace", ""), meta["name"])
+            versions = await history(bus, subject)
+            if versions and versions[-1] == meta["resourceVersion"]:
+                continue
+            described = f"{token}/{meta['name']}: cluster {meta['resourceVersion']}, bus history {versions}"
+            (stale if meta["resourceVersion"] in versions else missing).append(described)
+    return stale, missing

@@ -23,6 +23,8 @@ _COUNTED = ("limit_breaches", "doubled_writes", "lost_writes", "lost_acked_messa
 class ChaosReport:
     faults: list[dict[str, Any]] = field(default_factory=list)
     calibration_before: float = field(default_factory=calibration_ns)
+    footprint: dict[str, float] = field(default_factory=dict)
+    """What the bus held after the cluster's waves, for docs/nats-cluster.md's sizing."""
 
     def add(self, stack: str, record: dict[str, Any]) -> None:
         self.faults.append({"stack": stack, **record})
@@ -37,6 +39,7 @@ class ChaosReport:
                 **{name: sum(int(f.get(name, 0)) for f in self.faults) for name in _COUNTED},
             },
             "decision_failover_s": max(failovers) if failovers else None,
+            "bus_footprint": self.footprint,
             "recover_s_max": max((f["recover_s"] for f in self.faults), default=None),
             "load_average_1m": round(os.getloadavg()[0], 2),
             "calibration_empty_call_ns_before": round(self.calibration_before, 1),
