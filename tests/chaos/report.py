@@ -16,7 +16,7 @@ from typing import Any
 from bench.bench_engine_upgrade import calibration_ns
 from bench.report import write_report
 
-_COUNTED = ("limit_breaches", "doubled_writes", "lost_writes", "lost_acked_messages")
+_COUNTED = ("limit_breaches", "doubled_writes", "lost_writes", "lost_acked_messages", "bus_stale_objects")
 
 
 @dataclass

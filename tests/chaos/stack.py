@@ -5,7 +5,9 @@ API server and of NATS, which the services only meet from outside).
 
 Settings are the chaos suite's: a fast watcher (a silent watch is re-opened after 2 s), an
 actuator that redelivers an unacknowledged command after 2 s, no upgrade-path gate (the sandbox's
-images carry no versions worth gating), the decision services' default 2.5 s lease.
+images carry no versions worth gating); processes keep each service's default lease (2.5 s for
+engine-upgrade, whose failover is measured), in-loop replicas the fixtures' 2 s. Set
+`CORRAL_CHAOS_LOG_LEVEL=info` to see in the services' logs what a fault did.
 """
 
 from __future__ import annotations
