@@ -224,9 +224,9 @@ async def test_a_second_signal_stops_without_waiting(nats_server: NatsServer) ->
 
 @pytest.mark.integration
 async def test_stream_replicas_reach_jetstream(nats_server: NatsServer) -> None:
-    """CORRAL_STREAM_REPLICAS is what the harness asks JetStream for: three replicas on a single
+    """CORRAL_NATS_REPLICAS is what the harness asks JetStream for: three replicas on a single
     server is refused by the server itself, and the service says so and does not start."""
-    demo = await start_demo(nats_server.url, "demo-r3", CORRAL_STREAM_REPLICAS="3")
+    demo = await start_demo(nats_server.url, "demo-r3", CORRAL_NATS_REPLICAS="3")
     async with asyncio.timeout(DEADLINE_S):
         code = await demo.proc.wait()
     lines = await demo.rest()

@@ -9,6 +9,7 @@ import pytest
 from nats.js.api import RetentionPolicy
 
 from corral_bus import ConsumerSpec, PublishError, PublishFailure, StreamSettings, stream_configs
+from corral_bus.connection import server_list
 from corral_bus.deadletter import (
     MAX_KEPT_HEADER_VALUE,
     MAX_KEPT_HEADERS,
@@ -151,3 +152,18 @@ def test_lease_record_reading_tolerates_garbage() -> None:
     assert _read(b'{"holder": "pod-a", "ttl": 10, "renewed_at": 1.5}') == LeaseRecord(
         holder="pod-a", ttl=10.0, renewed_at=1.5
     )
+
+
+def test_every_stream_takes_the_replicas_setting() -> None:
+    assert {c.num_replicas for c in stream_configs(StreamSettings(replicas=3))} == {3}
+    assert {c.num_replicas for c in stream_configs()} == {1}
+
+
+def test_a_cluster_url_list_is_split_into_servers() -> None:
+    assert server_list("nats://a:4222, nats://b:4222,,nats://c:4222") == [
+        "nats://a:4222",
+        "nats://b:4222",
+        "nats://c:4222",
+    ]
+    assert server_list("nats://a:4222") == ["nats://a:4222"]
+    assert server_list(["nats://a:1", "nats://b:2"]) == ["nats://a:1", "nats://b:2"]

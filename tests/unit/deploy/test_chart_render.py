@@ -142,7 +142,7 @@ def test_nats_statefulset_with_jetstream(cluster: str, replicas: int, tmp_path: 
     nats = of_kind(docs, "StatefulSet")["corral-nats"]
     assert nats["spec"]["replicas"] == replicas
     for deployment in of_kind(docs, "Deployment").values():  # R3 streams on a cluster (DESIGN.md)
-        assert container_env(deployment)["CORRAL_STREAM_REPLICAS"] == str(replicas)
+        assert container_env(deployment)["CORRAL_NATS_REPLICAS"] == str(replicas)
     conf = _nats_conf(docs)
     assert "jetstream {" in conf
     assert conf.count("nats://corral-nats-") == (replicas if cluster == "true" else 0)

@@ -88,7 +88,7 @@ def test_every_problem_is_reported_with_its_variable() -> None:
         ("CORRAL_SHUTDOWN_GRACE_S", "-1", "Expected `float` >= 0.0"),
         ("CORRAL_DRY_RUN", "maybe", "Expected `bool`, got `str`"),
         ("CORRAL_LABELS", "team=storage", "expected a JSON object"),
-        ("CORRAL_STREAM_REPLICAS", "0", "Expected `int` >= 1"),
+        ("CORRAL_NATS_REPLICAS", "0", "Expected `int` >= 1"),
     ],
 )
 def test_out_of_range_and_malformed_values_are_refused(variable: str, value: str, expected: str) -> None:

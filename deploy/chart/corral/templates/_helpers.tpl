@@ -24,7 +24,7 @@ nats://{{ include "corral.natsName" . }}.{{ .Values.longhornNamespace }}.svc:422
 {{- end -}}
 {{- end -}}
 
-{{/* CORRAL_STREAM_REPLICAS: the value given, else R3 on the bundled JetStream cluster, else 1. */}}
+{{/* CORRAL_NATS_REPLICAS: the value given, else R3 on the bundled JetStream cluster, else 1. */}}
 {{- define "corral.streamReplicas" -}}
 {{- if .Values.nats.streamReplicas -}}
 {{ .Values.nats.streamReplicas }}

@@ -62,6 +62,12 @@ class Bus:
         await self.close()
 
 
+def server_list(servers: str | Sequence[str]) -> list[str]:
+    """The server URLs of one URL, a comma-separated list of them, or a sequence."""
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    return [item.strip() for item in items if item.strip()]
+
+
 async def connect(
     servers: str | Sequence[str],
     name: str,
@@ -70,11 +76,17 @@ async def connect(
     connect_timeout: float = 2.0,
     max_reconnect_attempts: int = -1,
     js_timeout: float = 5.0,
+    ping_interval: float = 10.0,
+    max_outstanding_pings: int = 3,
 ) -> Bus:
     """Connect to NATS as `name` (shown in the server's connection list) and return a `Bus`.
 
     Retries the first connection as well as later ones (`max_reconnect_attempts=-1`: forever), so a
-    service started before NATS waits for it; wrap in `asyncio.timeout` to bound that.
+    service started before NATS waits for it; wrap in `asyncio.timeout` to bound that. `servers` is
+    one URL, a comma-separated list (`CORRAL_NATS_URL` of a cluster: `nats://a:4222,nats://b:4222`)
+    or a sequence. A server that stops answering without closing the connection (frozen, or cut off
+    by a partition) is noticed after `ping_interval * max_outstanding_pings` seconds, and the client
+    moves to another server of the list.
     """
     holder: list[Bus] = []
 
@@ -100,7 +112,7 @@ async def connect(
         log.info("nats %s: connection closed", name)
 
     nc = await nats.connect(
-        servers=[servers] if isinstance(servers, str) else list(servers),
+        servers=server_list(servers),
         name=name,
         error_cb=on_error,
         disconnected_cb=on_disconnected,
@@ -110,8 +122,8 @@ async def connect(
         max_reconnect_attempts=max_reconnect_attempts,
         reconnect_time_wait=reconnect_wait,
         connect_timeout=connect_timeout,
-        ping_interval=10,
-        max_outstanding_pings=3,
+        ping_interval=ping_interval,
+        max_outstanding_pings=max_outstanding_pings,
         pending_size=_PENDING_BYTES,
     )
     bus = Bus(nc=nc, js=nc.jetstream(timeout=js_timeout), name=name)

@@ -105,6 +105,7 @@ class Lease:
         ttl: float = 10.0,
         on_change: OnChange | None = None,
         bucket: str = LEASE_BUCKET,
+        replicas: int = 1,
     ) -> None:
         if ttl <= 0:
             raise ValueError("ttl must be positive")
@@ -113,6 +114,7 @@ class Lease:
         self.holder = holder
         self.ttl = ttl
         self.bucket = bucket
+        self.replicas = replicas
         self._on_change = on_change
         self._kv: KeyValue | None = None
         self._revision = 0
@@ -156,7 +158,7 @@ class Lease:
 
     async def start(self) -> None:
         """Open the bucket, make a first attempt at the lease, and keep at it in the background."""
-        self._kv = await open_bucket(self.bus, self.bucket)
+        self._kv = await open_bucket(self.bus, self.bucket, self.replicas)
         try:
             await self._step()
         except Exception as e:  # the background loop keeps trying
@@ -191,7 +193,7 @@ class Lease:
                 # The bucket is gone (deleted, or a server that lost its store): make it again.
                 log.warning("lease %s: bucket %s missing; re-creating it", self.name, self.bucket)
                 with contextlib.suppress(Exception):
-                    self._kv = await open_bucket(self.bus, self.bucket)
+                    self._kv = await open_bucket(self.bus, self.bucket, self.replicas)
             except Exception as e:
                 log.warning("lease %s: %s: %s", self.name, type(e).__name__, e)
             if self._leader and not self.is_leader:
@@ -299,9 +301,10 @@ def _read(value: bytes | None) -> LeaseRecord | None:
         return None
 
 
-async def open_bucket(bus: Bus, bucket: str = LEASE_BUCKET, *, replicas: int = 1) -> KeyValue:
-    """The lease bucket, created on first use (one revision per key is all a lease needs), with
-    `replicas` copies when this call creates it (an existing bucket is left as it is)."""
+async def open_bucket(bus: Bus, bucket: str = LEASE_BUCKET, replicas: int = 1) -> KeyValue:
+    """The lease bucket, created on first use (one revision per key is all a lease needs), with as
+    many copies as the streams (`replicas`: 3 on a 3-server cluster, so a lease survives the loss of
+    the server that led the bucket)."""
     try:
         return await bus.js.key_value(bucket)
     except BucketNotFoundError:
@@ -310,7 +313,7 @@ async def open_bucket(bus: Bus, bucket: str = LEASE_BUCKET, *, replicas: int = 1
                 bucket=bucket,
                 history=1,
                 storage=StorageType.FILE,
-                description="leader leases",
                 replicas=replicas,
+                description="leader leases",
             )
         )

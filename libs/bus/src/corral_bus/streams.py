@@ -14,6 +14,7 @@ does not grow with every object that ever existed). See `tombstone_headers`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from dataclasses import dataclass
 
 from nats.js import JetStreamContext
@@ -48,6 +49,9 @@ class StreamSettings:
     results_max_age: float = 7 * _DAY
     dead_max_age: float = 30 * _DAY
     replicas: int = 1
+    """Copies JetStream keeps of each stream: 1 on a single server, 3 on a 3-server cluster (R3: one
+    server may be lost, or restarted, without losing an acknowledged message). An existing stream
+    is never lowered by `ensure_streams` (see `ensure_stream`)."""
     memory: bool = False
     """Memory storage: for benchmarks and throwaway runs only."""
 
@@ -112,12 +116,19 @@ async def ensure_streams(js: JetStreamContext, settings: StreamSettings | None =
 
 
 async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
+    """Create `config`, or update the stream to it. A stream that has more replicas than asked for
+    keeps them: lowering the copies of the bus is an operator's decision, never a side effect of one
+    service starting with a stale or default setting during a rolling change."""
     try:
         await js.add_stream(config)
         return
     except APIError as e:
         if e.err_code != _STREAM_NAME_IN_USE:
             raise StreamConfigError(f"cannot create stream {config.name}: {e.description}") from e
+    assert config.name is not None
+    existing = (await js.stream_info(config.name)).config.num_replicas or 1
+    if existing > (config.num_replicas or 1):
+        config = dataclasses.replace(config, num_replicas=existing)
     try:
         await js.update_stream(config)
     except APIError as e:

@@ -29,6 +29,13 @@ class ServiceConfig(msgspec.Struct, kw_only=True, frozen=True):
     instance: str = ""
     """This replica's identity as a lease holder; defaults to hostname-pid (the pod name in Kubernetes)."""
     nats_url: str = "nats://127.0.0.1:4222"
+    """One server, or a cluster's servers comma-separated (`nats://a:4222,nats://b:4222`)."""
+    nats_replicas: Annotated[int, msgspec.Meta(ge=1, le=5)] = 1
+    """Copies of each stream and of the lease bucket: 1 on one NATS server, 3 on a 3-server cluster
+    (docs/nats-cluster.md). Every service of a deployment must be given the same value."""
+    nats_ping_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    """A NATS server that stops answering (frozen, partitioned) is left for another one of the
+    cluster after three unanswered pings, so after about 3x this; shorter on a cluster."""
     namespace: str = DEFAULT_NAMESPACE
     health_host: str = "0.0.0.0"
     """Probes come from the kubelet, not from loopback, so listen on every interface by default."""
@@ -46,10 +53,6 @@ class ServiceConfig(msgspec.Struct, kw_only=True, frozen=True):
     """Longhorn's `--upgrade-version-check`: false skips the version rules (only from >= v1.4.0)."""
     upgrade_gate_wait_s: Annotated[float, msgspec.Meta(gt=0)] = 60.0
     """How long the gate waits for a complete view of the version setting and engine images."""
-    stream_replicas: Annotated[int, msgspec.Meta(ge=1, le=5)] = 1
-    """Replicas of the bus's streams (and of the leader-lease bucket, when this service creates it):
-    3 on a 3-server JetStream cluster (DESIGN.md: R3 streams), 1 on a single server. Every service on
-    one bus must say the same, or each would resize the streams to its own number in turn."""
 
 
 ConfigT = TypeVar("ConfigT", bound=msgspec.Struct)

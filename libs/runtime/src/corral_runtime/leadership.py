@@ -22,8 +22,11 @@ LeadershipCallback = Callable[[bool], Awaitable[None] | None]
 class Leadership:
     """This replica's leader lease for `service`, renewed in the background until `close()`."""
 
-    def __init__(self, bus: Bus, service: str, holder: str, ttl_s: float, log: Logger) -> None:
+    def __init__(
+        self, bus: Bus, service: str, holder: str, ttl_s: float, log: Logger, *, replicas: int = 1
+    ) -> None:
         self.bus = bus
+        self.replicas = replicas
         self.service = service
         self.holder = holder
         self.ttl_s = ttl_s
@@ -63,7 +66,14 @@ class Leadership:
 
     async def start(self) -> None:
         """Make a first attempt at the lease (a sole replica leads at once), then keep at it."""
-        self._lease = Lease(self.bus, self.service, self.holder, ttl=self.ttl_s, on_change=self._on_change)
+        self._lease = Lease(
+            self.bus,
+            self.service,
+            self.holder,
+            ttl=self.ttl_s,
+            on_change=self._on_change,
+            replicas=self.replicas,
+        )
         await self._lease.start()
 
     async def close(self) -> None:

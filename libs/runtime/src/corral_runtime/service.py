@@ -36,7 +36,6 @@ from opentelemetry.trace import Tracer
 from prometheus_client import CollectorRegistry
 
 from corral_bus.connection import Bus, connect
-from corral_bus.lease import open_bucket
 from corral_bus.streams import StreamSettings, ensure_streams
 from corral_runtime.config import ConfigError, ServiceConfig, load_config
 from corral_runtime.health import HealthServer, Readiness
@@ -181,10 +180,7 @@ async def serve(
                 log.info("stopped before NATS answered", signal=_signal_name(signals))
                 return EXIT_OK
             # Idempotent, and every service does it: whichever starts first creates the contract's streams.
-            await ensure_streams(bus.js, StreamSettings(replicas=config.stream_replicas))
-            if leader_election and config.stream_replicas > 1:
-                # the lease bucket too, before the first lease would create it with one replica
-                await open_bucket(bus, replicas=config.stream_replicas)
+            await ensure_streams(bus.js, StreamSettings(replicas=config.nats_replicas))
             for hook in startup if config.upgrade_gate else ():
                 verdict = await hook(bus, config)
                 if not verdict.allowed:
@@ -196,7 +192,9 @@ async def serve(
             gauges.ready.set_function(lambda: float(readiness.ready))
             gauges.nats_connected.set_function(lambda: float(connected_bus.is_connected))
             if leader_election:
-                leadership = Leadership(bus, name, config.instance, config.lease_ttl_s, log)
+                leadership = Leadership(
+                    bus, name, config.instance, config.lease_ttl_s, log, replicas=config.nats_replicas
+                )
                 gauges.leader.set_function(lambda: float(leadership is not None and leadership.is_leader))
                 campaign = asyncio.ensure_future(_campaign(readiness, leadership, log))
             ctx = ServiceContext(
@@ -231,7 +229,13 @@ async def serve(
 
 
 async def _connect_unless_stopped(config: ServiceConfig, stop: asyncio.Event) -> Bus | None:
-    connecting = asyncio.ensure_future(connect(config.nats_url, name=f"{config.service}/{config.instance}"))
+    connecting = asyncio.ensure_future(
+        connect(
+            config.nats_url,
+            name=f"{config.service}/{config.instance}",
+            ping_interval=config.nats_ping_interval_s,
+        )
+    )
     stopping = asyncio.ensure_future(stop.wait())
     await asyncio.wait({connecting, stopping}, return_when=asyncio.FIRST_COMPLETED)
     stopping.cancel()
