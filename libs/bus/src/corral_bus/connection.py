@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -17,10 +18,13 @@ import nats
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
+from corral_bus.auth import NatsAuth, check_url
+
 log = logging.getLogger("corral.bus")
 
 # Publishes buffered while disconnected, and the write buffer of a pipelined publisher.
 _PENDING_BYTES = 32 * 1024 * 1024
+_PERMISSIONS_VIOLATION = "permissions violation"
 
 
 @dataclass(eq=False)
@@ -34,6 +38,10 @@ class Bus:
     connected: asyncio.Event = field(default_factory=asyncio.Event)
     disconnected_at: float = 0.0
     """Monotonic time of the last disconnect: what was sent before it may never have arrived."""
+    denials: deque[str] = field(default_factory=lambda: deque(maxlen=100))
+    """The server's latest permission violations on this connection (corral_bus.permissions): a
+    publish or subscription this user may not make. The server says so only asynchronously; after
+    `await nc.flush()` every earlier one is here."""
 
     @property
     def is_connected(self) -> bool:
@@ -70,15 +78,27 @@ async def connect(
     connect_timeout: float = 2.0,
     max_reconnect_attempts: int = -1,
     js_timeout: float = 5.0,
+    auth: NatsAuth | None = None,
 ) -> Bus:
     """Connect to NATS as `name` (shown in the server's connection list) and return a `Bus`.
+
+    `auth`: the user, password and TLS of this client (corral_bus.auth); None connects anonymously.
+    A URL carrying credentials is refused (CredentialsError): they belong in `auth`.
 
     Retries the first connection as well as later ones (`max_reconnect_attempts=-1`: forever), so a
     service started before NATS waits for it; wrap in `asyncio.timeout` to bound that.
     """
+    urls = [servers] if isinstance(servers, str) else list(servers)
+    for url in urls:
+        check_url(url)
     holder: list[Bus] = []
 
     async def on_error(e: Exception) -> None:
+        if _PERMISSIONS_VIOLATION in str(e).lower():
+            if holder:
+                holder[0].denials.append(str(e))
+            log.error("nats %s: denied by the server: %s", name, e)
+            return
         log.warning("nats %s: %s: %s", name, type(e).__name__, e)
 
     async def on_disconnected() -> None:
@@ -94,13 +114,14 @@ async def connect(
         if holder:
             holder[0].reconnects += 1
             holder[0].connected.set()
-        log.info("nats %s: reconnected to %s", name, nc.connected_url.netloc if nc.connected_url else "?")
+        where = f"{nc.connected_url.hostname}:{nc.connected_url.port}" if nc.connected_url else "?"
+        log.info("nats %s: reconnected to %s", name, where)
 
     async def on_closed() -> None:
         log.info("nats %s: connection closed", name)
 
     nc = await nats.connect(
-        servers=[servers] if isinstance(servers, str) else list(servers),
+        servers=urls,
         name=name,
         error_cb=on_error,
         disconnected_cb=on_disconnected,
@@ -113,6 +134,7 @@ async def connect(
         ping_interval=10,
         max_outstanding_pings=3,
         pending_size=_PENDING_BYTES,
+        **(auth or NatsAuth()).connect_options(),
     )
     bus = Bus(nc=nc, js=nc.jetstream(timeout=js_timeout), name=name)
     bus.connected.set()
