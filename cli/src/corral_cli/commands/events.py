@@ -116,6 +116,7 @@ async def with_bus(name: str, url: str, body: Callable[[Any, asyncio.Event], Awa
     from nats.errors import Error as NatsError
 
     from corral_bus import connect
+    from corral_bus.auth import NatsAuth
     from corral_cli.events.reader import ReadError
 
     stop = asyncio.Event()
@@ -125,10 +126,13 @@ async def with_bus(name: str, url: str, body: Callable[[Any, asyncio.Event], Awa
             loop.add_signal_handler(sig, stop.set)
     try:
         async with asyncio.timeout(CONNECT_TIMEOUT_S):
-            bus = await connect(url, f"corral-{name}", max_reconnect_attempts=-1)
+            bus = await connect(url, f"corral-{name}", max_reconnect_attempts=-1, auth=NatsAuth.from_env())
     except (TimeoutError, OSError) as error:
         print(f"corral {name}: cannot reach NATS at {url}: {error or 'timed out'}", file=sys.stderr)
         return 1
+    except ValueError as error:  # CredentialsError: a password in the URL, an unreadable password file
+        print(f"corral {name}: {error}", file=sys.stderr)
+        return 2
     try:
         return await body(bus, stop)
     except (ReadError, NatsError, TimeoutError) as error:

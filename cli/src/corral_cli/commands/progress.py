@@ -54,6 +54,7 @@ async def _run(args: argparse.Namespace) -> int:
     from nats.errors import Error as NatsError
 
     from corral_bus import connect
+    from corral_bus.auth import NatsAuth
     from corral_cli.progress.follow import follow_wave, summary
     from corral_cli.progress.render import LineView, ProgressView, TerminalView
     from corral_model.subjects import OBJECTS_STREAM
@@ -64,7 +65,9 @@ async def _run(args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         async with asyncio.timeout(CONNECT_TIMEOUT_S):
-            bus = await connect(args.nats, "corral-progress", max_reconnect_attempts=-1)
+            bus = await connect(
+                args.nats, "corral-progress", max_reconnect_attempts=-1, auth=NatsAuth.from_env()
+            )
     except (TimeoutError, OSError) as error:
         print(f"corral progress: cannot reach NATS at {args.nats}: {error or 'timed out'}", file=sys.stderr)
         return 1

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from corral_bus.auth import NatsAuth
     from corral_cli.progress.render import ProgressView
 
 DEMO_IMAGE = "longhornio/longhorn-engine:v1.10.1"
@@ -34,6 +35,8 @@ class DemoSettings:
     image: str = DEMO_IMAGE
     namespace: str = "longhorn-system"
     tty: bool = False
+    nats_auth: NatsAuth | None = None
+    """The demo reads the bus as `reader` on a locked-down NATS (corral_cli.run_nats)."""
 
 
 class Demo:
@@ -91,7 +94,7 @@ class Demo:
         if not await self._services_ready(stop):
             return
         async with asyncio.timeout(10.0):
-            bus = await connect(settings.nats_url, "corral-run-demo")
+            bus = await connect(settings.nats_url, "corral-run-demo", auth=settings.nats_auth)
         view: ProgressView = TerminalView(self.out) if settings.tty else LineView(self.out)
         self._view = view
         self.say(f"a Longhorn upgrade brings engine image {settings.image}; the wave follows")
