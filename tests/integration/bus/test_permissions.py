@@ -182,6 +182,8 @@ async def test_each_user_can_do_its_job(secure_nats: NatsServer, secure_bus: Bus
                 assert message.subject == f"lh.obj.volume.{NS}.pvc-1"
                 break
         await view.close()
+        # A takeover's catch-up: where LH_OBJECTS ends (corral_decision.command_feed.stream_end).
+        assert (await decider.js.get_last_msg(OBJECTS_STREAM, f"lh.obj.volume.{NS}.pvc-1")).seq
         lease = Lease(decider, "engine-upgrade", "replica-1", ttl=5.0)
         await lease.start()
         await eventually(lambda: lease.is_leader, within=10.0)

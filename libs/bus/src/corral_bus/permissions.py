@@ -7,8 +7,9 @@ whose permissions allow exactly its job, and everything else is denied by the se
 * `watcher`: publishes object events (`lh.obj.>`) and the dead letters of objects it cannot decode
   (`lh.dead.lh_objects.>`); reads LH_OBJECTS (what it published before a restart).
 * a decision service `<s>`: publishes its own commands (`lh.cmd.<s>.>`) and its own lease key
-  (`$KV.corral-leases.<s>`); reads LH_OBJECTS, LH_RESULTS, and LH_COMMANDS by message get (the
-  backlog of its own commands), and subscribes to its own command subjects (the live feed).
+  (`$KV.corral-leases.<s>`); reads LH_OBJECTS and LH_RESULTS (consumers, and message get for a
+  takeover's catch-up), LH_COMMANDS by message get (the backlog of its own commands), and
+  subscribes to its own command subjects (the live feed).
 * `actuator`: consumes LH_COMMANDS through its durable consumer (acks, message get and delete to
   park a message that exhausted its deliveries), and the max-deliveries advisories of it; publishes
   results (`lh.res.>`) and dead letters (`lh.dead.>`), and its own lease key.
@@ -139,6 +140,9 @@ def _decision(service: str) -> Permissions:
         *_ephemeral_reads(subjects.OBJECTS_STREAM),
         *_ephemeral_reads(subjects.RESULTS_STREAM),
         *_message_get(subjects.COMMANDS_STREAM),
+        # A takeover's catch-up: where LH_OBJECTS and its own results end (last message per subject).
+        *_message_get(subjects.OBJECTS_STREAM),
+        *_message_get(subjects.RESULTS_STREAM),
     ]
     subscribe.append(own_commands)
     return Permissions(service, tuple(publish), tuple(subscribe))
