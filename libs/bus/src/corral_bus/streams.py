@@ -84,6 +84,8 @@ def contract_configs(s: StreamSettings, storage: StorageType) -> list[StreamConf
             subjects=[f"{subjects.COMMANDS_PREFIX}.>"],
             retention=RetentionPolicy.WORK_QUEUE,
             duplicate_window=s.commands_dedup_window,
+            # A decider reads its own queued commands in batches (corral_bus.batchget).
+            allow_direct=True,
             storage=storage,
             num_replicas=s.replicas,
             discard=DiscardPolicy.OLD,
