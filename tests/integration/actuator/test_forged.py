@@ -27,6 +27,7 @@ from corral_model.subjects import COMMANDS_STREAM, command_subject
 from corral_sandbox.emulator import Emulator
 from tests.fixtures.nats import NatsServer
 from tests.fixtures.processes import eventually
+from tests.fixtures.secure_nats import connect_as
 from tests.integration.actuator.conftest import (
     DEFAULT_IMAGE,
     NS,
@@ -395,17 +396,23 @@ async def test_a_stale_leader_term_is_refused(emulator: Emulator, bus: Bus, nats
 
 
 async def test_two_leaders_during_a_partition_cannot_both_write(
-    emulator: Emulator, bus: Bus, nats_server: NatsServer
+    emulator: Emulator, secure_bus: Bus, secure_nats: NatsServer
 ) -> None:
     """Two engine-upgrade replicas lead one after the other through the real lease: the first is
     cut off (it stops renewing without noticing, as a partitioned or paused leader does), the
     second takes the lease over. Both still publish; only the current leader's write lands, and the
-    deposed leader's command is refused with the stale term in LH_RESULTS."""
+    deposed leader's command is refused with the stale term in LH_RESULTS. On a locked-down NATS:
+    each replica and the actuator connect as their own users."""
+    bus = secure_bus
     seed_probe_targets(emulator)
-    actuator = InProcessActuator(actuator_config(nats_server.url, _kubeconfig(emulator), "a-1"))
+    credentials = {"nats_user": "actuator", "nats_password": secure_nats.users["actuator"]}
+    config = actuator_config(secure_nats.url, _kubeconfig(emulator), "a-1", **credentials)
+    actuator = InProcessActuator(config)
     await actuator.start()
-    first = Lease(bus, "engine-upgrade", "replica-a", ttl=1.0)
-    second = Lease(bus, "engine-upgrade", "replica-b", ttl=1.0)
+    replica_a = await connect_as(secure_nats, "engine-upgrade")
+    replica_b = await connect_as(secure_nats, "engine-upgrade")
+    first = Lease(replica_a, "engine-upgrade", "replica-a", ttl=1.0)
+    second = Lease(replica_b, "engine-upgrade", "replica-b", ttl=1.0)
     try:
         await first.start()
         await eventually(lambda: first.is_leader, what="replica-a to lead")
@@ -415,17 +422,22 @@ async def test_two_leaders_during_a_partition_cannot_both_write(
         await eventually(lambda: second.is_leader, within=10.0, what="replica-b to take over")
         assert second.term > old_term
         new = engine_upgrade("node1-vol-0", owner_tests("node-1"), term=second.term)
-        await publish_command(bus, new)
+        await publish_command(replica_b, new)
         assert (await answered(bus, [new]))[new.id].outcome is Outcome.APPLIED
         deposed = engine_upgrade("node1-vol-1", owner_tests("node-1"), term=old_term)
-        await publish_command(bus, deposed)
+        await publish_command(replica_a, deposed)
         refused = (await answered(bus, [deposed]))[deposed.id]
         assert refused.outcome is Outcome.REJECTED_BY_POLICY
         assert refused.detail == f"stale leader term {old_term} < {second.term}"
         assert writes_to(emulator, "node1-vol-0") and not writes_to(emulator, "node1-vol-1")
+        for replica in (replica_a, replica_b):
+            await replica.nc.flush()
+            assert not replica.denials, list(replica.denials)
     finally:
         await second.stop()
         assert await actuator.stop() == 0
+        await replica_a.close()
+        await replica_b.close()
 
 
 async def test_a_fenced_service_must_carry_its_term(
