@@ -134,7 +134,6 @@ async def test_messages_waiting_behind_a_slow_handler_are_not_redelivered(bus: B
     assert sorted(deliveries) == sorted((f"m{i}".encode(), 1) for i in range(6))
 
 
-@pytest.mark.real_nats("the server's max-deliveries advisories and a stream capturing them")
 async def test_a_message_that_ran_out_of_deliveries_while_no_replica_listened_is_parked(
     bus: Bus, nats_server: NatsServer
 ) -> None:
