@@ -3,7 +3,8 @@
 NATS is not open (DESIGN.md, "Trust and failure"): each service connects as its own user, whose
 permissions (corral_bus.permissions) say what it may publish and subscribe to. Credentials never
 travel in the URL, where they would end up in logs, process lists and metrics labels; a URL that
-carries a password is refused (`check_url`), and every URL that is logged goes through `redact_url`.
+carries a password is refused where a service starts (`check_url`, corral_runtime.service), and
+every URL that is logged goes through `redact_url`.
 
 Each user gets its own inbox prefix (`_INBOX.<user>`): JetStream answers every request (a pull, a
 publish ack, a stream info) on the requester's inbox, so a user allowed to subscribe only to its

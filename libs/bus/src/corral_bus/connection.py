@@ -18,7 +18,7 @@ import nats
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
-from corral_bus.auth import NatsAuth, check_url
+from corral_bus.auth import NatsAuth
 
 log = logging.getLogger("corral.bus")
 
@@ -82,15 +82,14 @@ async def connect(
 ) -> Bus:
     """Connect to NATS as `name` (shown in the server's connection list) and return a `Bus`.
 
-    `auth`: the user, password and TLS of this client (corral_bus.auth); None connects anonymously.
-    A URL carrying credentials is refused (CredentialsError): they belong in `auth`.
+    `auth`: the user, password and TLS of this client (corral_bus.auth); None connects anonymously
+    (or as the URL's userinfo says: services refuse such a URL at start-up, see
+    corral_runtime.service, and nothing here logs one with its userinfo).
 
     Retries the first connection as well as later ones (`max_reconnect_attempts=-1`: forever), so a
     service started before NATS waits for it; wrap in `asyncio.timeout` to bound that.
     """
     urls = [servers] if isinstance(servers, str) else list(servers)
-    for url in urls:
-        check_url(url)
     holder: list[Bus] = []
 
     async def on_error(e: Exception) -> None:
