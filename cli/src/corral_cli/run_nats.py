@@ -57,11 +57,16 @@ class RunNatsAuth:
             return {}
         return {"CORRAL_NATS_USER": user, "CORRAL_NATS_PASSWORD_FILE": str(self.password_file(user))}
 
+    def cli_env(self, user: str) -> dict[str, str]:
+        """The environment of a CLI child (the recorder): `CORRAL_NATS_USER` and `CORRAL_NATS_PASSWORD`,
+        what every CLI command reads (a child's environment, never a URL or an argument)."""
+        return {"CORRAL_NATS_USER": user, "CORRAL_NATS_PASSWORD": self.passwords()[user]}
+
     def auth(self, user: str) -> NatsAuth:
         return NatsAuth.from_settings(user=user, password_file=str(self.password_file(user)))
 
     def reader_hint(self) -> str:
-        return f"CORRAL_NATS_USER={READER} CORRAL_NATS_PASSWORD_FILE={self.password_file(READER)}"
+        return f"CORRAL_NATS_USER={READER} CORRAL_NATS_PASSWORD=$(cat {self.password_file(READER)})"
 
     def prepare(self, url: str) -> bool:
         """The setup step as `admin` (corral_bus.setup.prepare_bus); False while NATS cannot do it yet."""

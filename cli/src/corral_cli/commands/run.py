@@ -240,7 +240,7 @@ def recorder_component(plan: RunPlan, bundle: Path) -> Component:
     return Component(
         "recorder",
         [*argv, "--output", str(bundle)],
-        env={"PYTHONUNBUFFERED": "1", **plan.nats_env(READER)},
+        env={"PYTHONUNBUFFERED": "1", **(plan.nats_auth.cli_env(READER) if plan.nats_auth else {})},
         ready=lambda: log.is_file() and "recording new messages" in log.read_text(errors="replace"),
         where=[f"recording:  {bundle}  (corral replay engine-upgrade {bundle})"],
     )
