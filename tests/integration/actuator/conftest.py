@@ -26,11 +26,18 @@ FAST_RETRY = RetryPolicy(attempts=4, timeout=10.0, wait_initial=0.01, wait_max=0
 
 
 def upgrade(
-    name: str, *, to: str = DEFAULT_IMAGE, expect: Any = OLD_IMAGE, created_at: float | None = None
+    name: str,
+    *,
+    to: str = DEFAULT_IMAGE,
+    expect: Any = OLD_IMAGE,
+    created_at: float | None = None,
+    term: int = 1,
 ) -> Command:
-    """An engine-upgrade command as its core makes one: the preconditions the policy requires
-    (the images and the owner node; core.preconditions)."""
+    """An engine-upgrade command as its leader makes one: the preconditions the policy requires
+    (the images and the owner node; core.preconditions), and its lease term (engine-upgrade is
+    fenced)."""
     return new_command(
+        term=term,
         service="engine-upgrade",
         verb=Verb.PATCH,
         target=Target(kind="Volume", namespace=NS, name=name),

@@ -20,13 +20,14 @@ from typing import Any
 import msgspec
 import pytest
 
-from corral_bus import MSG_ID_HEADER, Bus
+from corral_bus import MSG_ID_HEADER, Bus, Lease
 from corral_model import codec
 from corral_model.envelopes import Command, CommandResult, FieldValue, Outcome, Target, Verb, new_command
 from corral_model.subjects import COMMANDS_STREAM, command_subject
 from corral_sandbox.emulator import Emulator
 from tests.fixtures.nats import NatsServer
 from tests.fixtures.processes import eventually
+from tests.fixtures.secure_nats import connect_as
 from tests.integration.actuator.conftest import (
     DEFAULT_IMAGE,
     NS,
@@ -135,8 +136,10 @@ def command(
     changes: dict[str, Any] | None = None,
     preconditions: dict[str, Any] | None = None,
     created_at: float | None = None,
-    term: int = 0,
+    term: int = 1,
 ) -> Command:
+    """A command as its service's leader makes one: in lease term 1 unless `term` says otherwise
+    (every decision service is fenced, so term 0 is refused)."""
     return new_command(
         service=service,
         verb=verb,
@@ -148,14 +151,14 @@ def command(
     )
 
 
-def im_delete(name: str, *, created_at: float | None = None, term: int = 0) -> Command:
+def im_delete(name: str, *, created_at: float | None = None, term: int = 1) -> Command:
     """im-restart's delete of an instance-manager pod, saying it means one."""
     return command(
         "im-restart", Verb.DELETE, "Pod", name, preconditions=IM_POD, created_at=created_at, term=term
     )
 
 
-def engine_upgrade(name: str, preconditions: dict[str, Any] | None = None, term: int = 0) -> Command:
+def engine_upgrade(name: str, preconditions: dict[str, Any] | None = None, term: int = 1) -> Command:
     """engine-upgrade's change, with the tests given (engine-upgrade's own: images and owner node)."""
     return command(
         "engine-upgrade",
@@ -377,33 +380,75 @@ async def test_a_stale_leader_term_is_refused(emulator: Emulator, bus: Bus, nats
         await publish_command(bus, new_leader)
         assert (await answered(bus, [new_leader]))[new_leader.id].outcome is Outcome.APPLIED
         old_leader = engine_upgrade("node1-vol-1", owner_tests("node-1"), term=4)
-        unfenced = engine_upgrade("node1-vol-2", owner_tests("node-1"))
+        unfenced = engine_upgrade("node1-vol-2", owner_tests("node-1"), term=0)
         for c in (old_leader, unfenced):
             await publish_command(bus, c)
         found = await answered(bus, [old_leader, unfenced])
         assert found[old_leader.id].outcome is Outcome.REJECTED_BY_POLICY
         assert found[old_leader.id].detail == "stale leader term 4 < 5"
         assert not writes_to(emulator, "node1-vol-1")
-        # engine-upgrade is not fenced (yet): a command without a term still goes through.
-        assert found[unfenced.id].outcome is Outcome.APPLIED
+        # engine-upgrade is fenced: a command without a term is refused too.
+        assert found[unfenced.id].outcome is Outcome.REJECTED_BY_POLICY
+        assert "the policy fences engine-upgrade" in found[unfenced.id].detail
+        assert not writes_to(emulator, "node1-vol-2")
     finally:
         assert await actuator.stop() == 0
+
+
+async def test_two_leaders_during_a_partition_cannot_both_write(
+    emulator: Emulator, secure_bus: Bus, secure_nats: NatsServer
+) -> None:
+    """Two engine-upgrade replicas lead one after the other through the real lease: the first is
+    cut off (it stops renewing without noticing, as a partitioned or paused leader does), the
+    second takes the lease over. Both still publish; only the current leader's write lands, and the
+    deposed leader's command is refused with the stale term in LH_RESULTS. On a locked-down NATS:
+    each replica and the actuator connect as their own users."""
+    bus = secure_bus
+    seed_probe_targets(emulator)
+    credentials = {"nats_user": "actuator", "nats_password": secure_nats.users["actuator"]}
+    config = actuator_config(secure_nats.url, _kubeconfig(emulator), "a-1", **credentials)
+    actuator = InProcessActuator(config)
+    await actuator.start()
+    replica_a = await connect_as(secure_nats, "engine-upgrade")
+    replica_b = await connect_as(secure_nats, "engine-upgrade")
+    first = Lease(replica_a, "engine-upgrade", "replica-a", ttl=1.0)
+    second = Lease(replica_b, "engine-upgrade", "replica-b", ttl=1.0)
+    try:
+        await first.start()
+        await eventually(lambda: first.is_leader, what="replica-a to lead")
+        old_term = first.term
+        await first.stop(release=False)  # partitioned: no renewals, no release, no idea
+        await second.start()
+        await eventually(lambda: second.is_leader, within=10.0, what="replica-b to take over")
+        assert second.term > old_term
+        new = engine_upgrade("node1-vol-0", owner_tests("node-1"), term=second.term)
+        await publish_command(replica_b, new)
+        assert (await answered(bus, [new]))[new.id].outcome is Outcome.APPLIED
+        deposed = engine_upgrade("node1-vol-1", owner_tests("node-1"), term=old_term)
+        await publish_command(replica_a, deposed)
+        refused = (await answered(bus, [deposed]))[deposed.id]
+        assert refused.outcome is Outcome.REJECTED_BY_POLICY
+        assert refused.detail == f"stale leader term {old_term} < {second.term}"
+        assert writes_to(emulator, "node1-vol-0") and not writes_to(emulator, "node1-vol-1")
+        for replica in (replica_a, replica_b):
+            await replica.nc.flush()
+            assert not replica.denials, list(replica.denials)
+    finally:
+        await second.stop()
+        assert await actuator.stop() == 0
+        await replica_a.close()
+        await replica_b.close()
 
 
 async def test_a_fenced_service_must_carry_its_term(
     emulator: Emulator, bus: Bus, nats_server: NatsServer, tmp_path: Path
 ) -> None:
-    text = POLICY_FILE.read_text()
-    assert "  im-restart:\n    fenced: false\n" in text
-    policy = tmp_path / "policy.yaml"
-    policy.write_text(text.replace("  im-restart:\n    fenced: false\n", "  im-restart:\n    fenced: true\n"))
+    assert "  im-restart:\n    fenced: true\n" in POLICY_FILE.read_text()
     seed_probe_targets(emulator)
-    actuator = InProcessActuator(
-        actuator_config(nats_server.url, _kubeconfig(emulator), "a-1", policy_path=str(policy))
-    )
+    actuator = InProcessActuator(actuator_config(nats_server.url, _kubeconfig(emulator), "a-1"))
     await actuator.start()
     try:
-        unfenced, fenced = im_delete("instance-manager-1"), im_delete("instance-manager-2", term=1)
+        unfenced, fenced = im_delete("instance-manager-1", term=0), im_delete("instance-manager-2", term=1)
         for c in (unfenced, fenced):
             await publish_command(bus, c)
         found = await answered(bus, [unfenced, fenced])

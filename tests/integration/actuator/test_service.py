@@ -138,7 +138,7 @@ async def check_burst(bus: Bus, emulator: Emulator, volumes: int, stale: int, *,
     found = [r for r in everything if r.service == "engine-upgrade"]
     # The only other results: the Events of an actuator process's own start-up upgrade gate.
     others = [r for r in everything if r.service != "engine-upgrade"]
-    assert all(r.service == "actuator" and r.target.kind == "Event" for r in others), others
+    assert all(r.service == "upgrade-gate" and r.target.kind == "Event" for r in others), others
     assert all(r.outcome is Outcome.APPLIED for r in others), others
     if gated:  # `python -m corral_actuator` runs the live gate, whose Event the actuator then records
         events = emulator.list("", "events", NS)

@@ -132,3 +132,42 @@ async def test_messages_waiting_behind_a_slow_handler_are_not_redelivered(bus: B
     await eventually(lambda: consumer.stats.acked == 6, within=20, what="all six handled")
     await consumer.stop()
     assert sorted(deliveries) == sorted((f"m{i}".encode(), 1) for i in range(6))
+
+
+async def test_a_message_that_ran_out_of_deliveries_while_no_replica_listened_is_parked(
+    bus: Bus, nats_server: NatsServer
+) -> None:
+    """The advisory goes out once, while no corral consumer runs (the only replica died holding the
+    message); LH_ADVISORIES keeps it, and a replica started afterwards parks the message."""
+    spec = ConsumerSpec(
+        stream=subjects.COMMANDS_STREAM, durable="lonely", backoff=(), max_deliver=1, ack_wait=0.5
+    )
+
+    async def never(delivery: Delivery) -> None:
+        raise AssertionError("a message past max_deliver must not be delivered again")
+
+    first = Consumer(bus, spec, never)
+    first.start()
+    await first.ready.wait()
+    await first.stop()  # the consumer exists on the server; no replica runs from here on
+    await _publish(bus, 0, 1)
+    pull = await bus.js.pull_subscribe_bind("lonely", subjects.COMMANDS_STREAM)
+    [taken] = await pull.fetch(1, timeout=5)  # a replica takes it and dies: never acked
+    await pull.unsubscribe()
+    assert taken.data == b"m0"
+
+    async def advisory_stored() -> bool:
+        info = await bus.js.stream_info(subjects.ADVISORIES_STREAM)
+        return info.state.messages >= 1
+
+    await eventually(advisory_stored, within=15, what="the max-deliveries advisory in LH_ADVISORIES")
+    assert (await bus.js.stream_info(subjects.COMMANDS_STREAM)).state.messages == 1  # stuck, so far
+    late = Consumer(bus, spec, never)
+    late.start()
+    await eventually(lambda: late.stats.dead_lettered == 1, within=15, what="parked from LH_ADVISORIES")
+    await late.stop()
+    assert (await bus.js.stream_info(subjects.COMMANDS_STREAM)).state.messages == 0
+    psub = await bus.js.pull_subscribe(f"{subjects.DEAD_PREFIX}.>", stream=subjects.DEAD_STREAM)
+    [msg] = await psub.fetch(1, timeout=5)
+    letter = codec.decode(msg.data, DeadLetter)
+    assert letter.payload == "m0" and letter.reason.startswith("max-deliveries:")

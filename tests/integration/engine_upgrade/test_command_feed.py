@@ -19,6 +19,7 @@ from corral_model.subjects import COMMANDS_STREAM, RESULTS_STREAM, command_subje
 from corral_runtime.logs import get_logger
 from tests.fixtures.nats import NatsServer
 from tests.fixtures.processes import eventually
+from tests.fixtures.secure_nats import connect_as
 
 pytestmark = pytest.mark.integration
 NS = "longhorn-system"
@@ -93,3 +94,37 @@ async def test_the_queue_is_read_again_after_a_reconnect(bus: Bus, nats_server: 
         with contextlib.suppress(asyncio.CancelledError):
             await task
         await feed.close()
+
+
+async def test_the_scan_reads_the_queue_in_batches_as_the_service_user(
+    secure_nats: NatsServer, secure_bus: Bus
+) -> None:
+    """600 queued commands of engine-upgrade between other services' take 3 requests of 256, read
+    as the engine-upgrade NATS user (allowed: direct gets on LH_COMMANDS); a stream that allows no
+    direct get is still read whole, one message get per command."""
+    await secure_bus.js.add_consumer(
+        COMMANDS_STREAM, ConsumerConfig(durable_name="actuator", ack_policy=AckPolicy.EXPLICIT)
+    )
+    mine = [upgrade(f"q-{i}") for i in range(600)]
+    for index, command in enumerate(mine):
+        await publish(secure_bus, command)
+        if index % 100 == 0:
+            await publish(secure_bus, upgrade(f"other-{index}", service="im-restart"))
+    decider = await connect_as(secure_nats, "engine-upgrade")
+    try:
+        seen: list[str] = []
+        feed = CommandFeed(decider, "engine-upgrade", lambda c: seen.append(c.target.name), get_logger())
+        assert await feed.scan() == 600
+        assert seen == [c.target.name for c in mine]  # oldest first, none of another service's
+        assert feed.round_trips == 3
+        info = await secure_bus.js.stream_info(COMMANDS_STREAM)
+        info.config.allow_direct = False
+        await secure_bus.js.update_stream(info.config)
+        seen.clear()
+        assert await feed.scan() == 600
+        assert seen == [c.target.name for c in mine]
+        assert feed.round_trips == 3 + 600  # one message get per command
+        await decider.nc.flush()
+        assert not decider.denials, list(decider.denials)
+    finally:
+        await decider.close()

@@ -18,11 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+import nats
 import pytest
 
+from corral_bus import connect
+from corral_bus.permissions import READER
 from corral_cli.commands.run import nats_answers, repo_root, sandbox_available
 from corral_cli.demo.show import DEMO_IMAGE
+from corral_cli.run_nats import RunNatsAuth
 from corral_kube.client import connected
+from corral_model.subjects import STREAMS
 from tests.fixtures.otlp import OtlpReceiver, ReceivedSpan
 from tests.fixtures.processes import free_port, python_module, wait_until
 
@@ -214,19 +219,58 @@ def test_an_exited_service_is_restarted_after_a_backoff(tmp_path: Path) -> None:
         stop_leftovers(proc)
 
 
+async def _streams_as_reader(run_dir: Path, nats_port: int) -> set[str]:
+    """The streams a `reader` sees, with the password `corral run` generated for it."""
+    auth = RunNatsAuth(run_dir).auth(READER)
+    bus = await connect(f"nats://127.0.0.1:{nats_port}", "test-reader", auth=auth, max_reconnect_attempts=0)
+    try:
+        return {(await bus.js.stream_info(name)).config.name or "" for name in STREAMS}
+    finally:
+        await bus.close()
+
+
 @pytest.mark.integration
-def test_losing_nats_stops_everything_with_status_1(tmp_path: Path) -> None:
+def test_nats_is_locked_down_and_restarted_when_it_exits(tmp_path: Path) -> None:
+    """NATS runs with corral's users (the setup step made the streams as admin; a reader reads them
+    with its generated password, an anonymous client is turned away); killed, it is restarted with
+    its store, and the run goes on."""
     run = start_corral_run(tmp_path, "--no-sandbox", "--services")  # NATS alone
     proc = run.proc
     try:
         wait_for_nats(run)
+        assert proc.stdout is not None
+        seen: list[str] = []
+        while not seen or seen[-1] != "Ctrl-C stops everything.\n":
+            line = proc.stdout.readline()
+            assert line, f"exited early: {''.join(seen)}"
+            seen.append(line)
+        assert (tmp_path / "nats-auth" / "reader.password").stat().st_mode & 0o077 == 0
+        assert asyncio.run(_streams_as_reader(tmp_path, run.nats_port)) == set(STREAMS)
+        with pytest.raises(Exception, match=r"(?i)authorization"):
+            asyncio.run(_streams_as_reader_anonymous(run.nats_port))
         [nats_pid] = descendants(proc.pid)
         os.kill(nats_pid, signal.SIGKILL)
+        while not any("nats exited with code -9; restarting" in line for line in seen):
+            line = proc.stdout.readline()
+            assert line, f"exited: {''.join(seen)}"
+            seen.append(line)
+        wait_until(
+            lambda: nats_answers("127.0.0.1", run.nats_port) and descendants(proc.pid) - {nats_pid},
+            within=DEADLINE_S,
+            what="NATS to be restarted",
+        )
+        assert proc.poll() is None
+        assert asyncio.run(_streams_as_reader(tmp_path, run.nats_port)) == set(STREAMS)
+        proc.send_signal(signal.SIGINT)
         output, _ = proc.communicate(timeout=DEADLINE_S)
-        assert proc.returncode == 1, output
-        assert "nats exited with code -9" in output and "stopping everything" in output
+        assert proc.returncode == 0, output
     finally:
         stop_leftovers(proc)
+
+
+async def _streams_as_reader_anonymous(nats_port: int) -> None:
+    nc = await nats.connect(f"nats://127.0.0.1:{nats_port}", allow_reconnect=False, connect_timeout=2)
+    await nc.close()
 
 
 @pytest.mark.integration

@@ -93,7 +93,9 @@ async def test_blocked_path_asks_for_a_warning_event_once(bus: Bus) -> None:
     )
     (subject, command), *rest = await commands(bus)
     assert rest == []
-    assert subject == f"lh.cmd.engine-upgrade.event.longhorn-system.{command.target.name.replace('.', '%2E')}"
+    # Under the gate's own, unfenced service name; the Event's source says which service decided.
+    assert subject == f"lh.cmd.upgrade-gate.event.longhorn-system.{command.target.name.replace('.', '%2E')}"
+    assert command.body is not None and command.body["source"] == {"component": "corral-engine-upgrade"}
     assert command.verb is Verb.CREATE and command.target.kind == "Event"
     assert command.body is not None
     assert (command.body["type"], command.body["reason"]) == ("Warning", "FailedUpgradePreCheck")

@@ -422,8 +422,9 @@ def test_only_the_named_workloads(policy: Policy) -> None:
     assert "'corral-actuator' is not one setting-sync may patch" in verdict.reason
 
 
-def test_no_service_is_fenced_yet(policy: Policy) -> None:
-    assert policy.services >= {"engine-upgrade", "setting-sync", "im-restart", "v2-upgrade"}
-    assert not any(policy.fenced(s) for s in policy.services)
+def test_every_decision_service_is_fenced_and_the_gate_events_are_not(policy: Policy) -> None:
+    deciders = {"engine-upgrade", "setting-sync", "im-restart", "v2-upgrade"}
+    assert policy.services >= deciders | {"upgrade-gate"}
+    assert {s for s in policy.services if policy.fenced(s)} == deciders
     fenced = Policy.from_yaml(HEAD + "services: {s: {fenced: true}, t: {}}\n")
     assert fenced.fenced("s") and not fenced.fenced("t") and not fenced.fenced("unknown")

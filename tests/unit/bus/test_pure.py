@@ -31,7 +31,9 @@ def test_streams_follow_the_contract() -> None:
         subjects.COMMANDS_STREAM,
         subjects.RESULTS_STREAM,
         subjects.DEAD_STREAM,
+        subjects.ADVISORIES_STREAM,
     }
+    assert by_name[subjects.ADVISORIES_STREAM].subjects == ["$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>"]
     objects = by_name[subjects.OBJECTS_STREAM]
     assert objects.subjects == ["lh.obj.>"]
     assert objects.max_msgs_per_subject == 7

@@ -60,7 +60,8 @@ def test_blocked_decision_asks_for_one_warning_event() -> None:
         decision, service="engine-upgrade", namespace=NS, now=NOW, setting_uid="u1"
     )
     assert command.verb is Verb.CREATE
-    assert command.service == "engine-upgrade"
+    assert command.service == "upgrade-gate"  # unfenced, under a name of its own
+    assert command.body is not None and command.body["source"] == {"component": "corral-engine-upgrade"}
     assert (command.target.kind, command.target.namespace) == ("Event", NS)
     assert command.created_at == NOW
     assert command.reason == f"upgrade gate: blocked: {decision.reason}"

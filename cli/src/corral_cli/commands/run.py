@@ -5,6 +5,11 @@ with its store under `run/` (git-ignored), the sandbox cluster (`corral sandbox 
 API emulator and the Longhorn simulator) stands in for Kubernetes, and each service whose package has
 a `__main__` runs as its own process, exactly as it would in a pod (restarted with a backoff when it
 exits), logging JSON to `run/logs/`.
+NATS is locked down as in production (corral_cli.run_nats): one user per component with the
+permissions of corral_bus.permissions, passwords under `run/nats-auth/`, the streams made by the
+setup step as `admin` before any service starts, monitoring on 127.0.0.1 only (`--open-nats`: an
+open server, as before). NATS that exits is restarted (its store survives) and the services
+reconnect: losing NATS for a moment is what a rolling NATS upgrade does too.
 The demo (on by default with the sandbox; `--no-demo` skips it): the sandbox starts the demo cluster
 (`corral sandbox up --demo`: volumes on an old engine image, automatic engine upgrade on), and once
 every service is ready a Longhorn upgrade's new engine image arrives through the Kubernetes API;
@@ -37,6 +42,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from corral_bus.permissions import READER, ServerOptions
+from corral_cli.run_nats import RunNatsAuth
+
 if TYPE_CHECKING:
     from corral_cli.demo.show import Demo
 
@@ -63,6 +71,8 @@ class Component:
     """Lines printed once everything is up: URLs, ports, files worth looking at."""
     ready_url: str = ""
     """A service's /readyz, for whoever waits until the services are ready (the demo)."""
+    restart: bool = False
+    """Infrastructure restarted when it exits (NATS), rather than ending the run."""
 
 
 @dataclass
@@ -76,6 +86,12 @@ class RunPlan:
     services: list[Component] = field(default_factory=list)
     service_env: dict[str, str] = field(default_factory=dict)
     """Added to every service's environment (e.g. CORRAL_KUBECONFIG from the sandbox plug-in)."""
+    nats_auth: RunNatsAuth | None = None
+    """The users of a locked-down NATS (None: an open one)."""
+
+    def nats_env(self, user: str) -> dict[str, str]:
+        """The NATS credentials of `user` for a child's environment (none on an open NATS)."""
+        return self.nats_auth.env(user) if self.nats_auth is not None else {}
 
     @property
     def log_dir(self) -> Path:
@@ -160,15 +176,45 @@ def port_free(port: int, host: str = "127.0.0.1") -> bool:
     return True
 
 
-def nats_component(run_dir: Path, port: int, monitor_port: int) -> Component:
+def nats_component(run_dir: Path, port: int, monitor_port: int, auth: RunNatsAuth | None = None) -> Component:
+    """NATS with JetStream; with `auth`, from corral's rendered configuration (users, permissions),
+    and ready only once the setup step has made the streams."""
     store = run_dir / "nats"
     store.mkdir(parents=True, exist_ok=True)
-    argv = [nats_binary(), "-js", "-sd", str(store), "-a", "127.0.0.1", "-p", str(port), "-n", "corral-run"]
     where = [f"NATS:      nats://127.0.0.1:{port}  (JetStream store {store})"]
     if monitor_port:
-        argv += ["-m", str(monitor_port)]
         where.append(f"NATS monitoring: http://127.0.0.1:{monitor_port}/jsz?streams=1")
-    return Component("nats", argv, ready=lambda: nats_answers("127.0.0.1", port), where=where)
+    if auth is None:
+        argv = [
+            nats_binary(),
+            "-js",
+            "-sd",
+            str(store),
+            "-a",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-n",
+            "corral-run",
+        ]
+        if monitor_port:
+            argv += ["-m", str(monitor_port)]
+        return Component(
+            "nats", argv, ready=lambda: nats_answers("127.0.0.1", port), where=where, restart=True
+        )
+    options = ServerOptions(
+        host="127.0.0.1", port=port, monitor_port=monitor_port, store_dir=str(store), server_name="corral-run"
+    )
+    config = auth.write_config(options)
+    url = f"nats://127.0.0.1:{port}"
+    where.append(f"NATS users: {config}  (CLI: {auth.reader_hint()})")
+    return Component(
+        "nats",
+        [nats_binary(), "-c", str(config)],
+        ready=lambda: nats_answers("127.0.0.1", port) and auth.prepare(url),
+        where=where,
+        restart=True,
+    )
 
 
 def sandbox_available() -> bool:
@@ -188,12 +234,14 @@ def recorder_component(plan: RunPlan, bundle: Path) -> Component:
     (A dump taken afterwards cannot: LH_OBJECTS keeps only the last events of each object.)"""
     log = plan.log_dir / "recorder.log"
     log.unlink(missing_ok=True)
-    argv = [sys.executable, "-m", "corral_cli", "events", "dump", "--follow", "--ensure-streams"]
+    argv = [sys.executable, "-m", "corral_cli", "events", "dump", "--follow"]
+    if plan.nats_auth is None:
+        argv.append("--ensure-streams")  # a locked-down NATS got them from the setup step
     argv += ["--nats", plan.nats_url]
     return Component(
         "recorder",
         [*argv, "--output", str(bundle)],
-        env={"PYTHONUNBUFFERED": "1"},
+        env={"PYTHONUNBUFFERED": "1", **(plan.nats_auth.cli_env(READER) if plan.nats_auth else {})},
         ready=lambda: log.is_file() and "recording new messages" in log.read_text(errors="replace"),
         where=[f"recording:  {bundle}  (corral replay engine-upgrade {bundle})"],
     )
@@ -252,6 +300,7 @@ def service_components(plan: RunPlan, packages: list[str], health_base_port: int
             "CORRAL_HEALTH_HOST": "127.0.0.1",
             "CORRAL_HEALTH_PORT": str(health_port),
             "PYTHONUNBUFFERED": "1",
+            **plan.nats_env(name),
             **plan.service_env,
         }
         ready_url = f"http://127.0.0.1:{health_port}/readyz"
@@ -316,7 +365,7 @@ class Supervisor:
             name, code = child.component.name, child.proc.returncode
             if not child.reported_exit:
                 child.reported_exit = True
-                if child.infrastructure:
+                if child.infrastructure and not child.component.restart:
                     self.say(f"{name} exited with code {code}; see {child.log_path}; stopping everything")
                     return False
                 if now - child.started_at > RESTART_RESET_S:
@@ -325,7 +374,9 @@ class Supervisor:
                 child.restart_at = now + delay
                 self.say(f"{name} exited with code {code}; restarting in {delay:.0f}s; see {child.log_path}")
             elif child.restart_at is not None and now >= child.restart_at:
-                self.children[index] = Child(child.component, self.log_dir, False, child.restarts + 1)
+                self.children[index] = Child(
+                    child.component, self.log_dir, child.infrastructure, child.restarts + 1
+                )
         return True
 
     def stop_all(self) -> None:
@@ -378,12 +429,16 @@ def run(args: argparse.Namespace) -> int:
             return 1
     plan = RunPlan(repo=repo, run_dir=run_dir, nats_url=f"nats://127.0.0.1:{args.nats_port}")
     plan.log_dir.mkdir(parents=True, exist_ok=True)
+    if not args.open_nats:
+        plan.nats_auth = RunNatsAuth(run_dir)
     with_sandbox = not args.no_sandbox and sandbox_available()
     if with_sandbox and not args.keep_bus:
         # The sandbox is a new cluster every run: yesterday's LH_OBJECTS would describe objects that
         # never existed in it, and the services would bootstrap from them.
         shutil.rmtree(run_dir / "nats", ignore_errors=True)
-    plan.infrastructure.append(nats_component(run_dir, args.nats_port, args.nats_monitor_port))
+    plan.infrastructure.append(
+        nats_component(run_dir, args.nats_port, args.nats_monitor_port, plan.nats_auth)
+    )
     with_demo = with_sandbox and not args.no_demo
     if args.record != "-" and (args.record or with_demo):
         plan.infrastructure.append(recorder_component(plan, Path(args.record or run_dir / "events.jsonl")))
@@ -451,6 +506,7 @@ def start_demo(plan: RunPlan, args: argparse.Namespace, out: IO[str]) -> Demo:
         image=args.demo_image or DEMO_IMAGE,
         tty=out.isatty(),
         demos=DEMOS if args.demo == "all" else (args.demo,),
+        nats_auth=plan.nats_auth.auth(READER) if plan.nats_auth is not None else None,
     )
     demo = Demo(settings, out)
     demo.start()
@@ -527,4 +583,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         " neither they make no spans)",
     )
     parser.add_argument("--no-plugins", action="store_true", help=f"skip `{PLUGIN_GROUP}` entry points")
+    parser.add_argument(
+        "--open-nats",
+        action="store_true",
+        help="run NATS without users and permissions (default: one user per component)",
+    )
     parser.set_defaults(func=run)

@@ -27,6 +27,7 @@ from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
     from corral_bus import Bus
+    from corral_bus.auth import NatsAuth
     from corral_cli.progress.render import ProgressView
     from corral_decision.progress import Progress
 
@@ -53,6 +54,8 @@ class DemoSettings:
     """What each of its remarks starts with."""
     demos: tuple[str, ...] = ("engine-upgrade",)
     """Which parts to show, in DEMOS' order (`corral run` passes what `--demo NAME` picks)."""
+    nats_auth: NatsAuth | None = None
+    """The demo reads the bus as `reader` on a locked-down NATS (corral_cli.run_nats)."""
 
 
 class Demo:
@@ -109,7 +112,7 @@ class Demo:
         if not await self._services_ready(stop):
             return
         async with asyncio.timeout(10.0):
-            bus = await connect(settings.nats_url, "corral-run-demo")
+            bus = await connect(settings.nats_url, "corral-run-demo", auth=settings.nats_auth)
         try:
             done = True
             if "engine-upgrade" in settings.demos:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -17,10 +18,13 @@ import nats
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
+from corral_bus.auth import NatsAuth
+
 log = logging.getLogger("corral.bus")
 
 # Publishes buffered while disconnected, and the write buffer of a pipelined publisher.
 _PENDING_BYTES = 32 * 1024 * 1024
+_PERMISSIONS_VIOLATION = "permissions violation"
 
 
 @dataclass(eq=False)
@@ -34,6 +38,10 @@ class Bus:
     connected: asyncio.Event = field(default_factory=asyncio.Event)
     disconnected_at: float = 0.0
     """Monotonic time of the last disconnect: what was sent before it may never have arrived."""
+    denials: deque[str] = field(default_factory=lambda: deque(maxlen=100))
+    """The server's latest permission violations on this connection (corral_bus.permissions): a
+    publish or subscription this user may not make. The server says so only asynchronously; after
+    `await nc.flush()` every earlier one is here."""
 
     @property
     def is_connected(self) -> bool:
@@ -78,8 +86,13 @@ async def connect(
     js_timeout: float = 5.0,
     ping_interval: float = 10.0,
     max_outstanding_pings: int = 3,
+    auth: NatsAuth | None = None,
 ) -> Bus:
     """Connect to NATS as `name` (shown in the server's connection list) and return a `Bus`.
+
+    `auth`: the user, password and TLS of this client (corral_bus.auth); None connects anonymously
+    (or as the URL's userinfo says: services refuse such a URL at start-up, see
+    corral_runtime.service, and nothing here logs one with its userinfo).
 
     Retries the first connection as well as later ones (`max_reconnect_attempts=-1`: forever), so a
     service started before NATS waits for it; wrap in `asyncio.timeout` to bound that. `servers` is
@@ -91,6 +104,11 @@ async def connect(
     holder: list[Bus] = []
 
     async def on_error(e: Exception) -> None:
+        if _PERMISSIONS_VIOLATION in str(e).lower():
+            if holder:
+                holder[0].denials.append(str(e))
+            log.error("nats %s: denied by the server: %s", name, e)
+            return
         log.warning("nats %s: %s: %s", name, type(e).__name__, e)
 
     async def on_disconnected() -> None:
@@ -106,7 +124,8 @@ async def connect(
         if holder:
             holder[0].reconnects += 1
             holder[0].connected.set()
-        log.info("nats %s: reconnected to %s", name, nc.connected_url.netloc if nc.connected_url else "?")
+        where = f"{nc.connected_url.hostname}:{nc.connected_url.port}" if nc.connected_url else "?"
+        log.info("nats %s: reconnected to %s", name, where)
 
     async def on_closed() -> None:
         log.info("nats %s: connection closed", name)
@@ -125,6 +144,7 @@ async def connect(
         ping_interval=ping_interval,
         max_outstanding_pings=max_outstanding_pings,
         pending_size=_PENDING_BYTES,
+        **(auth or NatsAuth()).connect_options(),
     )
     bus = Bus(nc=nc, js=nc.jetstream(timeout=js_timeout), name=name)
     bus.connected.set()

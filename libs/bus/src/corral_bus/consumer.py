@@ -10,7 +10,12 @@ The handler's way of returning decides the message's fate:
 
 A handler that dies mid-way (process killed) leaves its message unacked: JetStream redelivers it
 after `ack_wait`; when that exhausts `max_deliver`, the server's MAX_DELIVERIES advisory makes the
-consumer dead-letter it too. Long handlers are kept alive with in-progress acks automatically.
+consumer dead-letter it too. The server sends that advisory once, as a core NATS message, so it
+would be lost when no replica is listening (the last one just died: that is how deliveries run
+out); the LH_ADVISORIES stream keeps it, and the consumer reads it from there through a durable
+consumer of its own (same name), so a replica started later still parks the message. (Without
+that stream, e.g. a server set up before it existed, the consumer listens to the core advisory as
+before.) Long handlers are kept alive with in-progress acks automatically.
 
 The server-side consumer is (re)created idempotently at start, after every reconnect and whenever
 it turns out to be gone, so deleting it or restarting a memory-backed server heals by itself.
@@ -29,6 +34,7 @@ from dataclasses import dataclass, field
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import ConnectionClosedError
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy
 from nats.js.errors import BadRequestError, NotFoundError
 from opentelemetry import context as otel_context
@@ -41,6 +47,7 @@ from corral_bus.delivery import Delivery
 from corral_bus.errors import PermanentError, TransientError
 from corral_bus.pull import PullFeed, ack_metadata
 from corral_bus.tracing import TRACEPARENT, extract_trace
+from corral_model import subjects
 from corral_model.codec import SchemaError
 
 log = logging.getLogger("corral.bus.consumer")
@@ -132,6 +139,7 @@ class Consumer:
         self._task: asyncio.Task[None] | None = None
         self._keepalive: asyncio.Task[None] | None = None
         self._advisories: Subscription | None = None
+        self._advisory_task: asyncio.Task[None] | None = None
         self._work_queue = False
         self.ready = asyncio.Event()
         """Set once the server-side consumer exists and fetching has begun."""
@@ -158,12 +166,16 @@ class Consumer:
 
     async def run(self) -> None:
         self._keepalive = asyncio.create_task(self._keep_alive(), name=f"keepalive-{self.spec.durable}")
+        self._advisory_task = asyncio.create_task(
+            self._advisory_loop(), name=f"advisories-{self.spec.durable}"
+        )
         try:
             await self._loop()
         finally:
-            self._keepalive.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._keepalive
+            for task in (self._keepalive, self._advisory_task):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             await self._unbind()
 
     # -- binding -----------------------------------------------------------------------------------
@@ -175,8 +187,6 @@ class Consumer:
         info = await js.stream_info(self.spec.stream)
         self._work_queue = info.config.retention == RetentionPolicy.WORK_QUEUE
         await js.add_consumer(self.spec.stream, self.spec.consumer_config())
-        advisory = f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{self.spec.stream}.{self.spec.durable}"
-        self._advisories = await self.bus.nc.subscribe(advisory, cb=self._on_max_deliveries)
         feed = PullFeed(
             self.bus,
             self.spec.stream,
@@ -192,10 +202,6 @@ class Consumer:
         self.ready.set()
 
     async def _unbind(self) -> None:
-        if self._advisories is not None:
-            with contextlib.suppress(Exception):
-                await self._advisories.unsubscribe()
-            self._advisories = None
         feed, self._feed = self._feed, None
         if feed is not None:
             await feed.close()
@@ -375,16 +381,98 @@ class Consumer:
         await delivery.msg.ack()
         self.stats.dead_lettered += 1
 
-    async def _on_max_deliveries(self, advisory: Msg) -> None:
-        """A delivery the handler never finished (crash, hang) exhausted `max_deliver`: park it."""
+    # -- max-deliveries advisories ----------------------------------------------------------------
+
+    @property
+    def advisory_subject(self) -> str:
+        return f"{subjects.MAX_DELIVERIES_ADVISORY_PREFIX}.{self.spec.stream}.{self.spec.durable}"
+
+    async def _advisory_loop(self) -> None:
+        """Park every message the advisories say exhausted its deliveries, from LH_ADVISORIES (or,
+        where that stream does not exist, from the core advisory subject)."""
+        retry = 0.5
+        while not self._stopping.is_set():
+            try:
+                await self._read_advisories()
+                return
+            except asyncio.CancelledError:
+                raise
+            except ConnectionClosedError:
+                return
+            except Exception as e:
+                log.warning("consumer %s: advisories: %s: %s; again", self.spec.durable, type(e).__name__, e)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), timeout=retry)
+            retry = min(retry * 2, 5.0)
+
+    async def _read_advisories(self) -> None:
+        js = self.bus.js
+        config = ConsumerConfig(
+            name=self.spec.durable,
+            durable_name=self.spec.durable,
+            description=f"max-deliveries advisories of {self.spec.stream}/{self.spec.durable}",
+            deliver_policy=DeliverPolicy.ALL,
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=30.0,
+            filter_subject=self.advisory_subject,
+        )
         try:
-            body = json.loads(advisory.data)
+            await js.add_consumer(subjects.ADVISORIES_STREAM, config)
+        except NotFoundError:
+            log.warning(
+                "consumer %s: no %s stream (run `corral bus init`); listening to the core advisory only",
+                self.spec.durable,
+                subjects.ADVISORIES_STREAM,
+            )
+            self._advisories = await self.bus.nc.subscribe(self.advisory_subject, cb=self._on_max_deliveries)
+            try:
+                await self._stopping.wait()
+            finally:
+                with contextlib.suppress(Exception):
+                    await self._advisories.unsubscribe()
+                self._advisories = None
+            return
+        pull = await js.pull_subscribe_bind(self.spec.durable, subjects.ADVISORIES_STREAM)
+        bound_at = self.bus.reconnects
+        try:
+            while not self._stopping.is_set():
+                if bound_at != self.bus.reconnects:
+                    # The server may have lost a memory consumer; add_consumer is idempotent.
+                    await js.add_consumer(subjects.ADVISORIES_STREAM, config)
+                    bound_at = self.bus.reconnects
+                try:
+                    messages = await pull.fetch(16, timeout=self.spec.fetch_wait)
+                except NatsTimeoutError:
+                    continue
+                for message in messages:
+                    if await self._park(message.data):
+                        await message.ack()
+                    else:
+                        await message.nak(delay=self.spec.delay_after(1) or 1.0)
+        finally:
+            with contextlib.suppress(Exception):
+                await pull.unsubscribe()
+
+    async def _on_max_deliveries(self, advisory: Msg) -> None:
+        await self._park(advisory.data)
+
+    async def _park(self, advisory: bytes) -> bool:
+        """A delivery the handler never finished (crash, hang) exhausted `max_deliver`: park it.
+        True when done with the advisory (parked, or nothing left to park)."""
+        try:
+            body = json.loads(advisory)
             seq = int(body["stream_seq"])
             deliveries = int(body.get("deliveries", self.spec.max_deliver))
-            stored = await self.bus.js.get_msg(self.spec.stream, seq)
         except Exception as e:
             log.warning("consumer %s: unreadable max-deliveries advisory: %s", self.spec.durable, e)
-            return
+            return True
+        try:
+            stored = await self.bus.js.get_msg(self.spec.stream, seq)
+        except NotFoundError:
+            return True  # parked already (by another replica), or gone with its stream's limits
+        except Exception as e:
+            log.warning("consumer %s: cannot read seq %d to park it: %s", self.spec.durable, seq, e)
+            return False
         letter = dead_letter(
             reason_class=DeadReason.MAX_DELIVERIES,
             reason=f"not acknowledged after {deliveries} deliveries (handler crashed or hung)",
@@ -406,6 +494,8 @@ class Consumer:
             log.warning("consumer %s: dead-lettered %s: %s", self.spec.durable, letter.subject, letter.reason)
         except Exception as e:
             log.error("consumer %s: could not dead-letter seq %d: %s", self.spec.durable, seq, e)
+            return False
+        return True
 
     async def _keep_alive(self) -> None:
         """Send in-progress acks for deliveries that are taking long: handlers running for more than

@@ -1,7 +1,11 @@
 """The four streams of the bus contract (DESIGN.md), created or brought up to date at start-up.
 
-Every service calls `ensure_streams` before anything else, so whichever starts first creates them
-and the others find them as they should be; running it twice changes nothing. A stream whose
+Who creates them: the setup step (`corral bus init`, corral_bus.setup.prepare_bus), run as NATS's
+`admin` user before the services start (by `corral run`, a Helm hook Job, a compose one-shot).
+Where NATS enforces permissions no service may create or change a stream; each service only checks
+at start-up that the streams are there as the contract says (`check_streams`: one stream-info
+request each) and, where the server is open (tests, a bare `nats-server`), creates or updates
+them itself, so whichever starts first creates them. Running either twice changes nothing. A stream whose
 configuration cannot be changed in place (JetStream refuses to change retention, for one) fails
 loudly with `StreamConfigError` instead of leaving a service running on the wrong contract.
 
@@ -59,6 +63,10 @@ class StreamSettings:
 def stream_configs(settings: StreamSettings | None = None) -> list[StreamConfig]:
     s = settings or StreamSettings()
     storage = StorageType.MEMORY if s.memory else StorageType.FILE
+    return [*contract_configs(s, storage), advisories_config(s, storage)]
+
+
+def contract_configs(s: StreamSettings, storage: StorageType) -> list[StreamConfig]:
     return [
         StreamConfig(
             name=subjects.OBJECTS_STREAM,
@@ -80,6 +88,8 @@ def stream_configs(settings: StreamSettings | None = None) -> list[StreamConfig]
             subjects=[f"{subjects.COMMANDS_PREFIX}.>"],
             retention=RetentionPolicy.WORK_QUEUE,
             duplicate_window=s.commands_dedup_window,
+            # A decider reads its own queued commands in batches (corral_bus.batchget).
+            allow_direct=True,
             storage=storage,
             num_replicas=s.replicas,
             discard=DiscardPolicy.OLD,
@@ -107,6 +117,82 @@ def stream_configs(settings: StreamSettings | None = None) -> list[StreamConfig]
             discard=DiscardPolicy.OLD,
         ),
     ]
+
+
+def advisories_config(s: StreamSettings, storage: StorageType) -> StreamConfig:
+    """JetStream announces a message that exhausted a consumer's deliveries only as a core NATS
+    advisory: lost unless someone listens at that moment. This stream keeps them (a day is plenty:
+    the consumer that parks them is the one whose deliveries they report)."""
+    return StreamConfig(
+        name=subjects.ADVISORIES_STREAM,
+        description="Max-deliveries advisories of corral's durable consumers, until parked.",
+        subjects=[f"{subjects.MAX_DELIVERIES_ADVISORY_PREFIX}.>"],
+        retention=RetentionPolicy.LIMITS,
+        max_age=_DAY,
+        duplicate_window=120.0,
+        storage=storage,
+        num_replicas=s.replicas,
+        discard=DiscardPolicy.OLD,
+    )
+
+
+_COMPARED = (
+    "subjects",
+    "retention",
+    "max_msgs_per_subject",
+    "duplicate_window",
+    "allow_rollup_hdrs",
+    "allow_msg_ttl",
+    "allow_direct",
+    "max_age",
+    "storage",
+    "num_replicas",
+    "discard",
+)
+
+
+def differences(want: StreamConfig, have: StreamConfig) -> list[str]:
+    """The fields the contract sets that `have` (the server's) holds otherwise."""
+    out = []
+    for name in _COMPARED:
+        wanted = getattr(want, name, None)
+        if wanted is None:
+            continue  # the server's default is the contract's
+        held = getattr(have, name, None)
+        if isinstance(wanted, list) and isinstance(held, list):
+            same = sorted(wanted) == sorted(held)
+        else:
+            same = wanted == held
+        if not same:
+            out.append(f"{name} {held!r} (the contract says {wanted!r})")
+    return out
+
+
+async def check_streams(js: JetStreamContext, settings: StreamSettings | None = None) -> None:
+    """What a service does at start-up: make sure the contract's streams are there as it says.
+
+    Streams found as the contract says cost one stream-info request each and nothing is written,
+    so a service whose NATS user may not manage streams starts fine after the setup step. Otherwise
+    they are created or updated (`ensure_stream`); where that is not permitted, StreamConfigError
+    says to run the setup step."""
+    for config in stream_configs(settings):
+        assert config.name is not None
+        try:
+            have = (await js.stream_info(config.name)).config
+        except NotFoundError:
+            problem = "missing"
+        else:
+            diff = differences(config, have)
+            if not diff:
+                continue
+            problem = "differs: " + "; ".join(diff)
+        try:
+            await ensure_stream(js, config)
+        except (StreamConfigError, TimeoutError, APIError) as e:
+            raise StreamConfigError(
+                f"stream {config.name} {problem}, and it could not be set up here ({e}); run the setup"
+                " step (`corral bus init`) as NATS's admin user"
+            ) from e
 
 
 async def ensure_streams(js: JetStreamContext, settings: StreamSettings | None = None) -> None:

@@ -6,9 +6,11 @@ and a message is gone once the actuator acks it. So a replica follows the comman
 * live, through a core NATS subscription on `lh.cmd.<service>.>` (a JetStream publish is delivered
   to plain subscribers of its subject too): every command published while the replica is
   connected, including the ones the actuator has already taken;
-* the backlog, by reading the messages still queued in LH_COMMANDS one by one with the stream's
-  message-get API (`next_by_subj`, no consumer involved): every command published before the
-  subscription existed, or while the connection was down, that the actuator has not finished.
+* the backlog, by reading the messages still queued in LH_COMMANDS with the stream's batched
+  direct get (corral_bus.batchget: 256 a round trip, `next_by_subj`, no consumer involved; one
+  message get at a time where the stream does not allow direct gets): every command published
+  before the subscription existed, or while the connection was down, that the actuator has not
+  finished.
 
 The subscription is made before the first scan, so between them nothing is missed; duplicates are
 harmless (adoption is idempotent). The scan runs at start, after every reconnect, and whenever the
@@ -27,6 +29,7 @@ from nats.aio.subscription import Subscription
 from nats.js.errors import NotFoundError
 
 from corral_bus import Bus
+from corral_bus.batchget import DirectGetUnavailable, read_batches
 from corral_model import codec
 from corral_model.codec import SchemaError
 from corral_model.envelopes import Command
@@ -43,12 +46,15 @@ def commands_filter(service: str) -> str:
 class CommandFeed:
     """Calls `on_command` for every command of `service` seen live or still queued (maybe twice)."""
 
-    def __init__(self, bus: Bus, service: str, on_command: OnCommand, log: Logger) -> None:
+    def __init__(self, bus: Bus, service: str, on_command: OnCommand, log: Logger, batch: int = 256) -> None:
         self.bus = bus
+        self.batch = batch
         self.filter = commands_filter(service)
         self.on_command = on_command
         self.log = log
         self.scans = 0
+        self.round_trips = 0
+        """Requests the scans made: one per batch (one per command where direct gets are off)."""
         self._subscription: Subscription | None = None
         self._scanned_at_reconnects = -1
 
@@ -72,6 +78,21 @@ class CommandFeed:
     async def scan(self) -> int:
         """Hand out every command of the service still queued in LH_COMMANDS; returns how many."""
         reconnects = self.bus.reconnects
+        count = 0
+        try:
+            async for batch in read_batches(self.bus, COMMANDS_STREAM, self.filter, batch=self.batch):
+                self.round_trips += 1
+                for message in batch:
+                    self._handle(message.subject, message.data)
+                count += len(batch)
+        except DirectGetUnavailable:
+            count = await self._scan_one_by_one()
+        self.scans += 1
+        self._scanned_at_reconnects = reconnects
+        return count
+
+    async def _scan_one_by_one(self) -> int:
+        """The scan where LH_COMMANDS allows no direct get: one message-get request per command."""
         seq, count = 1, 0
         while True:
             try:
@@ -79,10 +100,9 @@ class CommandFeed:
             except NotFoundError:
                 break  # past the last one
             assert message.seq is not None
+            self.round_trips += 1
             self._handle(message.subject or "", message.data)
             seq, count = message.seq + 1, count + 1
-        self.scans += 1
-        self._scanned_at_reconnects = reconnects
         return count
 
     async def run(self, stop: asyncio.Event, interval: float = 1.0) -> None:

@@ -11,11 +11,22 @@ OBJECTS_STREAM = "LH_OBJECTS"
 COMMANDS_STREAM = "LH_COMMANDS"
 RESULTS_STREAM = "LH_RESULTS"
 DEAD_STREAM = "LH_DEAD"
+ADVISORIES_STREAM = "LH_ADVISORIES"
+"""JetStream's max-deliveries advisories, kept: a message no consumer finished is parked even when
+no replica was listening as the advisory went out."""
+STREAMS = (OBJECTS_STREAM, COMMANDS_STREAM, RESULTS_STREAM, DEAD_STREAM)
+"""The four streams of the bus contract."""
 
 OBJECTS_PREFIX = "lh.obj"
 COMMANDS_PREFIX = "lh.cmd"
 RESULTS_PREFIX = "lh.res"
 DEAD_PREFIX = "lh.dead"
+MAX_DELIVERIES_ADVISORY_PREFIX = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
+
+GATE_SERVICE = "upgrade-gate"
+"""The service name every component's start-up gate asks for its Kubernetes Events under: the gate
+runs before a decision service leads, so its Events carry no lease term; under a name of their own
+they leave every decision service's own commands fenced (deploy/policy/actuator-policy.yaml)."""
 
 _ESCAPES = {"%": "%25", ".": "%2E", "*": "%2A", ">": "%3E", " ": "%20", "\t": "%09"}
 

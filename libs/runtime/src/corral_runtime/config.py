@@ -29,13 +29,24 @@ class ServiceConfig(msgspec.Struct, kw_only=True, frozen=True):
     instance: str = ""
     """This replica's identity as a lease holder; defaults to hostname-pid (the pod name in Kubernetes)."""
     nats_url: str = "nats://127.0.0.1:4222"
-    """One server, or a cluster's servers comma-separated (`nats://a:4222,nats://b:4222`)."""
+    """One server, or a cluster's servers comma-separated (`nats://a:4222,nats://b:4222`). Never with
+    credentials in it (refused at start): those come from the nats_user/password fields below."""
     nats_replicas: Annotated[int, msgspec.Meta(ge=1, le=5)] = 1
     """Copies of each stream and of the lease bucket: 1 on one NATS server, 3 on a 3-server cluster
     (docs/nats-cluster.md). Every service of a deployment must be given the same value."""
     nats_ping_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 10.0
     """A NATS server that stops answering (frozen, partitioned) is left for another one of the
     cluster after three unanswered pings, so after about 3x this; shorter on a cluster."""
+    nats_user: str = ""
+    """This service's NATS user (corral_bus.permissions); empty: anonymous, for an open server."""
+    nats_password_file: str = ""
+    """A file holding the password (a mounted Secret); wins over `nats_password`."""
+    nats_password: str = ""
+    nats_tls_ca: str = ""
+    """A CA bundle to verify the NATS server's certificate with (TLS on)."""
+    nats_tls_cert: str = ""
+    nats_tls_key: str = ""
+    """A client certificate and its key, for a server that verifies clients."""
     namespace: str = DEFAULT_NAMESPACE
     health_host: str = "0.0.0.0"
     """Probes come from the kubelet, not from loopback, so listen on every interface by default."""

@@ -35,8 +35,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Tracer
 from prometheus_client import CollectorRegistry
 
+from corral_bus.auth import CredentialsError, NatsAuth, check_url, redact_url
 from corral_bus.connection import Bus, connect
-from corral_bus.streams import StreamSettings, ensure_streams
+from corral_bus.streams import StreamSettings, check_streams
 from corral_runtime.config import ConfigError, ServiceConfig, load_config
 from corral_runtime.health import HealthServer, Readiness
 from corral_runtime.leadership import Leadership
@@ -122,6 +123,12 @@ def run_service(
         config, service=config.service or name, instance=config.instance or default_instance()
     )
     try:
+        check_url(config.nats_url)
+        nats_auth(config)
+    except CredentialsError as exc:
+        print(f"corral-{name}: invalid configuration: {exc}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    try:
         return asyncio.run(
             serve(
                 config,
@@ -174,13 +181,19 @@ async def serve(
     with StopSignals(stop, force) as signals:
         try:
             await health.start()
-            log.info("service starting", health_port=health.port, nats_url=config.nats_url)
+            log.info(
+                "service starting",
+                health_port=health.port,
+                nats_url=redact_url(config.nats_url),
+                nats_user=config.nats_user or "(anonymous)",
+            )
             bus = await _connect_unless_stopped(config, stop)
             if bus is None:
                 log.info("stopped before NATS answered", signal=_signal_name(signals))
                 return EXIT_OK
-            # Idempotent, and every service does it: whichever starts first creates the contract's streams.
-            await ensure_streams(bus.js, StreamSettings(replicas=config.nats_replicas))
+            # The setup step made the streams (corral bus init); on an open server whichever service
+            # starts first does (corral_bus.streams.check_streams).
+            await check_streams(bus.js, StreamSettings(replicas=config.nats_replicas))
             for hook in startup if config.upgrade_gate else ():
                 verdict = await hook(bus, config)
                 if not verdict.allowed:
@@ -228,12 +241,25 @@ async def serve(
                 provider.shutdown()  # exports what is still queued
 
 
+def nats_auth(config: ServiceConfig) -> NatsAuth:
+    """The service's NATS identity from its configuration (CredentialsError when unusable)."""
+    return NatsAuth.from_settings(
+        user=config.nats_user,
+        password=config.nats_password,
+        password_file=config.nats_password_file,
+        tls_ca=config.nats_tls_ca,
+        tls_cert=config.nats_tls_cert,
+        tls_key=config.nats_tls_key,
+    )
+
+
 async def _connect_unless_stopped(config: ServiceConfig, stop: asyncio.Event) -> Bus | None:
     connecting = asyncio.ensure_future(
         connect(
             config.nats_url,
             name=f"{config.service}/{config.instance}",
             ping_interval=config.nats_ping_interval_s,
+            auth=nats_auth(config),
         )
     )
     stopping = asyncio.ensure_future(stop.wait())

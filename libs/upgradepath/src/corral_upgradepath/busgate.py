@@ -122,7 +122,7 @@ async def publish_gate_events(
         for command in gate_event_commands(
             decision, service=service, namespace=namespace, now=now, setting_uid=setting_uid
         ):
-            subject = subjects.command_subject(service, "event", namespace, command.target.name)
+            subject = subjects.command_subject(command.service, "event", namespace, command.target.name)
             await publisher.publish(subject, encode(command), msg_id=command.id)
         await publisher.flush()
     finally:

@@ -21,6 +21,7 @@ import msgspec
 
 from corral_model.envelopes import Command, EventType, ObjectEvent, Target, Verb, new_command
 from corral_model.longhorn import EngineImage, Setting
+from corral_model.subjects import GATE_SERVICE
 from corral_upgradepath.build import BuildInfo
 from corral_upgradepath.cluster import CURRENT_VERSION_SETTING, ClusterView
 from corral_upgradepath.decision import GateDecision
@@ -70,9 +71,12 @@ def gate_event_commands(
 ) -> tuple[Command, ...]:
     """CREATE commands for the Events reporting `decision` (bypass warnings, then the outcome).
 
-    `service` is the publishing service's name as it appears in command subjects; the Events'
-    source component is `corral-<service>`. `setting_uid` (the version Setting's uid, when known)
-    pins `involvedObject` to that exact object.
+    `service` is the deciding service's name: the Events' source component is `corral-<service>`.
+    The commands themselves go under the service name `upgrade-gate` (`lh.cmd.upgrade-gate.event.…`,
+    corral_model.subjects.GATE_SERVICE): the gate runs before the service holds its lease, so they
+    carry no lease term, and a name of their own lets the actuator's policy fence every decision
+    service's own commands while these (Events, create only) stay unfenced. `setting_uid` (the
+    version Setting's uid, when known) pins `involvedObject` to that exact object.
     """
     component = f"corral-{service}"
     commands = []
@@ -83,7 +87,7 @@ def gate_event_commands(
         )
         commands.append(
             new_command(
-                service=service,
+                service=GATE_SERVICE,
                 verb=Verb.CREATE,
                 target=Target(kind="Event", namespace=namespace, name=name),
                 body=body,

@@ -1,0 +1,282 @@
+"""Who may publish and subscribe to what on the bus: the one source of truth, per NATS user.
+
+The issue-19 probe showed why: on an open NATS, anyone could publish a command under any service's
+name, or an object event the decision services believe. Here every corral component is a NATS user
+whose permissions allow exactly its job, and everything else is denied by the server:
+
+* `watcher`: publishes object events (`lh.obj.>`) and the dead letters of objects it cannot decode
+  (`lh.dead.lh_objects.>`); reads LH_OBJECTS (what it published before a restart).
+* a decision service `<s>`: publishes its own commands (`lh.cmd.<s>.>`) and its own lease key
+  (`$KV.corral-leases.<s>`); reads LH_OBJECTS and LH_RESULTS (consumers, and message get for a
+  takeover's catch-up), LH_COMMANDS by message get (the backlog of its own commands), and
+  subscribes to its own command subjects (the live feed).
+* `actuator`: consumes LH_COMMANDS through its durable consumer (acks, message get and delete to
+  park a message that exhausted its deliveries), and the max-deliveries advisories of it; publishes
+  results (`lh.res.>`) and dead letters (`lh.dead.>`), and its own lease key.
+* `reader` (the CLI's `progress`, `events`, `replay`; the demo): reads every stream, creates
+  consumers only where that takes nothing away (never on the work queue LH_COMMANDS), never acks,
+  never publishes a message anywhere.
+* `admin`: everything: the setup step (`corral bus init`) that creates the streams and the lease
+  bucket. No service runs as admin, so no service can create, change or delete a stream.
+
+Every component's start-up gate asks the actuator for its Kubernetes Events under one unfenced
+service name, `upgrade-gate` (`lh.cmd.upgrade-gate.event.>`): the gate runs before a decision
+service holds its lease, so its Events carry no lease term, and a separate name lets the policy fence
+every decision service's own commands (deploy/policy/actuator-policy.yaml). That subject can only
+ever create an Event.
+
+JetStream is driven through subjects too, so the allow-lists name its API exactly: each user may
+reach `$JS.API.*` only for the streams and operations above (`$JS.API.CONSUMER.CREATE.<stream>`,
+`$JS.API.STREAM.INFO.<stream>`, `$JS.API.DIRECT.GET.<stream>`, `$JS.ACK.<stream>.>` …), and its
+replies come to its own inbox prefix (`_INBOX.<user>.>`, corral_bus.auth), the only inbox it may
+subscribe to.
+
+`render_server_config` turns this table into a nats-server configuration (`deploy/nats/` holds it
+rendered with passwords from the environment, for the chart and compose; `corral run` and the tests
+render it with generated passwords).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from corral_bus.auth import inbox_prefix
+from corral_model import subjects
+
+ADMIN = "admin"
+READER = "reader"
+WATCHER = "watcher"
+ACTUATOR = "actuator"
+DECISION_SERVICES = ("engine-upgrade", "setting-sync", "im-restart", "v2-upgrade")
+USERS = (ADMIN, WATCHER, *DECISION_SERVICES, ACTUATOR, READER)
+"""Every NATS user corral knows, one per component."""
+
+GATE_SERVICE = subjects.GATE_SERVICE
+LEASE_BUCKET = "corral-leases"
+ACTUATOR_DURABLE = "actuator"
+"""The actuator's durable consumer on LH_COMMANDS (corral_actuator.runner)."""
+ADVISORY_PREFIX = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
+
+_API = "$JS.API"
+_READ_STREAMS = (subjects.OBJECTS_STREAM, subjects.RESULTS_STREAM, subjects.DEAD_STREAM)
+"""Streams a reader may put consumers on (limits retention: a consumer takes nothing away)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Permissions:
+    """What one NATS user may publish and subscribe to (allow-lists; anything else is denied)."""
+
+    user: str
+    publish: tuple[str, ...]
+    subscribe: tuple[str, ...]
+
+    def server_block(self) -> dict[str, object]:
+        return {"publish": {"allow": list(self.publish)}, "subscribe": {"allow": list(self.subscribe)}}
+
+
+def _stream_info(*streams: str) -> list[str]:
+    return [f"{_API}.STREAM.INFO.{s}" for s in streams]
+
+
+def _message_get(stream: str) -> list[str]:
+    """Read single messages (or batches) by sequence or subject, without a consumer."""
+    return [f"{_API}.STREAM.MSG.GET.{stream}", f"{_API}.DIRECT.GET.{stream}", f"{_API}.DIRECT.GET.{stream}.>"]
+
+
+def _ephemeral_reads(stream: str) -> list[str]:
+    """An unacknowledged ephemeral pull consumer (BootstrapReader, the CLI's readers): create it, pull,
+    ask whether it still exists, delete it. Its name is random, so any consumer name is allowed."""
+    return [
+        f"{_API}.CONSUMER.CREATE.{stream}",
+        f"{_API}.CONSUMER.CREATE.{stream}.>",
+        f"{_API}.CONSUMER.MSG.NEXT.{stream}.*",
+        f"{_API}.CONSUMER.INFO.{stream}.*",
+        f"{_API}.CONSUMER.DELETE.{stream}.*",
+    ]
+
+
+def _lease(service: str) -> list[str]:
+    """Hold the lease `service`: read the bucket, write only its own key."""
+    kv_stream = f"KV_{LEASE_BUCKET}"
+    return [
+        f"{_API}.STREAM.MSG.GET.{kv_stream}",
+        f"{_API}.DIRECT.GET.{kv_stream}.$KV.{LEASE_BUCKET}.{service}",
+        f"$KV.{LEASE_BUCKET}.{service}",
+    ]
+
+
+def _gate_events() -> list[str]:
+    return [f"{subjects.COMMANDS_PREFIX}.{GATE_SERVICE}.event.>"]
+
+
+def _common(user: str) -> tuple[list[str], list[str]]:
+    """Every user: JetStream's account info, the streams' info (the start-up check that they are as
+    the contract says, corral_bus.streams.check_streams), and its own inbox (the replies to its
+    requests)."""
+    streams = (*subjects.STREAMS, subjects.ADVISORIES_STREAM, f"KV_{LEASE_BUCKET}")
+    return [f"{_API}.INFO", *_stream_info(*streams)], [f"{inbox_prefix(user)}.>"]
+
+
+def _watcher() -> Permissions:
+    publish, subscribe = _common(WATCHER)
+    publish += [
+        f"{subjects.OBJECTS_PREFIX}.>",
+        f"{subjects.DEAD_PREFIX}.{subjects.OBJECTS_STREAM.lower()}.>",
+        *_gate_events(),
+        *_ephemeral_reads(subjects.OBJECTS_STREAM),
+    ]
+    return Permissions(WATCHER, tuple(publish), tuple(subscribe))
+
+
+def _decision(service: str) -> Permissions:
+    publish, subscribe = _common(service)
+    own_commands = f"{subjects.COMMANDS_PREFIX}.{subjects.escape_token(service)}.>"
+    publish += [
+        own_commands,
+        *_gate_events(),
+        *_lease(service),
+        *_ephemeral_reads(subjects.OBJECTS_STREAM),
+        *_ephemeral_reads(subjects.RESULTS_STREAM),
+        *_message_get(subjects.COMMANDS_STREAM),
+        # A takeover's catch-up: where LH_OBJECTS and its own results end (last message per subject).
+        *_message_get(subjects.OBJECTS_STREAM),
+        *_message_get(subjects.RESULTS_STREAM),
+    ]
+    subscribe.append(own_commands)
+    return Permissions(service, tuple(publish), tuple(subscribe))
+
+
+def _actuator() -> Permissions:
+    publish, subscribe = _common(ACTUATOR)
+    commands = subjects.COMMANDS_STREAM
+    advisories = subjects.ADVISORIES_STREAM
+    durable = ACTUATOR_DURABLE
+    publish += [
+        f"{subjects.RESULTS_PREFIX}.>",
+        f"{subjects.DEAD_PREFIX}.>",
+        *_gate_events(),
+        *_lease(ACTUATOR),
+        # Its durable consumer on the work queue: create/update, pull, acks, and parking a message
+        # that exhausted its deliveries (read it, dead-letter it, delete it from the queue).
+        f"{_API}.CONSUMER.CREATE.{commands}.{durable}",
+        f"{_API}.CONSUMER.CREATE.{commands}.{durable}.>",
+        f"{_API}.CONSUMER.DURABLE.CREATE.{commands}.{durable}",
+        f"{_API}.CONSUMER.MSG.NEXT.{commands}.{durable}",
+        f"{_API}.CONSUMER.INFO.{commands}.{durable}",
+        f"$JS.ACK.{commands}.{durable}.>",
+        *_message_get(commands),
+        f"{_API}.STREAM.MSG.DELETE.{commands}",
+        # The durable record of the max-deliveries advisories of that consumer.
+        f"{_API}.CONSUMER.CREATE.{advisories}.{durable}",
+        f"{_API}.CONSUMER.CREATE.{advisories}.{durable}.>",
+        f"{_API}.CONSUMER.DURABLE.CREATE.{advisories}.{durable}",
+        f"{_API}.CONSUMER.MSG.NEXT.{advisories}.{durable}",
+        f"{_API}.CONSUMER.INFO.{advisories}.{durable}",
+        f"$JS.ACK.{advisories}.{durable}.>",
+    ]
+    subscribe.append(f"{ADVISORY_PREFIX}.{commands}.{durable}")
+    return Permissions(ACTUATOR, tuple(publish), tuple(subscribe))
+
+
+def _reader() -> Permissions:
+    publish, subscribe = _common(READER)
+    publish += [
+        *(subject for stream in _READ_STREAMS for subject in _ephemeral_reads(stream)),
+        *(subject for stream in subjects.STREAMS for subject in _message_get(stream)),
+    ]
+    # `events --follow` records commands whole from core NATS, and `events tail` watches everything.
+    subscribe.append("lh.>")
+    return Permissions(READER, tuple(publish), tuple(subscribe))
+
+
+def _admin() -> Permissions:
+    return Permissions(ADMIN, (">",), (">",))
+
+
+def permissions_for(user: str) -> Permissions:
+    """The permissions of `user` (one of USERS); ValueError for a user corral does not know."""
+    if user == ADMIN:
+        return _admin()
+    if user == WATCHER:
+        return _watcher()
+    if user == ACTUATOR:
+        return _actuator()
+    if user == READER:
+        return _reader()
+    if user in DECISION_SERVICES:
+        return _decision(user)
+    raise ValueError(f"no NATS user {user!r}; corral's users are {', '.join(USERS)}")
+
+
+def all_permissions(users: Iterable[str] = USERS) -> list[Permissions]:
+    return [permissions_for(user) for user in users]
+
+
+def env_password_variable(user: str) -> str:
+    """The environment variable the rendered deploy config reads `user`'s password from."""
+    return "CORRAL_NATS_PASSWORD_" + user.upper().replace("-", "_")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerOptions:
+    """The parts of a nats-server configuration besides the users."""
+
+    host: str = "0.0.0.0"
+    port: int = 4222
+    monitor_port: int = 8222
+    """0: no monitoring endpoint at all. Otherwise bound to 127.0.0.1, never the public interface."""
+    store_dir: str = "/data"
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca: str = ""
+    """With a CA, clients must present a certificate signed by it (mutual TLS)."""
+    server_name: str = ""
+
+
+def _value(value: object) -> str:
+    """A value in nats-server's config syntax: JSON strings and lists are valid there."""
+    return json.dumps(value)
+
+
+def render_server_config(
+    options: ServerOptions,
+    passwords: Mapping[str, str] | None = None,
+    users: Iterable[str] = USERS,
+) -> str:
+    """A nats-server configuration with JetStream, TLS when `options` has a certificate, the
+    monitoring port on loopback only, and one user per component with its permissions.
+
+    `passwords` maps users to their passwords; without it, each password is read by nats-server from
+    the environment variable `env_password_variable(user)` (what a Secret provides), so the file
+    itself holds no secret."""
+    lines = [
+        "# Rendered by corral_bus.permissions.render_server_config: edit that module, not this file.",
+        f"listen: {_value(f'{options.host}:{options.port}')}",
+    ]
+    if options.server_name:
+        lines.append(f"server_name: {_value(options.server_name)}")
+    if options.monitor_port:
+        lines.append(f"http: {_value(f'127.0.0.1:{options.monitor_port}')}")
+    lines.append(f"jetstream {{ store_dir: {_value(options.store_dir)} }}")
+    if options.tls_cert:
+        tls = [f"  cert_file: {_value(options.tls_cert)}", f"  key_file: {_value(options.tls_key)}"]
+        if options.tls_ca:
+            tls += [f"  ca_file: {_value(options.tls_ca)}", "  verify: true"]
+        lines += ["tls {", *tls, "}"]
+    lines.append("authorization {")
+    lines.append("  users: [")
+    for permissions in all_permissions(users):
+        if passwords is None:
+            password = f"${env_password_variable(permissions.user)}"
+        else:
+            password = _value(passwords[permissions.user])
+        block = permissions.server_block()
+        lines.append(
+            f"    {{user: {_value(permissions.user)}, password: {password},"
+            f" permissions: {json.dumps(block, indent=None)}}}"
+        )
+    lines.append("  ]")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
