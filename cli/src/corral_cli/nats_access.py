@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import os
 import re
 import shutil
@@ -24,7 +25,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
 NATS_PORT = 4222
@@ -165,10 +166,19 @@ async def _local_port(proc: asyncio.subprocess.Process, target: str) -> int:
 
 
 async def connect_reader(access: NatsAccess, name: str, **options: Any) -> Any:
-    """A `corral_bus.Bus` for reading, with the credentials file when one is given."""
+    """A `corral_bus.Bus` for reading, with the credentials file when one is given. A user and
+    password connect as that NATS user (corral_bus.auth: its own reply inbox, which is all the
+    read-only user may subscribe to besides the streams, and TLS from CORRAL_NATS_TLS_*)."""
     from corral_bus import connect
+    from corral_bus.auth import NatsAuth
 
     if not access.creds:
+        parts = urlsplit(access.url)
+        if parts.username and parts.password is not None:
+            auth = dataclasses.replace(
+                NatsAuth.from_env(), user=unquote(parts.username), password=unquote(parts.password)
+            )
+            return await connect(access.shown, name, auth=auth, **options)
         return await connect(access.url, name, **options)
     import nats
 
