@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client
 
 from corral_sandbox.simulator import ImageProfile, SimConfig
 from tests.fixtures.sandbox import DEFAULT_IMAGE, Sandbox, fast_config
@@ -200,9 +199,7 @@ async def _im_pod(sandbox: Sandbox, node: str) -> Any:
 
 async def test_instance_manager_pods_follow_the_settings_current_at_creation(sandbox: Sandbox) -> None:
     # Longhorn's webhook refuses a priority class that does not exist: the one set below is created
-    await client.SchedulingV1Api(sandbox.api).create_priority_class(
-        client.V1PriorityClass(metadata=client.V1ObjectMeta(name="longhorn-critical"), value=1000)
-    )
+    await sandbox.create_priority_class("longhorn-critical")
     managers = await sandbox.list("instancemanagers")
     assert sorted(im["spec"]["nodeID"] for im in managers) == ["node-1", "node-2", "node-3"]
     assert all(im["status"]["currentState"] == "running" for im in managers)
@@ -372,9 +369,7 @@ async def test_v2_volumes_use_v2_instance_managers_and_follow_no_engine_image(sa
 
     # Longhorn's webhook enables v2 only where every node has the hugepages it asks for (2 GiB)
     for node in ("node-1", "node-2", "node-3"):
-        await client.CoreV1Api(sandbox.api).patch_node_status(
-            node, {"status": {"capacity": {"hugepages-2Mi": "2Gi"}}}
-        )
+        await sandbox.set_hugepages(node, "2Gi")
     await sandbox.set_setting("v2-data-engine", "true")
     im_image = (await sandbox.get("settings", "default-instance-manager-image"))["value"]
 

@@ -98,6 +98,8 @@ async def test_sc_im_10_a_failed_im_pod_and_the_pod_ledger(sandbox: Sandbox, con
 
 
 async def test_sc_im_11_disabling_v2_on_a_node_with_a_v2_replica_is_refused(sandbox: Sandbox) -> None:
+    for node in ("node-1", "node-2", "node-3"):
+        await sandbox.set_hugepages(node, "2Gi")  # what Longhorn's webhook asks to enable v2
     await sandbox.set_setting("v2-data-engine", "true")
 
     async def v2_running() -> bool:

@@ -81,6 +81,7 @@ async def test_im_01_an_idle_im_is_restarted_with_the_new_settings(
     """Each setting written is a new reason to restart (the IMs are idle all along, so one write may
     already be applied before the next): the pods end up built from all of them, each IM restarted
     at most once per write, and SettingSynced went False, then True again."""
+    await sandbox.create_priority_class("longhorn-critical")
     before = await uids(observer)
     some = next(iter(before))
     await sandbox.wait_for(lambda: condition_is(sandbox, some, "True"), within=20, what="SettingSynced True")
@@ -147,6 +148,7 @@ async def test_im_02_a_busy_im_is_never_restarted_and_is_restarted_once_idle(
 
     await sandbox.wait_for(starting_on_two, within=20, what="the held engine starting on node-2's IM")
     busy = {im["metadata"]["name"] for im in (on_one, on_two)}
+    await sandbox.create_priority_class("longhorn-critical")
     before = await uids(observer)
     await observer.set_setting("priority-class", "longhorn-critical")
     idle = {

@@ -46,7 +46,7 @@ async def test_im_09_a_generation_without_cpu_stays_pending_until_an_old_one_goe
     await wait_attached(sandbox, "vol1", observer)
 
     async def roll_out(image: str) -> None:
-        await sandbox.patch("settings", "default-instance-manager-image", {"value": image})
+        await sandbox.set_setting("default-instance-manager-image", image)  # the manager's write
 
     await roll_out(GENERATION.format(2))
 

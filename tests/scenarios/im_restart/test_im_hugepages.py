@@ -1,7 +1,9 @@
-"""IM-12: hugepage safety for v2 IMs. node-1 has 4Gi of `hugepages-2Mi`, node-2 reports none, node-3
-2Gi. When `data-engine-memory-size` changes, the idle v2 IMs whose node can take the new size are
-restarted; node-2's is not, and its SettingSynced condition says why. Both invariants judged at
-every IM pod delete (scenario.py)."""
+"""IM-12: hugepage safety for v2 IMs. node-1 has 4Gi of `hugepages-2Mi`, node-2 and node-3 2Gi when
+v2 is enabled (Longhorn's webhook asks every node for the 2Gi of the default memory size), and once
+the v2 IMs run, node-2's hugepages are taken away (its operator reconfigured the node: it now
+reports none). When `data-engine-memory-size` changes, the idle v2 IMs whose node can take the new
+size are restarted; node-2's is not, and its SettingSynced condition says why. Both invariants
+judged at every IM pod delete (scenario.py)."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ def sandbox_seed() -> Seed:
         {
             "nodes": [
                 {"name": "node-1", "hugepages": "4Gi"},
-                "node-2",
+                {"name": "node-2", "hugepages": "2Gi"},
                 {"name": "node-3", "hugepages": "2Gi"},
             ],
             "settings": {"v2-data-engine": "true"},
@@ -43,6 +45,7 @@ async def test_im_12_no_restart_where_the_node_cannot_take_the_new_hugepage_size
         )
 
     await sandbox.wait_for(v2_running, within=20, invariant=observer.holds)
+    await sandbox.set_hugepages("node-2", "")
     v2 = {im["spec"]["nodeID"]: im["metadata"]["name"] for im in await observer.managers(engine="v2")}
     before = {node: await observer.pod_uid(name) for node, name in v2.items()}
     await observer.set_setting("data-engine-memory-size", '{"v2":"1024"}')

@@ -118,7 +118,7 @@ async def test_im_08_a_new_im_image_keeps_busy_old_ims_until_their_last_instance
     old = await observer.manager("node-1")
     old_name = old["metadata"]["name"]
     old_uid = await observer.pod_uid(old_name)
-    await sandbox.patch("settings", "default-instance-manager-image", {"value": NEW_IM_IMAGE})
+    await sandbox.set_setting("default-instance-manager-image", NEW_IM_IMAGE)  # the manager's write
 
     async def new_generation() -> bool:
         managers = await observer.managers()

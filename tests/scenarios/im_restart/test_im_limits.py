@@ -28,6 +28,7 @@ async def test_a_cluster_wide_limit_of_one_rolls_the_restarts(
     observer.restart_limit = 1
     before = await uids(observer)
     assert len(before) == 3
+    await sandbox.create_priority_class("rolled")
     await observer.set_setting("priority-class", "rolled")
     pods = await restarted(sandbox, observer, before, within=30)
     assert all(p["spec"]["priorityClassName"] == "rolled" for p in pods.values())

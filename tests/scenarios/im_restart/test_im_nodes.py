@@ -1,6 +1,7 @@
 """IM-10 (a node the node selector excludes) and IM-11 (v2 disabled per node, T4.6), through the
 whole stack, both invariants judged at every IM pod delete (scenario.py). node-1 and node-2 carry
-`disk=ssd`, node-3 does not; the v2 data engine is on."""
+`disk=ssd`, node-3 does not; the v2 data engine is on (so every node has the 2Gi of `hugepages-2Mi`
+Longhorn's webhook asks before it lets v2 be enabled)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,11 @@ def sandbox_seed() -> Seed:
     ssd = {"disk": "ssd"}
     return seed_from_dict(
         {
-            "nodes": [{"name": "node-1", "labels": ssd}, {"name": "node-2", "labels": ssd}, "node-3"],
+            "nodes": [
+                {"name": "node-1", "labels": ssd, "hugepages": "2Gi"},
+                {"name": "node-2", "labels": ssd, "hugepages": "2Gi"},
+                {"name": "node-3", "hugepages": "2Gi"},
+            ],
             "settings": {"v2-data-engine": "true"},
             "generate": {"volumes": 0},
         }

@@ -270,7 +270,7 @@ def test_sc_im_08_a_failed_pod_is_left_to_whoever_plays_handle_pod() -> None:
     [im] = managers(w, "node-1")
     name = im["metadata"]["name"]
     uid = w.get("pod", name)["metadata"]["uid"]
-    w.memory.fail_im_pods.add(name)
+    w.memory.fail_im_pods[name] = uid
     w.settle()
     assert w.get("pod", name)["status"]["phase"] == "Failed"
     assert w.get("instancemanager", name)["status"]["currentState"] == "error"
@@ -283,7 +283,8 @@ def test_sc_im_08_a_failed_pod_is_left_to_whoever_plays_handle_pod() -> None:
 
     longhorn = world()
     [im] = managers(longhorn, "node-1")
-    longhorn.memory.fail_im_pods.add(im["metadata"]["name"])
+    failing = longhorn.get("pod", im["metadata"]["name"])["metadata"]
+    longhorn.memory.fail_im_pods[failing["name"]] = failing["uid"]
     longhorn.settle()
     entry = next(
         e
@@ -291,6 +292,23 @@ def test_sc_im_08_a_failed_pod_is_left_to_whoever_plays_handle_pod() -> None:
         if e["name"] == im["metadata"]["name"]
     )
     assert entry["recreations"] == 1 and entry["pod"]["phase"] == "Running"
+
+
+def test_sc_im_08a_the_fault_fails_one_pod_not_its_replacement() -> None:
+    """IM-04: the pod is deleted (by corral) before the simulated kubelet looks at it again, so it
+    never sees its Failed phase: the pod made after it must still run, or corral restarts twice."""
+    w = world(config=replace(SimConfig(), im_delete_failed_pods=False))
+    [im] = managers(w, "node-1")
+    name = im["metadata"]["name"]
+    uid = w.get("pod", name)["metadata"]["uid"]
+    w.memory.fail_im_pods[name] = uid
+    while w.get("pod", name)["status"]["phase"] != "Failed":
+        w.round()
+    w.delete("pod", name)
+    w.settle()
+    assert w.get("pod", name)["metadata"]["uid"] != uid
+    assert w.get("pod", name)["status"]["phase"] == "Running"
+    assert name not in w.memory.fail_im_pods, "the fault is done with its pod"
 
 
 def test_sc_im_08b_repeated_recreations_back_off() -> None:

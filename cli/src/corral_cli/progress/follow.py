@@ -160,7 +160,7 @@ class StallWatch:
 def summary(report: WaveReport) -> str:
     """The one line printed when a wave is over."""
     total = report.total
-    if report.service != "engine-upgrade":
+    if report.service == "setting-sync":
         state = "applied" if report.finished else "lost" if report.lost else "stopped"
         pending = total.in_flight + total.blocked_total
         line = f"{report.service}: every danger-zone setting {state} after {report.elapsed:.1f}s"

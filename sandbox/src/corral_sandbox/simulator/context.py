@@ -40,8 +40,9 @@ class Memory:
     pod_restarts: dict[str, int] = field(default_factory=dict)
     # instances held in `starting` until released (SimFaults.hold_instance)
     held_instances: set[str] = field(default_factory=set)
-    # IM pods whose container is to fail (phase Failed), by pod name
-    fail_im_pods: set[str] = field(default_factory=set)
+    # IM pod name → the uid of the one pod whose container is to fail (phase Failed): keyed by uid
+    # too, so a fault whose pod was deleted before it was seen failed never fails its replacement
+    fail_im_pods: dict[str, str] = field(default_factory=dict)
     # IM name → the uids of its pods in the order they were seen (im_ledger.py; kept on restart)
     im_pod_history: dict[str, list[str]] = field(default_factory=dict)
 

@@ -104,9 +104,10 @@ class SimFaults:
     def fail_instance_manager_pod(self, pod: str) -> None:
         """The IM pod's container exits: phase Failed, the IM goes `error` (IM-04). Whether the
         simulated IM controller deletes the pod is `SimConfig.im_delete_failed_pods`."""
-        if self._sim.view.get("pod", pod) is None:
+        obj = self._sim.view.get("pod", pod)
+        if obj is None:
             raise KeyError(f"no pod {pod}")
-        self._sim.memory.fail_im_pods.add(pod)
+        self._sim.memory.fail_im_pods[pod] = obj["metadata"].get("uid", "")
         self._sim.wake()
 
     def restart_instance_manager_container(self, pod: str) -> None:

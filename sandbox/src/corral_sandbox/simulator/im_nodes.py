@@ -10,8 +10,9 @@
 * **Room for the pod**: allocatable CPU and `hugepages-2Mi`. An IM pod whose CPU request or
   hugepage limit does not fit beside the IM pods already running on its node stays Pending with
   `PodScheduled=False` (`Insufficient cpu`, IM-09), and starts once room is made. A node that
-  reports no `hugepages-2Mi` at all (the default seeds' nodes) is not checked for hugepages, so
-  v2 works out of the box; corral's hugepage check still reads it as no capacity (IM-12).
+  reports no `hugepages-2Mi` at all (the default seeds' nodes) is not checked for hugepages;
+  corral's hugepage check still reads it as no capacity (IM-12). Enabling v2 needs hugepages on
+  every node all the same: Longhorn's setting webhook asks for them (setting_webhooks.py).
 * **The CPU request's inputs**: the node's allocatable CPU and the Longhorn node's
   `spec.instanceManagerCPURequest` override (§4.4).
 """

@@ -217,9 +217,12 @@ def _run_pod(ctx: ReconcileContext, pod: Obj, nodes: list[str]) -> None:
         history.append(uid)
     restarts = ctx.memory.pod_restarts.get(uid, 0)
     phase = status(pod).get("phase", "")
-    if name in ctx.memory.fail_im_pods:
+    failing = ctx.memory.fail_im_pods.get(name)
+    if failing is not None and failing != uid:
+        del ctx.memory.fail_im_pods[name]  # its pod is gone, replaced: the fault is done
+    elif failing is not None:
         if phase == "Failed":
-            ctx.memory.fail_im_pods.discard(name)  # seen failed: the fault is done
+            del ctx.memory.fail_im_pods[name]  # seen failed: the fault is done
         else:
             ctx.patch_status(
                 "pod",
