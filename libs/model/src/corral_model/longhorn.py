@@ -479,6 +479,9 @@ class UpgradeNodeStatus(_Slim, frozen=True):
     message: str = ""
     retries: int = 0
     """corral: failed attempts so far (bounded; an aborted-for-a-new-image attempt does not count)."""
+    attempts: int = 0
+    """corral: NodeDataEngineUpgrades finished for this node so far; the next one's name derives
+    from it, so a restarted decider recreates exactly the object it would have created."""
 
 
 class DataEngineUpgradeManagerSpec(_Slim, frozen=True):
