@@ -98,6 +98,9 @@ class World:
         self.refused: list[Command] = []
         self.decider = V2UpgradeDecider(self.clock, self.config)
         self._listed = False
+        self.stalled: set[str] = set()
+        """Volumes the data plane leaves alone: no switch-over finishes, no rebuild, no robustness
+        change (a stuck relocation, a volume degraded elsewhere)."""
 
     # --- objects ----------------------------------------------------------------------------------
 
@@ -197,8 +200,9 @@ class World:
         self.put(msgspec.convert(apply_patch(doc, build_patch(command.changes, snapshot=doc)), struct))
         return True
 
-    def step(self, restart: bool = False) -> list[Command]:
+    def step(self, restart: bool = False, tick: float = 0.0) -> list[Command]:
         """One decision pass, its commands applied, then the data plane's reaction."""
+        self.clock.now += tick
         if restart:
             self.restart()
         commands = self.decider.decide()
@@ -206,6 +210,18 @@ class World:
             self.apply(command)
         self.data_plane()
         return commands
+
+    def run(self, limit: int = 300, tick: float = 1.0, manager: str = "upgrade") -> str:
+        """Step until `manager` is terminal; its final state."""
+        for _ in range(limit):
+            self.step(tick=tick)
+            state = self.get("dataengineupgrademanager", manager).status.state
+            if state in ("completed", "error"):
+                return str(state)
+        raise AssertionError(f"{manager} not finished after {limit} passes")
+
+    def node_upgrades(self, node: str) -> list[lh.NodeDataEngineUpgrade]:
+        return [u for u in self.all("nodedataengineupgrade") if u.spec.node_id == node]
 
     # --- the toy data plane ---------------------------------------------------------------------------
 
@@ -221,6 +237,8 @@ class World:
                 self.put(msgspec.structs.replace(rep, status=lh.ReplicaStatus(current_state="stopped")))
         for volume in self.all("volume"):
             spec, status = volume.spec, volume.status
+            if volume.metadata.name in self.stalled:
+                continue
             if (spec.target_node_id_for_live_upgrade, spec.image) != (
                 status.current_target_node_id_for_live_upgrade,
                 status.current_image,
@@ -257,7 +275,7 @@ class World:
                 )
         # Rebuild missing v2 replicas on a node not being upgraded; robustness follows the count.
         for volume in self.all("volume"):
-            if volume.spec.data_engine != "v2":
+            if volume.spec.data_engine != "v2" or volume.metadata.name in self.stalled:
                 continue
             name = volume.metadata.name
             mine = [r for r in self.all("replica") if r.spec.volume_name == name]

@@ -422,21 +422,19 @@ def _rebuilding_replica(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, step: S
 
 
 def _finalizing(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float, step: Step) -> Step:
+    """Every listed volume now detached from the node (whatever its state in the switch) starts
+    on the new image at its next attach."""
     node, image = nu.spec.node_id, nu.spec.instance_manager_image
-    volumes = dict(nu.status.volumes)
-    for name in sorted(volumes):
-        if volumes[name].state in _SETTLED:
-            continue
+    updating = False
+    for name in sorted(nu.status.volumes):
         volume = view.volumes.get(name)
         if volume is None:
-            _set(volumes, name, S.COMPLETED)
-        elif volume.spec.node_id == "" and volume.status.owner_id == node and volume.spec.image != image:
+            continue
+        if volume.spec.node_id == "" and volume.status.owner_id == node and volume.spec.image != image:
             step.actions.append(
                 cmd.patch_volume(volume, image, None, f"finalizing: detached volume {name}", now)
             )
-        else:  # on the new image, attached (it was switched), or no longer this node's
-            _set(volumes, name, S.COMPLETED)
-    _write_volumes(step, nu, volumes)
-    if all(v.state in _SETTLED for v in volumes.values()):
-        return _transition(step, nu, S.COMPLETED, volumes)
+            updating = True
+    if not updating:
+        return _transition(step, nu, S.COMPLETED)
     return step.wait("not all volumes spec.image is updated", nu.status.message)
