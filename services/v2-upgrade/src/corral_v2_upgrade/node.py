@@ -113,10 +113,23 @@ def _abort(
 ) -> Step | None:
     """Start an abort when one is due; None when the machine carries on (also while aborting)."""
     state = nu.status.state
+    created = parse_time(nu.metadata.creation_timestamp)
     if nu.status.abort_reason:
+        # The restore gets one more timeout; a restore stuck as well ends the attempt (the next
+        # attempt, or an operator, takes it from there) instead of holding every other node.
+        if config.node_timeout > 0 and created is not None:
+            deadline = created + 2 * config.node_timeout
+            if now < deadline:
+                step.wake = deadline
+                return None
+            step.status.update(
+                state=S.ERROR,
+                message=f"aborted ({nu.status.abort_reason}) in {nu.status.aborted_in or 'undefined'}; "
+                f"restore did not finish in time: {nu.status.message}",
+            )
+            return step
         return None
     reason = ""
-    created = parse_time(nu.metadata.creation_timestamp)
     if config.node_timeout > 0 and created is not None:
         deadline = created + config.node_timeout
         if now >= deadline:
