@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import msgspec
 
+from corral_model import longhorn as lh
 from corral_model.envelopes import Verb
 from corral_v2_upgrade.commands import rfc3339
 from corral_v2_upgrade.config import DeciderConfig
@@ -26,8 +27,9 @@ S = UpgradeState
 NEWER = "longhornio/longhorn-instance-manager:v1.10.1"
 
 
-def status(world: World, name: str = "upgrade") -> object:
-    return world.get("dataengineupgrademanager", name).status
+def status(world: World, name: str = "upgrade") -> lh.DataEngineUpgradeManagerStatus:
+    found: lh.DataEngineUpgradeManager = world.get("dataengineupgrademanager", name)
+    return found.status
 
 
 def test_a_node_missing_the_image_fails_the_manager_naming_it() -> None:
