@@ -28,6 +28,7 @@ from corral_v2_upgrade.commands import MANAGER_KIND, NODE_UPGRADE_KIND, SERVICE,
 from corral_v2_upgrade.config import DeciderConfig
 from corral_v2_upgrade.manager import step_manager
 from corral_v2_upgrade.node import step_node
+from corral_v2_upgrade.plan import node_plan
 from corral_v2_upgrade.states import is_terminal
 from corral_v2_upgrade.step import Step
 from corral_v2_upgrade.view import UpgradeView
@@ -158,6 +159,8 @@ class V2UpgradeDecider(DeciderBase):
                 )
                 if key is None or explanation.key == key:
                     out.append(explanation)
+                if isinstance(obj, lh.DataEngineUpgradeManager) and not is_terminal(obj.status.state):
+                    out.extend(e for e in node_plan(view, obj) if key is None or e.key == key)
         return out
 
     # --- internals ----------------------------------------------------------------------------------

@@ -93,7 +93,15 @@ def _undefined(view: UpgradeView, manager: lh.DataEngineUpgradeManager) -> Step:
 
 
 def _initializing(view: UpgradeView, manager: lh.DataEngineUpgradeManager) -> Step:
-    image = manager.status.instance_manager_image
+    nodes = node_set(view, manager, manager.status.instance_manager_image)
+    step = Step(status={"state": S.UPGRADING if nodes else S.COMPLETED, "message": ""})
+    step.status["upgradeNodes"] = _nodes_status(nodes)
+    step.status["progress"] = _progress(nodes)
+    return step
+
+
+def node_set(view: UpgradeView, manager: lh.DataEngineUpgradeManager, image: str) -> NodeMap:
+    """Every node the manager covers: `pending`, or `completed` with the reason it needs nothing."""
     nodes: NodeMap = {}
     for node in candidate_nodes(view, manager):
         if view.v2_disabled(node):
@@ -109,10 +117,7 @@ def _initializing(view: UpgradeView, manager: lh.DataEngineUpgradeManager) -> St
             nodes[node] = lh.UpgradeNodeStatus(
                 state=S.COMPLETED, message=f"Old instance manager is not running for node {node}"
             )
-    step = Step(status={"state": S.UPGRADING if nodes else S.COMPLETED, "message": ""})
-    step.status["upgradeNodes"] = _nodes_status(nodes)
-    step.status["progress"] = _progress(nodes)
-    return step
+    return nodes
 
 
 def _current_attempt(

@@ -163,6 +163,24 @@ def _finish_aborted(nu: lh.NodeDataEngineUpgrade, step: Step) -> Step:
 # --- initializing --------------------------------------------------------------------------------------
 
 
+def readiness_blockers(view: UpgradeView, node: str) -> list[str]:
+    """Why the node's v2 volumes cannot be upgraded live yet: a single replica (the upgrade would
+    take it away), or not healthy. Empty when nothing blocks."""
+    blockers = []
+    seen: set[str] = set()
+    for replica in view.v2_replicas_on(node):
+        volume = view.volumes.get(replica.spec.volume_name)
+        if volume is None or detached(volume) or volume.metadata.name in seen:
+            continue
+        name = volume.metadata.name
+        seen.add(name)
+        if volume.spec.number_of_replicas <= 1:
+            blockers.append(f"volume {name} has only 1 replica, which is not supported for live upgrade")
+        elif volume.status.robustness != "healthy":
+            blockers.append(f"volume {name} is not healthy, which is not supported for live upgrade")
+    return blockers
+
+
 def _initializing(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float, step: Step) -> Step:
     node, message = nu.spec.node_id, nu.status.message
     if not view.node_ready(node):
@@ -170,23 +188,12 @@ def _initializing(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float, s
     lh_node = view.nodes[node]
     if lh.condition_status(lh_node.status.conditions, "DataEngineUpgradeRequested") == "False":
         return step.wait("node is not requested for data engine upgrade", message)
-    replica_volumes: set[str] = set()
-    for replica in view.v2_replicas_on(node):
-        volume = view.volumes.get(replica.spec.volume_name)
-        if volume is None:
-            continue
-        replica_volumes.add(volume.metadata.name)
-        if detached(volume):
-            continue
-        name = volume.metadata.name
-        if volume.spec.number_of_replicas <= 1:
-            return step.wait(
-                f"volume {name} has only 1 replica, which is not supported for live upgrade", message
-            )
-        if volume.status.robustness != "healthy":
-            return step.wait(
-                f"volume {name} is not healthy, which is not supported for live upgrade", message
-            )
+    blockers = readiness_blockers(view, node)
+    if blockers:
+        return step.wait(blockers[0], message)
+    replica_volumes = {
+        r.spec.volume_name for r in view.v2_replicas_on(node) if r.spec.volume_name in view.volumes
+    }
     listed = {v.metadata.name: v for v in view.v2_volumes_owned_by(node)}
     volumes: VolumeMap = {name: lh.VolumeUpgradeStatus(state=S.INITIALIZING) for name in sorted(listed)}
     if nu.spec.snapshot_before_upgrade:
