@@ -24,7 +24,8 @@ from corral_decision.base import DeciderBase, TargetKey, key_of
 from corral_decision.decider import Clock, Explanation, InvalidEvent
 from corral_model import longhorn as lh
 from corral_model.envelopes import Command, CommandResult, EventType, ObjectEvent, Outcome, Verb
-from corral_v2_upgrade.commands import MANAGER_KIND, NODE_UPGRADE_KIND, SERVICE, patch_status
+from corral_model.kinds import KINDS
+from corral_v2_upgrade.commands import MANAGER_KIND, NODE_UPGRADE_KIND, RV, SERVICE, patch_status
 from corral_v2_upgrade.config import DeciderConfig
 from corral_v2_upgrade.manager import step_manager
 from corral_v2_upgrade.node import step_node
@@ -48,6 +49,17 @@ READS: dict[str, type[Any]] = {
 COMMANDS = frozenset(
     {"dataengineupgrademanager", "nodedataengineupgrade", "volume", "replica", "instancemanager", "snapshot"}
 )
+
+
+def _tested_version(command: Command) -> int:
+    """The resourceVersion a command was decided on (its precondition), 0 when it carries none."""
+    for precondition in command.preconditions:
+        if precondition.path == RV:
+            try:
+                return int(precondition.value)
+            except (TypeError, ValueError):
+                return 0
+    return 0
 
 
 class V2UpgradeDecider(DeciderBase):
@@ -95,8 +107,23 @@ class V2UpgradeDecider(DeciderBase):
             return False
         adopted = super().adopt(command, applied)
         if adopted:
-            self._decided_rv[key_of(command.target)] = self.versions.get(key_of(command.target), 0)
+            key = key_of(command.target)
+            self._decided_rv[key] = max(self.versions.get(key, 0), _tested_version(command))
         return adopted
+
+    def may_adopt(self, command: Command) -> bool:
+        """Only a command that can still apply on this view, and whose effect it does not show yet
+        (an adopted command holds its target until the view moves past it)."""
+        key = key_of(command.target)
+        version = self.versions.get(key)
+        if command.verb is Verb.CREATE:
+            return version is None
+        if version is None:
+            return False  # gone: a delete is done, a patch cannot apply
+        if command.verb is Verb.DELETE:
+            obj = self._object(command.target.kind, command.target.name)
+            return obj is not None and not obj.metadata.deletion_timestamp
+        return version <= _tested_version(command)
 
     # --- output -----------------------------------------------------------------------------------
 
@@ -164,6 +191,10 @@ class V2UpgradeDecider(DeciderBase):
         return out
 
     # --- internals ----------------------------------------------------------------------------------
+
+    def _object(self, kind: str, name: str) -> Any:
+        token = next((t for t in READS if KINDS[t].kind == kind and KINDS[t].group != ""), None)
+        return self.view.get(token, name) if token is not None else None
 
     def _emit(
         self,

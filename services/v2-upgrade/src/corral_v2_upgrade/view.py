@@ -92,6 +92,9 @@ class UpgradeView:
         for index in indexes:
             index.put(name, obj)
 
+    def get(self, kind: str, name: str) -> Any | None:
+        return self._tables[kind][0].get(name)
+
     # --- lookups the steps share ---------------------------------------------------------------------
 
     def setting(self, name: str) -> str | None:
