@@ -14,6 +14,7 @@ from corral_upgradepath.hooks import bus_gate
 from corral_v2_upgrade.commands import SERVICE
 from corral_v2_upgrade.config import DeciderConfig
 from corral_v2_upgrade.core import COMMANDS, READS, V2UpgradeDecider
+from corral_v2_upgrade.progress import ProgressModel
 from corral_v2_upgrade.states import is_terminal
 
 
@@ -69,4 +70,5 @@ DEFINITION = DecisionService(
     gauges=gauges,
     # Decided from the watcher's view on the bus: this service holds no API credentials.
     startup=(bus_gate,),
+    progress=ProgressModel,
 )
