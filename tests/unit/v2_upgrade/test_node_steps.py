@@ -206,3 +206,43 @@ def test_a_stuck_switch_over_times_out_and_is_restored() -> None:
     assert upgrade.status.message == "aborted (timeout) in switching-over; restored"
     # The old IM was never deleted.
     assert not [c for c in world.applied if c.target.kind == "InstanceManager"]
+
+
+def _lose_im(world: World, node: str) -> None:
+    for im in world.all("instancemanager"):
+        if im.spec.node_id == node and im.spec.data_engine == "v2":
+            world.put(
+                msgspec.structs.replace(im, status=msgspec.structs.replace(im.status, current_state="error"))
+            )
+
+
+def test_a_temporary_node_losing_its_im_moves_the_volume_on() -> None:
+    """V2U-19: re-planned to another node with a healthy replica, no timeout waited for."""
+    world = started(cluster(volumes={"vol-a": "node-1"}, nodes=4, replicas=3))
+    world.stalled.add("vol-a")
+    step_until(world, "node-1", S.SWITCHING_OVER)
+    for _ in range(3):
+        world.step(tick=1.0)
+    assert world.get("volume", "vol-a").spec.target_node_id_for_live_upgrade == "node-2"
+    _lose_im(world, "node-2")
+    [move] = [c for c in world.step(tick=1.0) if c.target.kind == "Volume"]
+    assert {c.path: c.value for c in move.changes} == {"/spec/targetNodeIDForLiveUpgrade": "node-3"}
+    assert "temporary node node-2 lost its instance manager" in move.reason
+    world.stalled.clear()
+    step_until(world, "node-1", S.COMPLETED)
+
+
+def test_with_no_node_left_to_take_it_the_upgrade_is_aborted_and_restored_at_once() -> None:
+    world = started(cluster(volumes={"vol-a": "node-1"}, nodes=2, replicas=2))
+    world.stalled.add("vol-a")
+    step_until(world, "node-1", S.SWITCHING_OVER)
+    for _ in range(3):
+        world.step(tick=1.0)
+    _lose_im(world, "node-2")
+    world.step(tick=1.0)
+    [upgrade] = world.node_upgrades("node-1")
+    assert (upgrade.status.abort_reason, upgrade.status.state) == ("temporary-node-lost", S.SWITCHING_BACK)
+    world.stalled.clear()
+    step_until(world, "node-1", S.ERROR)
+    vol = world.get("volume", "vol-a")
+    assert (vol.spec.image, vol.spec.target_node_id_for_live_upgrade) == (OLD, "")

@@ -142,6 +142,11 @@ def _abort(
         reason = AbortReason.TARGET_IMAGE_CHANGED
     if not reason:
         return None
+    return _start_abort(nu, reason, step)
+
+
+def _start_abort(nu: lh.NodeDataEngineUpgrade, reason: str, step: Step) -> Step:
+    state = nu.status.state
     next_state = _ABORT_TO.get(state, S.ERROR)
     message = f"aborted ({reason}) in {state or 'undefined'}"
     if state in (S.REBUILDING_REPLICA, S.FINALIZING):
@@ -150,6 +155,42 @@ def _abort(
         next_state = S.ERROR
     step.status.update(abortReason=str(reason), abortedIn=state, state=str(next_state), message=message)
     return step
+
+
+def _has_running_v2_im(view: UpgradeView, node: str) -> bool:
+    return any(im.status.current_state == "running" for im in view.v2_instance_managers_on(node))
+
+
+def _rescue(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float, step: Step) -> Step | None:
+    """A volume relocated to a temporary node that lost its v2 IM (V2U-19): move it on to another
+    node (one holding a running replica of it first); when no node can take it, abort at once
+    (`temporary-node-lost`) and restore, instead of waiting for the timeout. None: carry on."""
+    node = nu.spec.node_id
+    for name in sorted(nu.status.volumes):
+        if nu.status.volumes[name].state in _SETTLED:
+            continue
+        volume = view.volumes.get(name)
+        if volume is None:
+            continue
+        lost = volume.spec.target_node_id_for_live_upgrade
+        if lost in ("", node, volume.spec.node_id) or _has_running_v2_im(view, lost):
+            continue
+        holders = {
+            view.replicas[r].spec.node_id
+            for r in view.replicas_by_volume.names(name)
+            if view.replicas[r].status.current_state == "running"
+        }
+        candidates = sorted(
+            (n not in holders, n)
+            for n in view.nodes
+            if n not in (node, lost) and view.node_ready(n) and _has_running_v2_im(view, n)
+        )
+        if not candidates:
+            return _start_abort(nu, AbortReason.TEMPORARY_NODE_LOST, step)
+        other = candidates[0][1]
+        why = f"{nu.status.state}: temporary node {lost} lost its instance manager; volume {name} to {other}"
+        step.actions.append(cmd.patch_volume(volume, None, other, why, now))
+    return None
 
 
 def _finish_aborted(nu: lh.NodeDataEngineUpgrade, step: Step) -> Step:
@@ -278,6 +319,9 @@ def temporary_target(view: UpgradeView, nu: lh.NodeDataEngineUpgrade) -> str:
 
 def _switching_over(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float, step: Step) -> Step:
     image, message = nu.spec.instance_manager_image, nu.status.message
+    rescued = _rescue(view, nu, now, step)
+    if rescued is not None:
+        return rescued
     temp = temporary_target(view, nu)
     if not temp:
         return step.wait("failed to find available node for target", message)
@@ -325,6 +369,9 @@ def _upgrading_instance_manager(
     view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float, step: Step
 ) -> Step:
     node, image, message = nu.spec.node_id, nu.spec.instance_manager_image, nu.status.message
+    rescued = _rescue(view, nu, now, step)
+    if rescued is not None:
+        return rescued
     new_im: lh.InstanceManager | None = None
     for im in view.v2_instance_managers_on(node):
         if im.spec.image != image:

@@ -47,6 +47,7 @@ MANAGER_STEPS = (UpgradeState.UNDEFINED, UpgradeState.INITIALIZING, UpgradeState
 class AbortReason(enum.StrEnum):
     TIMEOUT = "timeout"
     TARGET_IMAGE_CHANGED = "target-image-changed"
+    TEMPORARY_NODE_LOST = "temporary-node-lost"
 
 
 def is_terminal(state: str) -> bool:

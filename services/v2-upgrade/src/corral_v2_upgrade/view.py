@@ -60,6 +60,7 @@ class UpgradeView:
         self.settings: dict[str, lh.Setting] = {}
         self.snapshots: dict[str, lh.Snapshot] = {}
         self.replicas_by_node: Index[lh.Replica] = Index(lambda r: r.spec.node_id)
+        self.replicas_by_volume: Index[lh.Replica] = Index(lambda r: r.spec.volume_name)
         self.ims_by_node: Index[lh.InstanceManager] = Index(lambda im: im.spec.node_id)
         self.volumes_by_owner: Index[lh.Volume] = Index(lambda v: v.status.owner_id)
         self.engines_by_volume: Index[lh.Engine] = Index(lambda e: e.spec.volume_name)
@@ -76,7 +77,7 @@ class UpgradeView:
             "kubenode": (self.kube_nodes, ()),
             "volume": (self.volumes, (self.volumes_by_owner,)),
             "engine": (self.engines, (self.engines_by_volume,)),
-            "replica": (self.replicas, (self.replicas_by_node,)),
+            "replica": (self.replicas, (self.replicas_by_node, self.replicas_by_volume)),
             "instancemanager": (self.instance_managers, (self.ims_by_node,)),
             "setting": (self.settings, ()),
             "snapshot": (self.snapshots, (self.snapshots_by_upgrade,)),
