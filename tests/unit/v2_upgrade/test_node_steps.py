@@ -9,6 +9,7 @@ from corral_model import longhorn as lh
 from corral_model.envelopes import Verb
 from corral_v2_upgrade.config import DeciderConfig
 from corral_v2_upgrade.states import UpgradeState
+from corral_v2_upgrade.step import parse_time
 from corral_v2_upgrade.view import FOR_UPGRADE_LABEL
 from tests.unit.v2_upgrade.world import NEW, OLD, World, cluster, manager, replica, volume
 
@@ -246,3 +247,25 @@ def test_with_no_node_left_to_take_it_the_upgrade_is_aborted_and_restored_at_onc
     step_until(world, "node-1", S.ERROR)
     vol = world.get("volume", "vol-a")
     assert (vol.spec.image, vol.spec.target_node_id_for_live_upgrade) == (OLD, "")
+
+
+def test_an_abort_after_the_old_im_is_gone_brings_the_volume_back_on_the_new_image() -> None:
+    world = started(cluster(volumes={"vol-a": "node-1"}, config=DeciderConfig(node_timeout=30)))
+    step_until(world, "node-1", S.UPGRADING_INSTANCE_MANAGER)
+    world.step(tick=1.0)  # the old IM is deleted
+    assert not [
+        im for im in world.all("instancemanager") if im.spec.node_id == "node-1" and im.spec.image == OLD
+    ]
+    upgrade = step_until(world, "node-1", S.SWITCHING_BACK)
+    created = parse_time(upgrade.metadata.creation_timestamp)
+    assert created is not None
+    world.clock.now = created + 31  # past the timeout, within the restore's: aborted while switching back
+    upgrade = step_until(world, "node-1", S.ERROR)
+    assert (upgrade.status.abort_reason, upgrade.status.aborted_in) == ("timeout", S.SWITCHING_BACK)
+    assert upgrade.status.message.endswith("; restored")
+    vol = world.get("volume", "vol-a")
+    assert (vol.spec.image, vol.status.current_image, vol.spec.target_node_id_for_live_upgrade) == (
+        NEW,
+        NEW,
+        "",
+    )

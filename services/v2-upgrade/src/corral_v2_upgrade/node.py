@@ -405,18 +405,26 @@ def _upgrading_instance_manager(
 
 def _switching_back(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float, step: Step) -> Step:
     node, message = nu.spec.node_id, nu.status.message
-    restoring = bool(nu.status.abort_reason) and nu.status.aborted_in == S.SWITCHING_OVER
+    # An abort restores each volume to the image it had, while the node still runs an IM on that
+    # image; once the old IM is gone the volume can only come back on the new one.
+    running_images = (
+        {
+            im.spec.image
+            for im in view.v2_instance_managers_on(node)
+            if im.status.current_state == "running" and not im.metadata.deletion_timestamp
+        }
+        if nu.status.abort_reason
+        else set()
+    )
     volumes = dict(nu.status.volumes)
     waiting = ""
     for name in sorted(volumes):
         entry = volumes[name]
         if entry.state in _SETTLED:
             continue
-        image = (
-            (entry.previous_image or nu.spec.instance_manager_image)
-            if restoring
-            else nu.spec.instance_manager_image
-        )
+        image = nu.spec.instance_manager_image
+        if entry.previous_image in running_images:
+            image = entry.previous_image
         volume = view.volumes.get(name)
         if volume is None:
             _set(volumes, name, S.COMPLETED)
