@@ -13,6 +13,7 @@ from corral_cli.progress.render import LineView
 from corral_model.envelopes import EventType, ObjectEvent
 from corral_v2_upgrade.core import READS
 from corral_v2_upgrade.progress import ProgressModel
+from corral_v2_upgrade.step import parse_time
 from tests.unit.v2_upgrade.world import World, cluster, manager, replica
 
 
@@ -45,11 +46,15 @@ def test_rows_per_node_and_the_blocker_of_the_node_in_flight() -> None:
     for _ in range(40):  # node-1 goes through; node-2 is held by pvc-x
         world.step(tick=1.0)
     model = model_of(world)
+    [upgrade] = world.node_upgrades("node-2")
+    since = parse_time(upgrade.status.state_since)
+    assert since is not None
+    model.clock = lambda: since + 5
     assert model.complete and not model.finished()
     rows = {r.node: (r.in_flight, r.done, r.waiting, dict(r.blocked)) for r in model.groups()}
     blocker = "volume pvc-x has only 1 replica, which is not supported for live upgrade"
     assert rows == {"node-1": (0, 1, 0, {}), "node-2": (0, 0, 0, {blocker: 1}), "node-3": (0, 0, 0, {})}
-    assert model.heading() == "v2-upgrade upgrade: upgrading 1/3; upgrading node-2 (initializing)"
+    assert model.heading() == "v2-upgrade upgrade: upgrading 1/3; upgrading node-2 (initializing for 5s)"
     out = io.StringIO()
     LineView(out).update(model, 1.0)
     assert f"blocked 1 ({blocker} 1)" in out.getvalue()

@@ -506,6 +506,8 @@ class DataEngineUpgradeManagerStatus(_Slim, frozen=True):
     """corral: when the first node started (RFC 3339); from then on `spec.startTime` is ignored."""
     progress: str = ""
     """corral: "<done>/<nodes>" for the printer column."""
+    state_since: str = ""
+    """corral: when `state` last changed (RFC 3339), for the time in state."""
 
     def __post_init__(self) -> None:
         if self.upgrade_nodes is None:
@@ -552,6 +554,8 @@ class NodeDataEngineUpgradeStatus(_Slim, frozen=True):
     """corral: the state the abort interrupted (what the restore has to undo)."""
     progress: str = ""
     """corral: "<done>/<volumes>" for the printer column."""
+    state_since: str = ""
+    """corral: when `state` last changed (RFC 3339), for the time in state."""
 
     def __post_init__(self) -> None:
         if self.volumes is None:

@@ -57,16 +57,18 @@ def patch_status(
 ) -> Command:
     """Set the given status fields (camelCase names) of a manager or node upgrade."""
     meta, state = obj.metadata, str(obj.status.state)
-    changes = msgspec.to_builtins(dict(changes))  # plain JSON values (a state is a str, not an enum)
+    fields: dict[str, Any] = msgspec.to_builtins(dict(changes))  # JSON values: a state is a str, not an enum
+    if fields.get("state", state) != state:
+        fields["stateSince"] = rfc3339(now)
     tests = [FieldValue(path=RV, value=meta.resource_version)]
     if state:
         tests.append(FieldValue(path="/status/state", value=state))
-    new_state = changes.get("state", state)
+    new_state = fields.get("state", state)
     return new_command(
         service=SERVICE,
         verb=Verb.PATCH_STATUS,
         target=_target(obj, kind),
-        changes=tuple(FieldValue(path=f"/status/{k}", value=v) for k, v in sorted(changes.items())),
+        changes=tuple(FieldValue(path=f"/status/{k}", value=v) for k, v in sorted(fields.items())),
         preconditions=tuple(tests),
         reason=f"{state or 'undefined'} -> {new_state}" if new_state != state else f"{state}: status",
         created_at=now,

@@ -9,6 +9,8 @@ flight, its step and its progress.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 from corral_decision.decider import InvalidEvent
@@ -18,13 +20,15 @@ from corral_model.envelopes import EventType, ObjectEvent
 from corral_v2_upgrade.commands import node_upgrade_name
 from corral_v2_upgrade.core import READS
 from corral_v2_upgrade.states import UpgradeState, is_terminal
+from corral_v2_upgrade.step import parse_time
 from corral_v2_upgrade.view import UpgradeView
 
 S = UpgradeState
 
 
 class ProgressModel:
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
         self.view = UpgradeView()
         self._unlisted = set(READS)
 
@@ -72,8 +76,10 @@ class ProgressModel:
         node = status.upgrading_node
         if node:
             current = self._current(manager, node)
-            step = current.status.state if current is not None else ""
-            line += f"; upgrading {node} ({step or 'undefined'})"
+            step = str(current.status.state) if current is not None else ""
+            since = parse_time(current.status.state_since) if current is not None else None
+            held = f" for {max(0, int(self.clock() - since))}s" if since is not None else ""
+            line += f"; upgrading {node} ({step or 'undefined'}{held})"
         if status.message:
             line += f"; {status.message}"
         return line
