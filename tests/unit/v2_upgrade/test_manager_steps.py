@@ -185,3 +185,23 @@ def test_unsupported_data_engine_is_an_error() -> None:
     assert world.run() == S.ERROR
     assert status(world).message == "unsupported data engine v1"
     assert not [c for c in world.applied if c.verb is not Verb.PATCH_STATUS]
+
+
+def test_a_node_upgrade_it_did_not_create_is_waited_for_never_adopted_or_doubled() -> None:
+    world = cluster(volumes={"vol-a": "node-1"})
+    stray = lh.NodeDataEngineUpgrade(
+        metadata=lh.ObjectMeta(name="by-hand", namespace="longhorn-system", uid="uid-by-hand"),
+        spec=lh.NodeDataEngineUpgradeSpec(
+            node_id="node-2", instance_manager_image=NEW, data_engine_upgrade_manager="upgrade"
+        ),
+        status=lh.NodeDataEngineUpgradeStatus(state=S.INITIALIZING),
+    )
+    node_2 = world.get("node", "node-2")
+    world.put(stray, manager())
+    world.put(msgspec.structs.replace(node_2, status=lh.NodeStatus()))  # not ready: the stray waits
+    world.start()
+    for _ in range(10):
+        world.step(tick=1.0)
+    assert status(world).upgrading_node == ""
+    assert status(world).message == "waiting for another node upgrade to finish"
+    assert [u.metadata.name for u in world.all("nodedataengineupgrade")] == ["by-hand"]

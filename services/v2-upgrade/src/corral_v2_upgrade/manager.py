@@ -188,11 +188,13 @@ def _upgrading(
         return step
     # No node recorded in flight: adopt this manager's own unfinished node upgrade first (the
     # create was applied, the manager's status not yet written when the last decider stopped).
+    # Only the attempt its status names (any other unfinished one just waits: it ends by itself,
+    # at the latest by its timeout).
     busy = in_flight(view)
     for node_upgrade in busy:
-        if node_upgrade.spec.data_engine_upgrade_manager == manager.metadata.name:
-            node = node_upgrade.spec.node_id
-            entry = nodes.get(node, lh.UpgradeNodeStatus())
+        node = node_upgrade.spec.node_id
+        entry = nodes.get(node, lh.UpgradeNodeStatus())
+        if node_upgrade.metadata.name == cmd.node_upgrade_name(manager, node, entry.attempts):
             nodes[node] = msgspec.structs.replace(entry, state=node_upgrade.status.state or S.INITIALIZING)
             _write_nodes(step, manager, nodes)
             step.status["upgradingNode"] = node
