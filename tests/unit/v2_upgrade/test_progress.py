@@ -1,6 +1,7 @@
-"""`corral progress v2-upgrade`'s figures, from the same events the service reads: per node its
-volumes done, in flight, waiting or blocked (with the blocker its node upgrade reports), and a
-heading naming the node in flight and its step; drawn by the CLI's line view."""
+"""`corral progress v2-upgrade`'s figures (the service's `DecisionService.progress`), from the same
+events the service reads: per node its volumes done, in flight, waiting or blocked (with the
+blocker its node upgrade reports), and a heading naming the node in flight and its step; drawn by
+the CLI's line view."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import io
 
 import msgspec
 
-from corral_cli.main import build_parser
 from corral_cli.progress.render import LineView
 from corral_model.envelopes import EventType, ObjectEvent
 from corral_v2_upgrade.core import READS
@@ -67,8 +67,3 @@ def test_finished_once_the_manager_is() -> None:
     world.run()
     model = model_of(world)
     assert model.finished() and model.total().done == 1
-
-
-def test_the_cli_knows_the_service() -> None:
-    args = build_parser().parse_args(["progress", "v2-upgrade", "--nats", "nats://x:1"])
-    assert (args.service, args.target_image) == ("v2-upgrade", "")

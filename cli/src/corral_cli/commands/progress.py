@@ -7,10 +7,6 @@ reasons `corral plan engine-upgrade --explain` gives), plus a total. On a termin
 redrawn in place; otherwise one line per node whenever its figures change. Exit 0 once every
 eligible volume is on the default image (at once if there is no wave), or never with `--follow`;
 exit 1 if NATS cannot be reached, holds no LH_OBJECTS stream, or goes away for good.
-
-`corral progress v2-upgrade` follows a v2 data-engine upgrade the same way: per node, its v2 volumes
-done, in flight (the node being upgraded), waiting (nodes still pending) or blocked by what its
-node upgrade waits for; the heading names the node in flight and its step.
 """
 
 from __future__ import annotations
@@ -45,14 +41,6 @@ def register(subparsers: Any) -> None:
         help="print one line per change even on a terminal (the default when stdout is not one)",
     )
     sub.set_defaults(func=run)
-    v2 = services.add_parser(
-        "v2-upgrade", help="per node: volumes done / in flight / waiting, and what blocks the node in flight"
-    )
-    v2.add_argument("--nats", default=DEFAULT_NATS_URL, help=f"NATS URL (default {DEFAULT_NATS_URL})")
-    v2.add_argument("--namespace", default="longhorn-system", help="Longhorn's namespace")
-    v2.add_argument("--follow", action="store_true", help="keep following after the upgrade is over")
-    v2.add_argument("--lines", action="store_true", help="print one line per change even on a terminal")
-    v2.set_defaults(func=run, target_image="")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -100,7 +88,6 @@ async def _run(args: argparse.Namespace) -> int:
             target_image=args.target_image,
             stop=stop,
             on_note=lambda text: print(f"corral progress: {text}", file=sys.stderr, flush=True),
-            service_name=args.service,
         )
     finally:
         await bus.close()

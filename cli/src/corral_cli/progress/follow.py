@@ -1,5 +1,4 @@
-"""Following a decision service's wave (engine-upgrade's, v2-upgrade's) on the bus: LH_OBJECTS in,
-a progress view out, until it is over.
+"""Following an engine-upgrade wave on the bus: LH_OBJECTS in, a progress view out, until it is over.
 
 It reads what the decision service reads, the way it reads it (a `BootstrapReader` over the same
 subjects, decoded as the kit's runner decodes them), so it needs nothing but a NATS URL: no
@@ -42,7 +41,6 @@ class WaveReport:
     """Events on LH_OBJECTS the view could not read (skipped, as the service skips them)."""
     lost: str = ""
     """Why reading the bus ended on its own (the connection closed…); empty when it did not."""
-    service: str = "engine-upgrade"
 
 
 async def follow_wave(
@@ -55,12 +53,11 @@ async def follow_wave(
     stop: asyncio.Event | None = None,
     interval: float = 0.1,
     on_note: Callable[[str], None] | None = None,
-    service_name: str = "engine-upgrade",
 ) -> WaveReport:
     """Draw the wave until it is finished (`Progress.finished(target_image)`), forever with
     `follow`, or until `stop` is set. `on_note` gets one-line remarks (why nothing shows yet)."""
-    service = decision_service(service_name)
-    assert service.progress is not None, f"{service_name} offers progress"
+    service = decision_service("engine-upgrade")
+    assert service.progress is not None, "engine-upgrade offers progress"
     model = service.progress()
     decode_event = EventDecoder(service)
     reader = BootstrapReader(bus, service.object_filters(namespace))
@@ -81,7 +78,7 @@ async def follow_wave(
     max_in_flight: dict[str, int] = {}
     finished = False
     hinted = False
-    stall = StallWatch(on_note, service=service_name)
+    stall = StallWatch(on_note)
     await reader.start()
     reading = asyncio.create_task(read(), name="progress-reader")
     try:
@@ -122,7 +119,6 @@ async def follow_wave(
         max_in_flight=max_in_flight,
         unreadable=unreadable,
         lost=lost,
-        service=service_name,
     )
 
 
@@ -130,14 +126,8 @@ class StallWatch:
     """Says once (per stall) that a wave with work left has not moved for `after` seconds, so a
     stuck view reads as stuck, with a hint where to look, instead of as a slow wave."""
 
-    def __init__(
-        self,
-        on_note: Callable[[str], None] | None,
-        after: float = STALL_NOTE_S,
-        service: str = "engine-upgrade",
-    ) -> None:
+    def __init__(self, on_note: Callable[[str], None] | None, after: float = STALL_NOTE_S) -> None:
         self.on_note = on_note
-        self.service = service
         self.after = after
         self._key: object = None
         self._moved_at = time.monotonic()
@@ -153,7 +143,7 @@ class StallWatch:
             self._noted = True
             self.on_note(
                 f"no change for {self.after:.0f}s with {total.in_flight} in flight and {total.waiting}"
-                f" waiting (is the {self.service} service running and leading? see its log)"
+                " waiting (is the engine-upgrade service running and leading? see its log)"
             )
 
 
@@ -164,7 +154,7 @@ def summary(report: WaveReport) -> str:
     blocked = f", blocked {blocked_text(total)}" if total.blocked else ""
     state = "done" if report.finished else "lost" if report.lost else "stopped"
     line = (
-        f"{report.service} wave {state} in {report.elapsed:.1f}s: {total.done} volumes on"
+        f"engine-upgrade wave {state} in {report.elapsed:.1f}s: {total.done} volumes on"
         f" {report.default_image or '(no default image)'}{blocked}; at most {peak} in flight on one"
         f" node (limit {report.limit})"
     )
