@@ -379,11 +379,18 @@ async def test_v2_rules_only_touch_v2_volumes(
     emulator.write_log.clear()
 
     def live_upgrade(name: str) -> Command:
+        read = emulator.get("longhorn.io", "volumes", NS, name)
+        assert read is not None
         return new_command(
             service="v2-upgrade",
             verb=Verb.PATCH,
             target=Target(kind="Volume", namespace=NS, name=name),
             changes=(FieldValue(path="/spec/targetNodeIDForLiveUpgrade", value="node-1"),),
+            # What v2-upgrade's commands carry: the version read, and that the volume is v2.
+            preconditions=(
+                FieldValue(path="/metadata/resourceVersion", value=read["metadata"]["resourceVersion"]),
+                FieldValue(path="/spec/dataEngine", value="v2"),
+            ),
         )
 
     actuator = make_actuator()

@@ -86,7 +86,12 @@ def _replica(name: str, volume_name: str, data_engine: str) -> dict[str, Any]:
         "apiVersion": "longhorn.io/v1beta2",
         "kind": "Replica",
         "metadata": {"name": name, "namespace": NS},
-        "spec": {"volumeName": volume_name, "dataEngine": data_engine, "desireState": "running"},
+        "spec": {
+            "volumeName": volume_name,
+            "dataEngine": data_engine,
+            "desireState": "running",
+            "nodeID": "node-1",
+        },
     }
 
 
@@ -252,7 +257,7 @@ async def test_the_probes_forged_commands_are_refused_and_the_genuine_ones_appli
                     Verb.DELETE,
                     "Replica",
                     "v1-vol-r-2",
-                    preconditions={"/spec/dataEngine": "v2"},
+                    preconditions={"/spec/dataEngine": "v2", "/spec/nodeID": "node-1"},
                 ),
                 "the object is outside the policy: /spec/dataEngine is 'v1', expected 'v2'",
             ),

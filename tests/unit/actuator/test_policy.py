@@ -23,6 +23,9 @@ EU_TESTS = {
 }
 IM_LABEL = "/metadata/labels/longhorn.io~1component"
 V2 = {"/spec/dataEngine": "v2"}
+# What v2-upgrade's commands carry (corral_v2_upgrade.commands): the version read, v2, the node.
+READ = {"/metadata/resourceVersion": "7"}
+V2_ON_NODE = {**V2, "/spec/nodeID": "node-1"}
 
 
 @pytest.fixture(scope="module")
@@ -154,6 +157,30 @@ def test_engine_upgrade_may_not_set_any_other_image(policy: Policy) -> None:
         ),
         cmd("v2-upgrade", Verb.PATCH, "Volume", {"/spec/numberOfReplicas": 2}),
         cmd("v2-upgrade", Verb.DELETE, "Volume"),
+        # v2-upgrade without the version its step read, or the node, or the old image.
+        cmd("v2-upgrade", Verb.PATCH, "Volume", {"/spec/image": "i"}, preconditions=V2),
+        cmd(
+            "v2-upgrade",
+            Verb.PATCH,
+            "Replica",
+            {"/spec/desireState": "stopped"},
+            preconditions={**READ, **V2},
+        ),
+        cmd("v2-upgrade", Verb.DELETE, "Replica", preconditions=V2),
+        cmd("v2-upgrade", Verb.DELETE, "InstanceManager", preconditions=V2_ON_NODE),
+        cmd("v2-upgrade", Verb.PATCH_STATUS, "DataEngineUpgradeManager", {"/status/state": "upgrading"}),
+        # Never a CR's spec (the user's), nor a status field the machines do not write.
+        cmd("v2-upgrade", Verb.PATCH, "DataEngineUpgradeManager", {"/spec/nodes": []}, preconditions=READ),
+        cmd("v2-upgrade", Verb.PATCH, "NodeDataEngineUpgrade", {"/spec/nodeID": "n"}, preconditions=READ),
+        cmd(
+            "v2-upgrade",
+            Verb.PATCH_STATUS,
+            "NodeDataEngineUpgrade",
+            {"/status/ownerID": "n"},
+            preconditions=READ,
+        ),
+        cmd("v2-upgrade", Verb.CREATE, "DataEngineUpgradeManager", body={"metadata": {"name": "obj"}}),
+        cmd("v2-upgrade", Verb.DELETE, "Snapshot"),
         cmd("v2-upgrade", Verb.PATCH, "Engine", {"/spec/image": "x"}),
         cmd("nobody", Verb.CREATE, "Event", body={"metadata": {"name": "obj"}}),  # unknown service
         cmd("v2-upgrade", Verb.PATCH, "Secret", {"/data/x": "y"}),  # unknown kind
@@ -237,14 +264,77 @@ def test_everything_else_is_rejected(policy: Policy, command: Command) -> None:
             ),
             1,
         ),
-        (cmd("v2-upgrade", Verb.PATCH, "Volume", {"/spec/targetNodeIDForLiveUpgrade": "node-2"}), 1),
-        (cmd("v2-upgrade", Verb.PATCH, "Volume", {"/spec/image": "any-v2-image"}), 1),
-        (cmd("v2-upgrade", Verb.PATCH, "Replica", {"/spec/desireState": "stopped", "/spec/failedAt": ""}), 1),
-        (cmd("v2-upgrade", Verb.PATCH, "Replica", {"/spec/lastFailedAt": "2026-01-01T00:00:00Z"}), 1),
-        (cmd("v2-upgrade", Verb.DELETE, "Replica", preconditions=V2), 1),
-        (cmd("v2-upgrade", Verb.DELETE, "InstanceManager"), 0),
-        (cmd("v2-upgrade", Verb.PATCH, "NodeDataEngineUpgrade", {"/spec/nodeID": "n"}), 0),
-        (cmd("v2-upgrade", Verb.PATCH_STATUS, "DataEngineUpgradeManager", {"/status/state": "upgrading"}), 0),
+        (
+            cmd(
+                "v2-upgrade",
+                Verb.PATCH,
+                "Volume",
+                {"/spec/targetNodeIDForLiveUpgrade": "node-2"},
+                preconditions={**READ, **V2},
+            ),
+            1,
+        ),
+        (
+            cmd(
+                "v2-upgrade",
+                Verb.PATCH,
+                "Volume",
+                {"/spec/image": "any-v2-image"},
+                preconditions={**READ, **V2},
+            ),
+            1,
+        ),
+        (
+            cmd(
+                "v2-upgrade",
+                Verb.PATCH,
+                "Replica",
+                {"/spec/desireState": "stopped", "/spec/failedAt": ""},
+                preconditions={**READ, **V2_ON_NODE},
+            ),
+            1,
+        ),
+        (
+            cmd(
+                "v2-upgrade",
+                Verb.PATCH,
+                "Replica",
+                {"/spec/lastFailedAt": "2026-01-01T00:00:00Z"},
+                preconditions={**READ, **V2_ON_NODE},
+            ),
+            1,
+        ),
+        (cmd("v2-upgrade", Verb.DELETE, "Replica", preconditions=V2_ON_NODE), 1),
+        (
+            cmd(
+                "v2-upgrade",
+                Verb.DELETE,
+                "InstanceManager",
+                preconditions={**V2_ON_NODE, "/spec/image": "old"},
+            ),
+            1,
+        ),
+        (
+            cmd(
+                "v2-upgrade",
+                Verb.PATCH_STATUS,
+                "NodeDataEngineUpgrade",
+                {"/status/state": "switching-over", "/status/volumes": {}},
+                preconditions=READ,
+            ),
+            0,
+        ),
+        (
+            cmd(
+                "v2-upgrade",
+                Verb.PATCH_STATUS,
+                "DataEngineUpgradeManager",
+                {"/status/state": "upgrading", "/status/upgradingNode": "node-1"},
+                preconditions=READ,
+            ),
+            0,
+        ),
+        (cmd("v2-upgrade", Verb.CREATE, "Snapshot", body={"metadata": {"name": "obj"}}), 0),
         (
             cmd(
                 "v2-upgrade",
@@ -280,7 +370,9 @@ def test_guards_carry_the_required_fields(policy: Policy) -> None:
     assert [(g.path, g.value) for g in verdict.guards] == [
         ("/metadata/labels/longhorn.io~1component", "instance-manager")
     ]
-    verdict = policy.check(cmd("v2-upgrade", Verb.PATCH, "Volume", {"/spec/image": "i"}))
+    verdict = policy.check(
+        cmd("v2-upgrade", Verb.PATCH, "Volume", {"/spec/image": "i"}, preconditions={**READ, **V2})
+    )
     assert [(g.path, g.value) for g in verdict.guards] == [("/spec/dataEngine", "v2")]
 
 
@@ -300,9 +392,11 @@ def test_creates_must_name_their_target(policy: Policy, body: dict[str, Any] | N
 
 
 def test_preconditions_may_read_any_field_but_must_be_pointers(policy: Policy) -> None:
-    ok = cmd("v2-upgrade", Verb.DELETE, "Replica", preconditions={**V2, "/status/currentState": "running"})
+    ok = cmd(
+        "v2-upgrade", Verb.DELETE, "Replica", preconditions={**V2_ON_NODE, "/status/currentState": "running"}
+    )
     assert policy.check(ok).allowed
-    bad = cmd("v2-upgrade", Verb.DELETE, "Replica", preconditions={**V2, "status": "x"})
+    bad = cmd("v2-upgrade", Verb.DELETE, "Replica", preconditions={**V2_ON_NODE, "status": "x"})
     assert not policy.check(bad).allowed
 
 

@@ -61,29 +61,33 @@ def register(subparsers: Any) -> None:
         help="print one line per change even on a terminal (the default when stdout is not one)",
     )
     sub.set_defaults(func=run)
-    ims = services.add_parser(
-        "im-restart", help="per node and per instance manager: busy instances, unsynced settings, since when"
-    )
-    add_nats_options(ims)
-    ims.add_argument("--namespace", default="longhorn-system", help="Longhorn's namespace")
-    ims.add_argument("--follow", action="store_true", help="keep following once nothing is due")
-    ims.add_argument("--lines", action="store_true", help="one line per change even on a terminal")
-    ims.set_defaults(func=run, target_image="")
-    settings = services.add_parser(
+    for name, about, done in SERVICE_VIEWS:
+        view = services.add_parser(name, help=about)
+        add_nats_options(view)
+        view.add_argument("--namespace", default="longhorn-system", help="Longhorn's namespace")
+        view.add_argument("--follow", action="store_true", help=f"keep following once {done}")
+        view.add_argument("--lines", action="store_true", help="one line per change even on a terminal")
+        view.set_defaults(func=run, target_image="")
+
+
+# The services whose view needs no option of its own: (name, what it shows, when it is over).
+SERVICE_VIEWS = (
+    (
+        "im-restart",
+        "per node and per instance manager: busy instances, unsynced settings, since when",
+        "nothing is due",
+    ),
+    (
         "setting-sync",
-        help="per pending danger-zone setting: what blocks it and the components on the old value",
-    )
-    add_nats_options(settings)
-    settings.add_argument("--namespace", default="longhorn-system", help="Longhorn's namespace")
-    settings.add_argument(
-        "--follow", action="store_true", help="keep following once every setting is applied"
-    )
-    settings.add_argument(
-        "--lines",
-        action="store_true",
-        help="print one line per change even on a terminal (the default when stdout is not one)",
-    )
-    settings.set_defaults(func=run, target_image="")
+        "per pending danger-zone setting: what blocks it and the components on the old value",
+        "every setting is applied",
+    ),
+    (
+        "v2-upgrade",
+        "per node: its volumes done / in flight / waiting / blocked, and the step's time so far",
+        "every node is upgraded",
+    ),
+)
 
 
 def _env_limit() -> int | None:

@@ -62,6 +62,7 @@ KINDS: dict[str, KindInfo] = {
         _lh("node", "Node", "nodes", lh.Node),
         _lh("setting", "Setting", "settings", lh.Setting),
         _lh("instancemanager", "InstanceManager", "instancemanagers", lh.InstanceManager),
+        _lh("snapshot", "Snapshot", "snapshots", lh.Snapshot),
         KindInfo(
             token="dataengineupgrademanager",
             kind="DataEngineUpgradeManager",

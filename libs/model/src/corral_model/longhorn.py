@@ -148,6 +148,7 @@ class ReplicaSpec(_Slim, frozen=True):
     data_engine: str = "v1"
     desire_state: str = ""
     failed_at: str = ""
+    last_failed_at: str = ""
 
 
 class ReplicaStatus(_Slim, frozen=True):
@@ -439,17 +440,59 @@ class KubeNode(_Slim, frozen=True):
     status: KubeNodeStatus = KubeNodeStatus()
 
 
+# --- Snapshot (v2-upgrade's snapshot-before-upgrade) --------------------------------------------
+
+
+class SnapshotSpec(_Slim, frozen=True):
+    volume: str = ""
+    create_snapshot: bool = False
+    labels: Nullable[dict[str, str]] = {}
+
+    def __post_init__(self) -> None:
+        if self.labels is None:
+            force_setattr(self, "labels", {})
+
+
+class SnapshotStatus(_Slim, frozen=True):
+    ready_to_use: bool = False
+    checksum: str = ""
+    error: str = ""
+
+
+class Snapshot(_Slim, frozen=True):
+    """A Longhorn Snapshot CR (`snapshots.longhorn.io`): v2-upgrade finds its own by label."""
+
+    metadata: ObjectMeta
+    spec: SnapshotSpec = SnapshotSpec()
+    status: SnapshotStatus = SnapshotStatus()
+
+
 # --- corral's own CRDs (v2 data-engine upgrade) ---------------------------------------------------
+# The shape of longhorn-behaviour.md §5.2, plus a few fields of corral's own (marked "corral:") that
+# keep in the CR what the prototype kept only in memory, so a restarted decider resumes from status.
 
 
 class UpgradeNodeStatus(_Slim, frozen=True):
+    """One node in a manager's `status.upgradeNodes`."""
+
     state: str = ""
     message: str = ""
+    retries: int = 0
+    """corral: failed attempts so far (bounded; an aborted-for-a-new-image attempt does not count)."""
+    attempts: int = 0
+    """corral: NodeDataEngineUpgrades finished for this node so far; the next one's name derives
+    from it, so a restarted decider recreates exactly the object it would have created."""
 
 
 class DataEngineUpgradeManagerSpec(_Slim, frozen=True):
     data_engine: str = "v2"
-    nodes: tuple[str, ...] = ()
+    nodes: Nullable[tuple[str, ...]] = ()
+    start_time: str = ""
+    """corral: RFC 3339; no node starts before it (ignored once the first node has started)."""
+
+    def __post_init__(self) -> None:
+        if self.nodes is None:
+            force_setattr(self, "nodes", ())
 
 
 class DataEngineUpgradeManagerStatus(_Slim, frozen=True):
@@ -458,7 +501,17 @@ class DataEngineUpgradeManagerStatus(_Slim, frozen=True):
     state: str = ""
     message: str = ""
     upgrading_node: str = ""
-    upgrade_nodes: dict[str, UpgradeNodeStatus] = {}
+    upgrade_nodes: Nullable[dict[str, UpgradeNodeStatus]] = {}
+    started_at: str = ""
+    """corral: when the first node started (RFC 3339); from then on `spec.startTime` is ignored."""
+    progress: str = ""
+    """corral: "<done>/<nodes>" for the printer column."""
+    state_since: str = ""
+    """corral: when `state` last changed (RFC 3339), for the time in state."""
+
+    def __post_init__(self) -> None:
+        if self.upgrade_nodes is None:
+            force_setattr(self, "upgrade_nodes", {})
 
 
 class DataEngineUpgradeManager(_Slim, frozen=True):
@@ -472,13 +525,43 @@ class NodeDataEngineUpgradeSpec(_Slim, frozen=True):
     data_engine: str = "v2"
     instance_manager_image: str = ""
     data_engine_upgrade_manager: str = ""
+    snapshot_before_upgrade: bool = False
+    """corral: fixed when the node's attempt is created, so toggling the setting mid-flight does not
+    affect the node in progress."""
+
+
+class VolumeUpgradeStatus(_Slim, frozen=True):
+    """One volume in a node upgrade's `status.volumes`."""
+
+    state: str = ""
+    message: str = ""
+    previous_image: str = ""
+    """corral: the volume's `spec.image` before the switch-over (what an abort restores)."""
+    snapshot: str = ""
+    """corral: the snapshot taken before the upgrade, when asked for."""
 
 
 class NodeDataEngineUpgradeStatus(_Slim, frozen=True):
     owner_id: str = msgspec.field(default="", name="ownerID")
-    volumes: dict[str, UpgradeNodeStatus] = {}
+    volumes: Nullable[dict[str, VolumeUpgradeStatus]] = {}
     state: str = ""
     message: str = ""
+    replica_volumes: Nullable[tuple[str, ...]] = ()
+    """corral: the volumes that had a v2 replica on the node (rebuilding-replica waits for them)."""
+    abort_reason: str = ""
+    """corral: `timeout` or `target-image-changed` once the attempt is being aborted."""
+    aborted_in: str = ""
+    """corral: the state the abort interrupted (what the restore has to undo)."""
+    progress: str = ""
+    """corral: "<done>/<volumes>" for the printer column."""
+    state_since: str = ""
+    """corral: when `state` last changed (RFC 3339), for the time in state."""
+
+    def __post_init__(self) -> None:
+        if self.volumes is None:
+            force_setattr(self, "volumes", {})
+        if self.replica_volumes is None:
+            force_setattr(self, "replica_volumes", ())
 
 
 class NodeDataEngineUpgrade(_Slim, frozen=True):
@@ -499,6 +582,7 @@ LonghornObject = (
     | DaemonSet
     | Deployment
     | KubeNode
+    | Snapshot
     | DataEngineUpgradeManager
     | NodeDataEngineUpgrade
 )

@@ -1,0 +1,236 @@
+"""The v2-upgrade decider: both state machines of longhorn-behaviour.md §5.5 as a
+`corral_decision.Decider`. Pure: no I/O, injected clock.
+
+* `apply(event)` folds an event into the view (view.py); any change may move a machine, so the
+  next `decide()` steps every unfinished CR (a few: one manager, one node upgrade in flight), each
+  at O(what sits on its node) through the view's indexes;
+* `decide()` runs manager.py and node.py over each unfinished CR and returns, per CR, at most one
+  guarded status patch, plus the writes its step needs on other objects;
+* a command is an expectation until the view shows its target at a fresher resourceVersion
+  (created, patched, deleted or marked for deletion), a refusal comes back, or its TTL passes; no
+  second command goes to a target meanwhile. A refused target waits for a fresher object (or
+  `retry_backoff`) before the same command is sent again.
+
+Nothing the machines need lives here: the CRs' status holds it all, so a new decider (restart,
+new leader) resumes from the objects alone. The expectations only stop a lagging view from
+repeating a write; a lost one is repeated safely, because every write is guarded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from corral_decision.base import DeciderBase, TargetKey, key_of
+from corral_decision.decider import Clock, Explanation, InvalidEvent
+from corral_model import longhorn as lh
+from corral_model.envelopes import Command, CommandResult, EventType, ObjectEvent, Outcome, Verb
+from corral_model.kinds import KINDS
+from corral_v2_upgrade.commands import MANAGER_KIND, NODE_UPGRADE_KIND, RV, SERVICE, patch_status
+from corral_v2_upgrade.config import DeciderConfig
+from corral_v2_upgrade.manager import step_manager
+from corral_v2_upgrade.node import step_node
+from corral_v2_upgrade.plan import node_plan
+from corral_v2_upgrade.states import is_terminal
+from corral_v2_upgrade.step import Step
+from corral_v2_upgrade.view import UpgradeView
+
+READS: dict[str, type[Any]] = {
+    "dataengineupgrademanager": lh.DataEngineUpgradeManager,
+    "nodedataengineupgrade": lh.NodeDataEngineUpgrade,
+    "node": lh.Node,
+    "kubenode": lh.KubeNode,
+    "volume": lh.Volume,
+    "engine": lh.Engine,
+    "replica": lh.Replica,
+    "instancemanager": lh.InstanceManager,
+    "setting": lh.Setting,
+    "snapshot": lh.Snapshot,
+}
+COMMANDS = frozenset(
+    {"dataengineupgrademanager", "nodedataengineupgrade", "volume", "replica", "instancemanager", "snapshot"}
+)
+
+
+def _tested_version(command: Command) -> int:
+    """The resourceVersion a command was decided on (its precondition), 0 when it carries none."""
+    for precondition in command.preconditions:
+        if precondition.path == RV:
+            try:
+                return int(precondition.value)
+            except (TypeError, ValueError):
+                return 0
+    return 0
+
+
+class V2UpgradeDecider(DeciderBase):
+    def __init__(self, clock: Clock, config: DeciderConfig | None = None) -> None:
+        super().__init__(clock, reads=READS)
+        self.config = config or DeciderConfig()
+        self.view = UpgradeView()
+        self._decided_rv: dict[TargetKey, int] = {}
+        self._held: dict[TargetKey, tuple[int, float]] = {}
+        self._steps: dict[TargetKey, Step] = {}
+        self._next_due: float | None = None
+
+    # --- input ------------------------------------------------------------------------------------
+
+    def apply(self, event: ObjectEvent[Any]) -> None:
+        struct = READS.get(event.kind)
+        if struct is None:
+            raise InvalidEvent(f"{SERVICE} does not read {event.kind!r}")
+        if event.type is EventType.UNREADABLE:
+            return  # keep the last state: older, not wrong
+        if event.type not in (EventType.RESYNCED, EventType.DELETED) and not isinstance(event.object, struct):
+            raise InvalidEvent(f"{event.kind} {event.namespace}/{event.name} carries no {struct.__name__}")
+        key = self.observe(event)
+        if key is None:
+            return
+        self.view.put(event.kind, event.name, None if event.type is EventType.DELETED else event.object)
+        if key in self.pending:
+            deleting = event.object is not None and bool(event.object.metadata.deletion_timestamp)
+            if self.versions.get(key, 0) > self._decided_rv.get(key, 0) or deleting:
+                self.settle(key)
+        if event.type is EventType.DELETED:
+            self._decided_rv.pop(key, None)
+
+    def record_result(self, result: CommandResult) -> None:
+        key = key_of(result.target)
+        mine = self.pending.get(key)
+        if mine is None or mine.command_id != result.command_id:
+            return
+        super().record_result(result)
+        if result.outcome is not Outcome.APPLIED or result.dry_run:
+            self._held[key] = (self.versions.get(key, 0), self.clock() + self.config.retry_backoff)
+
+    def adopt(self, command: Command, applied: CommandResult | None) -> bool:
+        if command.service != SERVICE:
+            return False
+        adopted = super().adopt(command, applied)
+        if adopted:
+            key = key_of(command.target)
+            self._decided_rv[key] = max(self.versions.get(key, 0), _tested_version(command))
+        return adopted
+
+    def may_adopt(self, command: Command) -> bool:
+        """Only a command that can still apply on this view, and whose effect it does not show yet
+        (an adopted command holds its target until the view moves past it)."""
+        key = key_of(command.target)
+        version = self.versions.get(key)
+        if command.verb is Verb.CREATE:
+            return version is None
+        if version is None:
+            return False  # gone: a delete is done, a patch cannot apply
+        if command.verb is Verb.DELETE:
+            obj = self._object(command.target.kind, command.target.name)
+            return obj is not None and not obj.metadata.deletion_timestamp
+        return version <= _tested_version(command)
+
+    # --- output -----------------------------------------------------------------------------------
+
+    def decide(self) -> list[Command]:
+        if not self.ready:
+            return []
+        now = self.clock()
+        self._expire(now)
+        view, config = self.view, self.config
+        out: list[Command] = []
+        wakes: list[float] = []
+        self._steps = {}
+        starting = any(
+            p.target.kind == NODE_UPGRADE_KIND and p.target.name not in view.node_upgrades
+            for p in self.pending.values()
+        )
+        for name in sorted(view.managers):
+            manager = view.managers[name]
+            if is_terminal(manager.status.state):
+                continue
+            step = step_manager(view, manager, config, now, starting)
+            self._steps[(MANAGER_KIND, manager.metadata.namespace, name)] = step
+            if any(c.verb is Verb.CREATE and c.target.kind == NODE_UPGRADE_KIND for c in step.actions):
+                starting = True
+            self._emit(MANAGER_KIND, manager, step, now, out, wakes)
+        for name in sorted(view.node_upgrades):
+            node_upgrade = view.node_upgrades[name]
+            if is_terminal(node_upgrade.status.state):
+                continue
+            step = step_node(view, node_upgrade, config, now)
+            self._steps[(NODE_UPGRADE_KIND, node_upgrade.metadata.namespace, name)] = step
+            self._emit(NODE_UPGRADE_KIND, node_upgrade, step, now, out, wakes)
+        wakes.extend(
+            p.issued_at + (config.applied_ttl if p.applied else config.command_ttl)
+            for p in self.pending.values()
+        )
+        wakes.extend(until for _, until in self._held.values())
+        self._next_due = min(wakes) if wakes else None
+        return out
+
+    def next_due(self) -> float | None:
+        return self._next_due
+
+    def explain(self, key: str | None = None) -> list[Explanation]:
+        """Per CR: its state, and what it waits for."""
+        out = []
+        view = self.view
+        for kind, table in ((MANAGER_KIND, view.managers), (NODE_UPGRADE_KIND, view.node_upgrades)):
+            for name in sorted(table):
+                obj = table[name]
+                explanation = Explanation(
+                    kind=kind,
+                    namespace=obj.metadata.namespace,
+                    name=name,
+                    reason=obj.status.state or "undefined",
+                    group=obj.spec.node_id
+                    if isinstance(obj, lh.NodeDataEngineUpgrade)
+                    else obj.status.upgrading_node,
+                    detail=obj.status.message,
+                )
+                if key is None or explanation.key == key:
+                    out.append(explanation)
+                if isinstance(obj, lh.DataEngineUpgradeManager) and not is_terminal(obj.status.state):
+                    out.extend(e for e in node_plan(view, obj) if key is None or e.key == key)
+        return out
+
+    # --- internals ----------------------------------------------------------------------------------
+
+    def _object(self, kind: str, name: str) -> Any:
+        token = next((t for t in READS if KINDS[t].kind == kind and KINDS[t].group != ""), None)
+        return self.view.get(token, name) if token is not None else None
+
+    def _emit(
+        self,
+        kind: str,
+        obj: lh.DataEngineUpgradeManager | lh.NodeDataEngineUpgrade,
+        step: Step,
+        now: float,
+        out: list[Command],
+        wakes: list[float],
+    ) -> None:
+        if step.wake is not None:
+            wakes.append(step.wake)
+        commands = list(step.actions)
+        if step.status:
+            commands.append(patch_status(kind, obj, step.status, now))
+        for command in commands:
+            key = key_of(command.target)
+            if key in self.pending or self._is_held(key, now) or any(key_of(c.target) == key for c in out):
+                continue
+            self.expect(command)
+            self._decided_rv[key] = self.versions.get(key, 0)
+            out.append(command)
+
+    def _is_held(self, key: TargetKey, now: float) -> bool:
+        held = self._held.get(key)
+        if held is None:
+            return False
+        version, until = held
+        if self.versions.get(key, 0) > version or until <= now:
+            del self._held[key]
+            return False
+        return True
+
+    def _expire(self, now: float) -> None:
+        config = self.config
+        for key, pending in list(self.pending.items()):
+            ttl = config.applied_ttl if pending.applied else config.command_ttl
+            if pending.issued_at + ttl <= now:
+                del self.pending[key]

@@ -1,0 +1,230 @@
+"""The DataEngineUpgradeManager state machine (longhorn-behaviour.md §5.5, first table), one pass.
+
+Pure, like node.py, and with all its memory in the CR: which node is in flight
+(`status.upgradingNode`), each node's state, failed attempts and finished attempts. The next node
+upgrade's name derives from the manager, the node and the attempt number, so a restarted decider
+creates the same object, and a node is only ever started when no node upgrade is in flight
+anywhere: at most one node at a time. Unlike the prototype, a node that fails is retried a bounded
+number of times and then marked `error`, and the manager moves on and ends with a summary.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from corral_model import longhorn as lh
+from corral_v2_upgrade import commands as cmd
+from corral_v2_upgrade.config import DeciderConfig
+from corral_v2_upgrade.states import AbortReason, UpgradeState, is_terminal
+from corral_v2_upgrade.step import Step, parse_time
+from corral_v2_upgrade.view import DEFAULT_IM_IMAGE, V2, UpgradeView
+
+S = UpgradeState
+NodeMap = dict[str, lh.UpgradeNodeStatus]
+
+
+def _nodes_status(nodes: NodeMap) -> dict[str, dict[str, object]]:
+    return {name: msgspec.to_builtins(n) for name, n in sorted(nodes.items())}
+
+
+def _progress(nodes: NodeMap) -> str:
+    return f"{sum(1 for n in nodes.values() if is_terminal(n.state))}/{len(nodes)}"
+
+
+def _write_nodes(step: Step, manager: lh.DataEngineUpgradeManager, nodes: NodeMap) -> None:
+    if nodes != manager.status.upgrade_nodes:
+        step.status["upgradeNodes"] = _nodes_status(nodes)
+        step.status["progress"] = _progress(nodes)
+
+
+def in_flight(view: UpgradeView) -> list[lh.NodeDataEngineUpgrade]:
+    """Node upgrades not finished, of any manager (the one-node-at-a-time rule is cluster-wide)."""
+    return [u for u in view.node_upgrades.values() if not is_terminal(u.status.state)]
+
+
+def step_manager(
+    view: UpgradeView,
+    manager: lh.DataEngineUpgradeManager,
+    config: DeciderConfig,
+    now: float,
+    starting: bool = False,
+) -> Step:
+    """`starting`: a node upgrade create is out and not yet visible (no second one meanwhile)."""
+    match manager.status.state:
+        case S.UNDEFINED:
+            return _undefined(view, manager)
+        case S.INITIALIZING:
+            return _initializing(view, manager)
+        case S.UPGRADING:
+            return _upgrading(view, manager, config, now, starting)
+        case S.COMPLETED | S.ERROR:
+            return Step()
+        case other:
+            return Step(
+                status={"state": S.ERROR, "message": f"Unknown dataEngineUpgradeManager state {other!r}"}
+            )
+
+
+def candidate_nodes(view: UpgradeView, manager: lh.DataEngineUpgradeManager) -> list[str]:
+    return sorted(manager.spec.nodes) if manager.spec.nodes else sorted(view.nodes)
+
+
+def _undefined(view: UpgradeView, manager: lh.DataEngineUpgradeManager) -> Step:
+    if manager.spec.data_engine != V2:
+        return Step(
+            status={"state": S.ERROR, "message": f"unsupported data engine {manager.spec.data_engine}"}
+        )
+    image = view.setting(DEFAULT_IM_IMAGE)
+    if not image:
+        return Step(status={"state": S.ERROR, "message": f"failed to get setting {DEFAULT_IM_IMAGE}"})
+    # Every node to upgrade must have pulled the image (the LEP's rule; the prototype checked only
+    # nodes listed in spec.nodes).
+    missing = []
+    for node in candidate_nodes(view, manager):
+        if view.v2_disabled(node):
+            continue
+        kube = view.kube_nodes.get(node)
+        names = [n for entry in (kube.status.images if kube else ()) for n in entry.get("names", ()) or ()]
+        if not any(image in n for n in names):
+            missing.append(f"failed to find default instance manager image {image} in node {node}")
+    if missing:
+        return Step(status={"state": S.ERROR, "instanceManagerImage": image, "message": "; ".join(missing)})
+    return Step(status={"state": S.INITIALIZING, "instanceManagerImage": image, "message": ""})
+
+
+def _initializing(view: UpgradeView, manager: lh.DataEngineUpgradeManager) -> Step:
+    nodes = node_set(view, manager, manager.status.instance_manager_image)
+    step = Step(status={"state": S.UPGRADING if nodes else S.COMPLETED, "message": ""})
+    step.status["upgradeNodes"] = _nodes_status(nodes)
+    step.status["progress"] = _progress(nodes)
+    return step
+
+
+def node_set(view: UpgradeView, manager: lh.DataEngineUpgradeManager, image: str) -> NodeMap:
+    """Every node the manager covers: `pending`, or `completed` with the reason it needs nothing."""
+    nodes: NodeMap = {}
+    for node in candidate_nodes(view, manager):
+        if view.v2_disabled(node):
+            nodes[node] = lh.UpgradeNodeStatus(
+                state=S.COMPLETED, message=f"V2 data engine is disabled for node {node}"
+            )
+        elif manager.spec.nodes or any(
+            im.spec.image != image and im.status.current_state == "running"
+            for im in view.v2_instance_managers_on(node)
+        ):
+            nodes[node] = lh.UpgradeNodeStatus(state=S.PENDING)
+        else:
+            nodes[node] = lh.UpgradeNodeStatus(
+                state=S.COMPLETED, message=f"Old instance manager is not running for node {node}"
+            )
+    return nodes
+
+
+def _current_attempt(
+    view: UpgradeView, manager: lh.DataEngineUpgradeManager, node: str, entry: lh.UpgradeNodeStatus
+) -> lh.NodeDataEngineUpgrade | None:
+    return view.node_upgrades.get(cmd.node_upgrade_name(manager, node, entry.attempts))
+
+
+def _upgrading(
+    view: UpgradeView, manager: lh.DataEngineUpgradeManager, config: DeciderConfig, now: float, starting: bool
+) -> Step:
+    step = Step()
+    status = manager.status
+    image = view.setting(DEFAULT_IM_IMAGE)
+    if image and image != status.instance_manager_image:
+        # The node in flight aborts (target-image-changed) and is reset; pending nodes get the new one.
+        step.status.update(
+            instanceManagerImage=image,
+            message=f"target image changed from {status.instance_manager_image} to {image}",
+        )
+        return step
+    nodes = dict(status.upgrade_nodes)
+    upgrading = status.upgrading_node
+    if upgrading:
+        entry = nodes.get(upgrading, lh.UpgradeNodeStatus())
+        current = _current_attempt(view, manager, upgrading, entry)
+        if current is None:
+            # Orphaned (its node upgrade is gone): back to pending, the retry count kept.
+            nodes[upgrading] = msgspec.structs.replace(
+                entry, state=S.PENDING, message="node upgrade resource not found; will start again"
+            )
+            _write_nodes(step, manager, nodes)
+            step.status["upgradingNode"] = ""
+            return step
+        state, message = current.status.state, current.status.message
+        if state == S.COMPLETED:
+            nodes[upgrading] = msgspec.structs.replace(
+                entry, state=S.COMPLETED, message=message, attempts=entry.attempts + 1
+            )
+            step.status["upgradingNode"] = ""
+        elif state == S.ERROR:
+            attempts = entry.attempts + 1
+            if current.status.abort_reason == AbortReason.TARGET_IMAGE_CHANGED:
+                nodes[upgrading] = msgspec.structs.replace(
+                    entry,
+                    state=S.PENDING,
+                    message=f"restarting with the new image: {message}",
+                    attempts=attempts,
+                )
+            elif entry.retries + 1 >= config.max_retries:
+                nodes[upgrading] = lh.UpgradeNodeStatus(
+                    state=S.ERROR,
+                    message=f"failed {entry.retries + 1} times, last: {message}",
+                    retries=entry.retries + 1,
+                    attempts=attempts,
+                )
+            else:
+                nodes[upgrading] = lh.UpgradeNodeStatus(
+                    state=S.PENDING,
+                    message=f"attempt failed, will retry: {message}",
+                    retries=entry.retries + 1,
+                    attempts=attempts,
+                )
+            step.status["upgradingNode"] = ""
+        elif (state, message) != (entry.state, entry.message):
+            nodes[upgrading] = msgspec.structs.replace(entry, state=state, message=message)
+        _write_nodes(step, manager, nodes)
+        return step
+    # No node recorded in flight: adopt this manager's own unfinished node upgrade first (the
+    # create was applied, the manager's status not yet written when the last decider stopped).
+    # Only the attempt its status names (any other unfinished one just waits: it ends by itself,
+    # at the latest by its timeout).
+    busy = in_flight(view)
+    for node_upgrade in busy:
+        node = node_upgrade.spec.node_id
+        entry = nodes.get(node, lh.UpgradeNodeStatus())
+        if node_upgrade.metadata.name == cmd.node_upgrade_name(manager, node, entry.attempts):
+            nodes[node] = msgspec.structs.replace(entry, state=node_upgrade.status.state or S.INITIALIZING)
+            _write_nodes(step, manager, nodes)
+            step.status["upgradingNode"] = node
+            if not status.started_at:
+                step.status["startedAt"] = cmd.rfc3339(now)
+            return step
+    if busy or starting:
+        return step.wait("waiting for another node upgrade to finish", status.message)
+    if not status.started_at:
+        start = parse_time(manager.spec.start_time)
+        if start is not None and start > now:
+            step.wake = start
+            return step.wait(f"scheduled to start at {manager.spec.start_time}", status.message)
+    for node in sorted(nodes):
+        entry = nodes[node]
+        if entry.state != S.PENDING:
+            continue
+        if node not in view.nodes:
+            nodes[node] = msgspec.structs.replace(entry, state=S.ERROR, message=f"node {node} not found")
+            continue
+        step.actions.append(
+            cmd.create_node_upgrade(manager, node, entry.attempts, config.snapshot_before_upgrade, now)
+        )
+        _write_nodes(step, manager, nodes)
+        return step
+    # Nothing left to start: done, with a summary that names every node that failed.
+    failed = sorted(n for n, e in nodes.items() if e.state == S.ERROR)
+    summary = f"{len(nodes) - len(failed)} of {len(nodes)} nodes upgraded"
+    if failed:
+        summary += "; failed: " + ", ".join(f"{n} ({nodes[n].message})" for n in failed)
+    _write_nodes(step, manager, nodes)
+    step.status.update(state=S.COMPLETED, message=summary)
+    return step

@@ -1,0 +1,515 @@
+"""The NodeDataEngineUpgrade state machine (longhorn-behaviour.md §5.5, second table), one pass.
+
+Pure: the view, the CR, the config and `now` in; a `Step` out. Everything it must remember is in
+the CR's status (the volumes it listed, each volume's state, the image each had before, the
+snapshot it took, an abort in progress), so a fresh decider picks up exactly where the last one
+stopped. Every non-terminal state retries: a blocker is written to `status.message` and the CR
+stays in its state. The prototype's bugs and how this differs are in the service README.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import msgspec
+
+from corral_model import longhorn as lh
+from corral_v2_upgrade import commands as cmd
+from corral_v2_upgrade.config import DeciderConfig
+from corral_v2_upgrade.states import AbortReason, UpgradeState, is_terminal
+from corral_v2_upgrade.step import Step, parse_time
+from corral_v2_upgrade.view import V2, UpgradeView
+
+S = UpgradeState
+VolumeMap = dict[str, lh.VolumeUpgradeStatus]
+_SETTLED = frozenset({S.COMPLETED, S.ERROR})
+
+# Where an abort goes from each state: restore the targets (switching-back), or only wait for the
+# replicas deleted on the node to be rebuilt, or nothing to undo.
+_ABORT_TO: dict[str, UpgradeState] = {
+    S.UNDEFINED: S.ERROR,
+    S.INITIALIZING: S.ERROR,
+    S.FAILING_REPLICAS: S.REBUILDING_REPLICA,
+    S.SWITCHING_OVER: S.SWITCHING_BACK,
+    S.UPGRADING_INSTANCE_MANAGER: S.SWITCHING_BACK,
+    S.SWITCHING_BACK: S.SWITCHING_BACK,
+}
+
+
+def attached(volume: lh.Volume) -> bool:
+    return volume.status.state == "attached"
+
+
+def detached(volume: lh.Volume) -> bool:
+    return volume.status.state == "detached"
+
+
+def _set(volumes: VolumeMap, name: str, state: str, message: str = "") -> None:
+    volumes[name] = msgspec.structs.replace(volumes[name], state=state, message=message)
+
+
+def _progress(volumes: VolumeMap) -> str:
+    done = sum(1 for v in volumes.values() if v.state in _SETTLED)
+    return f"{done}/{len(volumes)}"
+
+
+def _volumes_status(volumes: VolumeMap) -> dict[str, dict[str, object]]:
+    return {name: msgspec.to_builtins(v) for name, v in sorted(volumes.items())}
+
+
+def _transition(
+    step: Step, nu: lh.NodeDataEngineUpgrade, state: str, volumes: VolumeMap | None = None
+) -> Step:
+    step.status["state"] = state
+    if nu.status.message:
+        step.status["message"] = ""
+    if volumes is not None:
+        step.status["volumes"] = _volumes_status(volumes)
+        step.status["progress"] = _progress(volumes)
+    return step
+
+
+def _write_volumes(step: Step, nu: lh.NodeDataEngineUpgrade, volumes: VolumeMap) -> None:
+    if volumes != nu.status.volumes:
+        step.status["volumes"] = _volumes_status(volumes)
+        step.status["progress"] = _progress(volumes)
+
+
+def step_node(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, config: DeciderConfig, now: float) -> Step:
+    state = nu.status.state
+    if is_terminal(state):
+        return Step()
+    step = Step()
+    aborting = _abort(view, nu, config, now, step)
+    if aborting is not None:
+        return aborting
+    match state:
+        case S.UNDEFINED:
+            return _transition(step, nu, S.INITIALIZING)
+        case S.INITIALIZING:
+            return _initializing(view, nu, now, step)
+        case S.FAILING_REPLICAS:
+            return _failing_replicas(view, nu, now, step)
+        case S.SWITCHING_OVER:
+            return _switching_over(view, nu, now, step)
+        case S.UPGRADING_INSTANCE_MANAGER:
+            return _upgrading_instance_manager(view, nu, now, step)
+        case S.SWITCHING_BACK:
+            return _switching_back(view, nu, now, step)
+        case S.REBUILDING_REPLICA:
+            return _rebuilding_replica(view, nu, step)
+        case S.FINALIZING:
+            return _finalizing(view, nu, now, step)
+        case _:
+            step.status.update(state=S.ERROR, message=f"Unknown state {state!r}")
+            return step
+
+
+# --- aborts (the redesign's timeout, and a target image changed mid-flight) ------------------------
+
+
+def _abort(
+    view: UpgradeView, nu: lh.NodeDataEngineUpgrade, config: DeciderConfig, now: float, step: Step
+) -> Step | None:
+    """Start an abort when one is due; None when the machine carries on (also while aborting)."""
+    state = nu.status.state
+    created = parse_time(nu.metadata.creation_timestamp)
+    if nu.status.abort_reason:
+        # The restore gets one more timeout; a restore stuck as well ends the attempt (the next
+        # attempt, or an operator, takes it from there) instead of holding every other node.
+        if config.node_timeout > 0 and created is not None:
+            deadline = created + 2 * config.node_timeout
+            if now < deadline:
+                step.wake = deadline
+                return None
+            step.status.update(
+                state=S.ERROR,
+                message=f"aborted ({nu.status.abort_reason}) in {nu.status.aborted_in or 'undefined'}; "
+                f"restore did not finish in time: {nu.status.message}",
+            )
+            return step
+        return None
+    reason = ""
+    if config.node_timeout > 0 and created is not None:
+        deadline = created + config.node_timeout
+        if now >= deadline:
+            reason = AbortReason.TIMEOUT
+        else:
+            step.wake = deadline
+    manager = view.managers.get(nu.spec.data_engine_upgrade_manager)
+    target = manager.status.instance_manager_image if manager is not None else ""
+    if not reason and target and target != nu.spec.instance_manager_image and state in _ABORT_TO:
+        reason = AbortReason.TARGET_IMAGE_CHANGED
+    if not reason:
+        return None
+    return _start_abort(nu, reason, step)
+
+
+def _start_abort(nu: lh.NodeDataEngineUpgrade, reason: str, step: Step) -> Step:
+    state = nu.status.state
+    next_state = _ABORT_TO.get(state, S.ERROR)
+    message = f"aborted ({reason}) in {state or 'undefined'}"
+    if state in (S.REBUILDING_REPLICA, S.FINALIZING):
+        # The data plane is back on the node: nothing to restore, only the timeout ends it.
+        message = f"timed out in {state}"
+        next_state = S.ERROR
+    step.status.update(abortReason=str(reason), abortedIn=state, state=str(next_state), message=message)
+    return step
+
+
+def _has_running_v2_im(view: UpgradeView, node: str) -> bool:
+    return any(im.status.current_state == "running" for im in view.v2_instance_managers_on(node))
+
+
+def _rescue(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float, step: Step) -> Step | None:
+    """A volume relocated to a temporary node that lost its v2 IM (V2U-19): move it on to another
+    node (one holding a running replica of it first); when no node can take it, abort at once
+    (`temporary-node-lost`) and restore, instead of waiting for the timeout. None: carry on."""
+    node = nu.spec.node_id
+    for name in sorted(nu.status.volumes):
+        if nu.status.volumes[name].state in _SETTLED:
+            continue
+        volume = view.volumes.get(name)
+        if volume is None:
+            continue
+        lost = volume.spec.target_node_id_for_live_upgrade
+        if lost in ("", node, volume.spec.node_id) or _has_running_v2_im(view, lost):
+            continue
+        holders = {
+            view.replicas[r].spec.node_id
+            for r in view.replicas_by_volume.names(name)
+            if view.replicas[r].status.current_state == "running"
+        }
+        candidates = sorted(
+            (n not in holders, n)
+            for n in view.nodes
+            if n not in (node, lost) and view.node_ready(n) and _has_running_v2_im(view, n)
+        )
+        if not candidates:
+            return _start_abort(nu, AbortReason.TEMPORARY_NODE_LOST, step)
+        other = candidates[0][1]
+        why = f"{nu.status.state}: temporary node {lost} lost its instance manager; volume {name} to {other}"
+        step.actions.append(cmd.patch_volume(volume, None, other, why, now))
+    return None
+
+
+def _finish_aborted(nu: lh.NodeDataEngineUpgrade, step: Step) -> Step:
+    step.status.update(
+        state=S.ERROR,
+        message=f"aborted ({nu.status.abort_reason}) in {nu.status.aborted_in or 'undefined'}; restored",
+    )
+    return step
+
+
+# --- initializing --------------------------------------------------------------------------------------
+
+
+def readiness_blockers(view: UpgradeView, node: str) -> list[str]:
+    """Why the node's v2 volumes cannot be upgraded live yet: a single replica (the upgrade would
+    take it away), or not healthy. Empty when nothing blocks."""
+    blockers = []
+    seen: set[str] = set()
+    for replica in view.v2_replicas_on(node):
+        volume = view.volumes.get(replica.spec.volume_name)
+        if volume is None or detached(volume) or volume.metadata.name in seen:
+            continue
+        name = volume.metadata.name
+        seen.add(name)
+        if volume.spec.number_of_replicas <= 1:
+            blockers.append(f"volume {name} has only 1 replica, which is not supported for live upgrade")
+        elif volume.status.robustness != "healthy":
+            blockers.append(f"volume {name} is not healthy, which is not supported for live upgrade")
+    return blockers
+
+
+def _initializing(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float, step: Step) -> Step:
+    node, message = nu.spec.node_id, nu.status.message
+    if not view.node_ready(node):
+        return step.wait(f"node {node} is not ready", message)
+    lh_node = view.nodes[node]
+    if lh.condition_status(lh_node.status.conditions, "DataEngineUpgradeRequested") == "False":
+        return step.wait("node is not requested for data engine upgrade", message)
+    blockers = readiness_blockers(view, node)
+    if blockers:
+        return step.wait(blockers[0], message)
+    replica_volumes = {
+        r.spec.volume_name for r in view.v2_replicas_on(node) if r.spec.volume_name in view.volumes
+    }
+    listed = {v.metadata.name: v for v in view.v2_volumes_owned_by(node)}
+    volumes: VolumeMap = {name: lh.VolumeUpgradeStatus(state=S.INITIALIZING) for name in sorted(listed)}
+    if nu.spec.snapshot_before_upgrade:
+        taken = _snapshots(view, nu, listed.values(), now, step)
+        if taken is None:
+            return step.wait(step.blocker, message)
+        for name, snapshot in taken.items():
+            volumes[name] = msgspec.structs.replace(volumes[name], snapshot=snapshot)
+    _transition(step, nu, S.FAILING_REPLICAS, volumes)
+    step.status["replicaVolumes"] = sorted(replica_volumes)
+    return step
+
+
+def _snapshots(
+    view: UpgradeView, nu: lh.NodeDataEngineUpgrade, volumes: Iterable[lh.Volume], now: float, step: Step
+) -> dict[str, str] | None:
+    """Volume → its snapshot for this node upgrade, once every running volume has a ready one;
+    None while some is missing (created now: found first by its label, never taken twice) or not
+    ready yet (`step.blocker` says which)."""
+    mine: dict[str, lh.Snapshot] = {}
+    for name in view.snapshots_by_upgrade.names(nu.metadata.name):
+        snapshot = view.snapshots[name]
+        mine.setdefault(snapshot.spec.volume, snapshot)
+    taken: dict[str, str] = {}
+    waiting = ""
+    for volume in volumes:
+        name = volume.metadata.name
+        engine = view.current_engine(volume)
+        if engine is None or engine.status.current_state != "running":
+            continue
+        found = mine.get(name)
+        if found is None:
+            step.actions.append(cmd.create_snapshot(nu, name, now))
+            waiting = waiting or f"waiting for the snapshot of volume {name}"
+        elif not found.status.ready_to_use:
+            waiting = waiting or f"waiting for snapshot {found.metadata.name} of volume {name} to be ready"
+        else:
+            taken[name] = found.metadata.name
+    if waiting:
+        step.blocker = waiting
+        return None
+    return taken
+
+
+# --- failing-replicas ---------------------------------------------------------------------------------
+
+
+def _failing_replicas(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float, step: Step) -> Step:
+    """Stop, then delete, the node's v2 replicas; v1 replicas on the node are never touched."""
+    replicas = [r for r in view.v2_replicas_on(nu.spec.node_id) if not r.metadata.deletion_timestamp]
+    pending = [r for r in view.v2_replicas_on(nu.spec.node_id)]
+    if not pending:
+        return _transition(step, nu, S.SWITCHING_OVER)
+    to_stop = [r for r in replicas if r.spec.desire_state not in ("stopped", "error")]
+    for replica in to_stop:
+        step.actions.append(cmd.fail_replica(replica, now))
+    if to_stop:
+        return step.wait("not all replicas are stopped or failed", nu.status.message)
+    if all(r.status.current_state == "stopped" or r.spec.desire_state == "error" for r in replicas):
+        for replica in replicas:
+            step.actions.append(cmd.delete_replica(replica, now))
+        return step.wait("not all stopped or failed replicas are deleted", nu.status.message)
+    return step.wait("not all replicas are stopped or failed", nu.status.message)
+
+
+# --- switching-over --------------------------------------------------------------------------------------
+
+
+def temporary_target(view: UpgradeView, nu: lh.NodeDataEngineUpgrade) -> str:
+    """A node other than the upgrading one with a running v2 IM, preferring one already upgraded."""
+    manager = view.managers.get(nu.spec.data_engine_upgrade_manager)
+    done = manager.status.upgrade_nodes if manager is not None else {}
+    candidates = []
+    for node in sorted(view.nodes):
+        if node == nu.spec.node_id or not view.node_ready(node):
+            continue
+        if any(im.status.current_state == "running" for im in view.v2_instance_managers_on(node)):
+            upgraded = node in done and done[node].state == S.COMPLETED
+            candidates.append((not upgraded, node))
+    return min(candidates)[1] if candidates else ""
+
+
+def _switching_over(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float, step: Step) -> Step:
+    image, message = nu.spec.instance_manager_image, nu.status.message
+    rescued = _rescue(view, nu, now, step)
+    if rescued is not None:
+        return rescued
+    temp = temporary_target(view, nu)
+    if not temp:
+        return step.wait("failed to find available node for target", message)
+    volumes = dict(nu.status.volumes)
+    for name in sorted(volumes):
+        entry = volumes[name]
+        if entry.state in _SETTLED or entry.state == S.SWITCHED_OVER:
+            continue
+        volume = view.volumes.get(name)
+        if volume is None:
+            _set(volumes, name, S.COMPLETED)
+        elif detached(volume):
+            _set(volumes, name, S.COMPLETED, "Volume is detached, so no need to switch over")
+        elif not attached(volume):
+            _set(volumes, name, S.ERROR, f"Volume {name} is in neither detached nor attached state")
+        elif entry.state != S.SWITCHING_OVER:
+            # Record the image to restore before touching the volume (an abort needs it).
+            volumes[name] = lh.VolumeUpgradeStatus(
+                state=S.SWITCHING_OVER, previous_image=volume.spec.image, snapshot=entry.snapshot
+            )
+        else:
+            spec, status = volume.spec, volume.status
+            in_flight = spec.target_node_id_for_live_upgrade not in ("", spec.node_id)
+            if not in_flight and (spec.image != image or spec.target_node_id_for_live_upgrade != temp):
+                step.actions.append(
+                    cmd.patch_volume(volume, image, temp, f"switching-over: volume {name} to {temp}", now)
+                )
+            elif (
+                in_flight
+                and spec.target_node_id_for_live_upgrade == status.current_target_node_id_for_live_upgrade
+                and spec.image == status.current_image == image
+            ):
+                _set(volumes, name, S.SWITCHED_OVER)
+    _write_volumes(step, nu, volumes)
+    if all(v.state in _SETTLED or v.state == S.SWITCHED_OVER for v in volumes.values()):
+        return _transition(step, nu, S.UPGRADING_INSTANCE_MANAGER, volumes)
+    waiting = next(n for n, v in sorted(volumes.items()) if v.state == S.SWITCHING_OVER)
+    return step.wait(f"volume {waiting} is not switched over to {temp}", message)
+
+
+# --- upgrading-instance-manager ------------------------------------------------------------------------
+
+
+def _upgrading_instance_manager(
+    view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float, step: Step
+) -> Step:
+    node, image, message = nu.spec.node_id, nu.spec.instance_manager_image, nu.status.message
+    rescued = _rescue(view, nu, now, step)
+    if rescued is not None:
+        return rescued
+    new_im: lh.InstanceManager | None = None
+    for im in view.v2_instance_managers_on(node):
+        if im.spec.image != image:
+            if not im.metadata.deletion_timestamp:  # already being deleted: never a second delete
+                step.actions.append(cmd.delete_instance_manager(im, image, now))
+        elif im.status.current_state == "running":
+            new_im = im
+    if new_im is None:
+        return step.wait(f"waiting for a running instance manager with image {image} on node {node}", message)
+    volumes = dict(nu.status.volumes)
+    for name in sorted(volumes):
+        if volumes[name].state in _SETTLED:
+            continue
+        volume = view.volumes.get(name)
+        if volume is None:
+            _set(volumes, name, S.COMPLETED)
+        elif detached(volume):
+            _set(volumes, name, S.COMPLETED, "Volume is detached")
+        else:
+            engine = view.current_engine(volume)
+            if engine is None or engine.metadata.name not in new_im.status.instance_engines:
+                _write_volumes(step, nu, volumes)
+                return step.wait(
+                    f"waiting for the initiator of volume {name} on {new_im.metadata.name}", message
+                )
+    return _transition(step, nu, S.SWITCHING_BACK, volumes)
+
+
+# --- switching-back ---------------------------------------------------------------------------------------
+
+
+def _switching_back(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float, step: Step) -> Step:
+    node, message = nu.spec.node_id, nu.status.message
+    # An abort restores each volume to the image it had, while the node still runs an IM on that
+    # image; once the old IM is gone the volume can only come back on the new one.
+    running_images = (
+        {
+            im.spec.image
+            for im in view.v2_instance_managers_on(node)
+            if im.status.current_state == "running" and not im.metadata.deletion_timestamp
+        }
+        if nu.status.abort_reason
+        else set()
+    )
+    volumes = dict(nu.status.volumes)
+    waiting = ""
+    for name in sorted(volumes):
+        entry = volumes[name]
+        if entry.state in _SETTLED:
+            continue
+        image = nu.spec.instance_manager_image
+        if entry.previous_image in running_images:
+            image = entry.previous_image
+        volume = view.volumes.get(name)
+        if volume is None:
+            _set(volumes, name, S.COMPLETED)
+            continue
+        if detached(volume):
+            _set(volumes, name, S.COMPLETED, "Volume is detached")
+            continue
+        if not attached(volume):
+            _set(volumes, name, S.ERROR, f"Volume {name} is in neither detached nor attached state")
+            continue
+        spec, status = volume.spec, volume.status
+        target = spec.target_node_id_for_live_upgrade
+        if entry.state == S.SWITCHED_BACK:
+            if target:
+                step.actions.append(
+                    cmd.patch_volume(volume, None, "", f"switching-back: volume {name} done", now)
+                )
+                waiting = waiting or f"waiting for volume {name} to clear its live-upgrade target"
+            else:
+                _set(volumes, name, S.COMPLETED)
+            continue
+        if not target and spec.image == image:
+            _set(volumes, name, S.COMPLETED)  # never switched over (or already cleared)
+            continue
+        if target != node or spec.image != image:
+            step.actions.append(
+                cmd.patch_volume(
+                    volume,
+                    image if spec.image != image else None,
+                    node if target != node else None,
+                    f"switching-back: volume {name} to {node}",
+                    now,
+                )
+            )
+            if entry.state != S.SWITCHING_BACK:
+                _set(volumes, name, S.SWITCHING_BACK)
+        elif (
+            status.current_target_node_id_for_live_upgrade == node
+            and spec.node_id == node
+            and spec.image == status.current_image
+        ):
+            _set(volumes, name, S.SWITCHED_BACK)
+            continue
+        elif entry.state != S.SWITCHING_BACK:
+            _set(volumes, name, S.SWITCHING_BACK)
+        waiting = waiting or f"Volume {name} is not switched back to the target node {node}"
+    _write_volumes(step, nu, volumes)
+    if all(v.state in _SETTLED for v in volumes.values()):
+        return _transition(step, nu, S.REBUILDING_REPLICA, volumes)
+    return step.wait(waiting, message)
+
+
+# --- rebuilding-replica, finalizing -----------------------------------------------------------------------
+
+
+def _rebuilding_replica(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, step: Step) -> Step:
+    """Only this node's volumes (listed, or with a replica it deleted), not the whole cluster."""
+    for name in sorted({*nu.status.volumes, *nu.status.replica_volumes}):
+        volume = view.volumes.get(name)
+        if volume is None or detached(volume) or volume.spec.data_engine != V2:
+            continue
+        if volume.status.robustness != "healthy":
+            return step.wait(
+                f"volume {name} is not healthy yet ({volume.status.robustness or 'unknown'})",
+                nu.status.message,
+            )
+    if nu.status.abort_reason:
+        return _finish_aborted(nu, step)
+    return _transition(step, nu, S.FINALIZING)
+
+
+def _finalizing(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float, step: Step) -> Step:
+    """Every listed volume now detached from the node (whatever its state in the switch) starts
+    on the new image at its next attach."""
+    node, image = nu.spec.node_id, nu.spec.instance_manager_image
+    updating = False
+    for name in sorted(nu.status.volumes):
+        volume = view.volumes.get(name)
+        if volume is None:
+            continue
+        if volume.spec.node_id == "" and volume.status.owner_id == node and volume.spec.image != image:
+            step.actions.append(
+                cmd.patch_volume(volume, image, None, f"finalizing: detached volume {name}", now)
+            )
+            updating = True
+    if not updating:
+        return _transition(step, nu, S.COMPLETED)
+    return step.wait("not all volumes spec.image is updated", nu.status.message)
