@@ -16,6 +16,9 @@ IMAGE ?= corral/corral:local
 IMAGE_BASE ?= local
 LOCAL_BASE := corral/python-base:3.11
 PYTEST_FLAGS ?=
+# Test processes: most tests wait on NATS, the sandbox or a subprocess rather than compute, so more
+# workers than cores keep a 2-core machine busy; a file's tests stay on one worker (module fixtures).
+TEST_WORKERS ?= 3
 
 .PHONY: setup run test lint bench nats-image image chart-check compose-sandbox clean
 
@@ -44,7 +47,7 @@ run: setup
 # Exit status 5 (nothing collected) is a failure like any other: a suite that silently ran nothing
 # must never pass.
 test: setup
-	$(VENV)/bin/pytest -q -p no:cacheprovider $(PYTEST_FLAGS)
+	$(VENV)/bin/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile $(PYTEST_FLAGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .
