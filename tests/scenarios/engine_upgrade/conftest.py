@@ -5,7 +5,7 @@ kubernetes-asyncio, never a service's own view."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +29,24 @@ __all__ = ["Running", "actuator", "engine_upgrade", "stack", "watcher"]
 POLICY_FILE = Path(__file__).resolve().parents[3] / "deploy" / "policy" / "actuator-policy.yaml"
 
 
-def watcher(kubeconfig: str, url: str, tracer_provider: TracerProvider | None = None) -> Running:
+ENGINE_UPGRADE_KINDS = ("volume", "replica", "engineimage", "node", "setting")
+
+
+def watcher(
+    kubeconfig: str,
+    url: str,
+    tracer_provider: TracerProvider | None = None,
+    kinds: Iterable[str] = ENGINE_UPGRADE_KINDS,
+) -> Running:
+    """The watcher in the test's loop, watching `kinds` (every scenario suite's, by default
+    engine-upgrade's)."""
     config = {
         **IN_LOOP,
         "service": "watcher",
         "instance": "w-1",
         "nats_url": url,
         "kubeconfig": kubeconfig,
-        "kinds": ["volume", "replica", "engineimage", "node", "setting"],
+        "kinds": list(kinds),
     }
     return Running("watcher", msgspec.convert(config, WatcherConfig), watcher_main, [], tracer_provider)
 

@@ -11,34 +11,24 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import msgspec
 import pytest
 
 from corral_bus import Bus
 from corral_im_restart.service import DEFINITION
 from corral_sandbox.simulator import SimConfig
-from corral_watcher.config import WatcherConfig
-from corral_watcher.runner import main as watcher_main
 from tests.fixtures.nats import NatsServer
 from tests.fixtures.processes import eventually
 from tests.fixtures.sandbox import Sandbox, fast_config
-from tests.fixtures.services import IN_LOOP, Running, decision_replica
+from tests.fixtures.services import Running, decision_replica
 from tests.scenarios.engine_upgrade.conftest import actuator
+from tests.scenarios.engine_upgrade.conftest import watcher as kinds_watcher
 from tests.scenarios.im_restart.scenario import ImObserver
 
 IM_KINDS = ["instancemanager", "pod", "setting", "node", "kubenode"]
 
 
 def watcher(kubeconfig: str, url: str) -> Running:
-    config = {
-        **IN_LOOP,
-        "service": "watcher",
-        "instance": "w-1",
-        "nats_url": url,
-        "kubeconfig": kubeconfig,
-        "kinds": IM_KINDS,
-    }
-    return Running("watcher", msgspec.convert(config, WatcherConfig), watcher_main, [])
+    return kinds_watcher(kubeconfig, url, kinds=IM_KINDS)
 
 
 def im_restart(url: str, instance: str = "imr-1", **settings: Any) -> Running:

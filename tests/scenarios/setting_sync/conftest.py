@@ -7,34 +7,24 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import msgspec
 import pytest
 
 from corral_bus import Bus
 from corral_im_restart.service import DEFINITION as IM_RESTART
 from corral_sandbox.simulator import SimConfig
 from corral_setting_sync.service import DEFINITION as SETTING_SYNC
-from corral_watcher.config import WatcherConfig
-from corral_watcher.runner import main as watcher_main
 from tests.fixtures.nats import NatsServer
 from tests.fixtures.processes import eventually
 from tests.fixtures.sandbox import Sandbox, fast_config
-from tests.fixtures.services import IN_LOOP, Running, decision_replica
+from tests.fixtures.services import Running, decision_replica
 from tests.scenarios.engine_upgrade.conftest import actuator
+from tests.scenarios.engine_upgrade.conftest import watcher as kinds_watcher
 
 KINDS = ["volume", "setting", "instancemanager", "pod", "daemonset", "deployment", "node", "kubenode"]
 
 
 def watcher(kubeconfig: str, url: str) -> Running:
-    config = {
-        **IN_LOOP,
-        "service": "watcher",
-        "instance": "w-1",
-        "nats_url": url,
-        "kubeconfig": kubeconfig,
-        "kinds": KINDS,
-    }
-    return Running("watcher", msgspec.convert(config, WatcherConfig), watcher_main, [])
+    return kinds_watcher(kubeconfig, url, kinds=KINDS)
 
 
 @pytest.fixture

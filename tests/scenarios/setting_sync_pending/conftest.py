@@ -8,33 +8,23 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import msgspec
 import pytest
 
 from corral_bus import Bus
 from corral_setting_sync.core import READS
 from corral_setting_sync.service import DEFINITION
-from corral_watcher.config import WatcherConfig
-from corral_watcher.runner import main as watcher_main
 from tests.fixtures.nats import NatsServer
 from tests.fixtures.processes import eventually
 from tests.fixtures.sandbox import Sandbox
-from tests.fixtures.services import IN_LOOP, Running, decision_replica
+from tests.fixtures.services import Running, decision_replica
 from tests.scenarios.engine_upgrade.conftest import actuator
+from tests.scenarios.engine_upgrade.conftest import watcher as kinds_watcher
 
 __all__ = ["Running", "stack"]
 
 
 def watcher(kubeconfig: str, url: str) -> Running:
-    config = {
-        **IN_LOOP,
-        "service": "watcher",
-        "instance": "w-1",
-        "nats_url": url,
-        "kubeconfig": kubeconfig,
-        "kinds": sorted(READS),
-    }
-    return Running("watcher", msgspec.convert(config, WatcherConfig), watcher_main, [])
+    return kinds_watcher(kubeconfig, url, kinds=sorted(READS))
 
 
 def setting_sync(url: str, instance: str = "ss-1", **settings: Any) -> Running:
