@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -59,6 +60,17 @@ class GroupFigures:
 
     def copy(self) -> GroupFigures:
         return GroupFigures(self.node, self.in_flight, self.done, self.waiting, Counter(self.blocked))
+
+    @classmethod
+    def sum(cls, rows: Iterable[GroupFigures], name: str = "total") -> GroupFigures:
+        """The rows added up: a progress model's `total()`."""
+        total = cls(name)
+        for row in rows:
+            total.in_flight += row.in_flight
+            total.done += row.done
+            total.waiting += row.waiting
+            total.blocked.update(row.blocked)
+        return total
 
 
 class Progress(Protocol):

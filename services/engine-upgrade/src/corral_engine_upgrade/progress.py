@@ -154,13 +154,7 @@ class ProgressModel:
         return [self._rows[n].copy() if n in self._rows else GroupFigures(n) for n in sorted(names)]
 
     def total(self) -> GroupFigures:
-        total = GroupFigures("total")
-        for row in self._rows.values():
-            total.in_flight += row.in_flight
-            total.done += row.done
-            total.waiting += row.waiting
-            total.blocked.update(row.blocked)
-        return total
+        return GroupFigures.sum(self._rows.values())
 
     def finished(self, target_image: str = "") -> bool:
         """The wave is over: the view is complete, nothing is in flight or waiting, no volume is

@@ -118,13 +118,7 @@ class ImProgress:
         return [rows[n] for n in sorted(rows)]
 
     def total(self) -> GroupFigures:
-        total = GroupFigures("total")
-        for row in self.groups():
-            total.in_flight += row.in_flight
-            total.done += row.done
-            total.waiting += row.waiting
-            total.blocked.update(row.blocked)
-        return total
+        return GroupFigures.sum(self.groups())
 
     def finished(self, target: str = "") -> bool:
         """Nothing in flight or due; IMs held by a reason (busy…) are reported, not waited for."""

@@ -97,13 +97,7 @@ class SettingProgress:
         return [self.row(name) for name in self._seen if name in self.decider.settings]
 
     def total(self) -> GroupFigures:
-        total = GroupFigures("total")
-        for row in self.groups():
-            total.in_flight += row.in_flight
-            total.done += row.done
-            total.waiting += row.waiting
-            total.blocked.update(row.blocked)
-        return total
+        return GroupFigures.sum(self.groups())
 
     def details(self) -> list[str]:
         """Per pending setting: what blocks it and the components still on the old value."""

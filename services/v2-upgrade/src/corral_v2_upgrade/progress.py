@@ -128,13 +128,7 @@ class ProgressModel:
                 row.add(Phase.IN_FLIGHT, "", 1)
 
     def total(self) -> GroupFigures:
-        total = GroupFigures("total")
-        for row in self.groups():
-            total.in_flight += row.in_flight
-            total.done += row.done
-            total.waiting += row.waiting
-            total.blocked.update(row.blocked)
-        return total
+        return GroupFigures.sum(self.groups())
 
     def finished(self, target: str = "") -> bool:
         manager = self._manager()
