@@ -187,13 +187,25 @@ async def test_nats_cluster_faults_mid_wave(
         footprint = chaos_report.footprint
         footprint["lh_objects_bytes_per_message"] = round(objects.bytes / max(1, objects.messages))
         footprint["lh_objects_messages_per_volume"] = round(objects.messages / len(waves.names), 1)
-        applied = Counter(
-            r.target.name
-            for r in await results(bus)
-            # the volume patches only: engine-upgrade's Volume Events are reports, not writes
-            if r.service == "engine-upgrade" and r.outcome == Outcome.APPLIED and r.target.kind == "Volume"
-        )
         patched = Counter(c.volume for c in waves.ledger.changes)
+        applied: Counter[str] = Counter()
+
+        async def every_write_reported() -> bool:
+            """Each write has its one APPLIED result on LH_RESULTS (an actuator that wrote while the
+            cluster elected a leader publishes the result once the stream takes it again)."""
+            nonlocal applied
+            applied = Counter(
+                r.target.name
+                for r in await results(bus)
+                # the volume patches only: engine-upgrade's Volume Events are reports, not writes
+                if r.service == "engine-upgrade"
+                and r.outcome == Outcome.APPLIED
+                and r.target.kind == "Volume"
+            )
+            return applied == patched
+
+        with contextlib.suppress(AssertionError):
+            await eventually(every_write_reported, within=30, what="every write's result")
         assert applied == patched, f"LH_RESULTS' applied per volume {applied} != writes {patched}"
         try:
             await wait_bus_matches_cluster(bus, sandbox, within=10)

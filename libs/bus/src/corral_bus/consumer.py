@@ -172,6 +172,10 @@ class Consumer:
         try:
             await self._loop()
         finally:
+            # Whatever ended the loop ends the helpers: they also look at `_stopping`, because a
+            # cancellation that lands inside nats-py's fetch can come out as its TimeoutError, and a
+            # helper that took it for an empty fetch would go on forever (a hung stop).
+            self._stopping.set()
             for task in (self._keepalive, self._advisory_task):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
