@@ -73,9 +73,9 @@ def actuator(
 
 
 def engine_upgrade(
-    url: str, instance: str = "eu-1", tracer_provider: TracerProvider | None = None
+    url: str, instance: str = "eu-1", tracer_provider: TracerProvider | None = None, **settings: Any
 ) -> Running:
-    return decision_replica(DEFINITION, url, instance, tracer_provider, handover_delay_s=0.0)
+    return decision_replica(DEFINITION, url, instance, tracer_provider, handover_delay_s=0.0, **settings)
 
 
 @pytest.fixture

@@ -59,7 +59,9 @@ async def traced_stack(
     services = [
         watcher(kubeconfig, url, provider_for("watcher", exported)),
         actuator(kubeconfig, url, provider_for("actuator", exported), log_level="info", audit_log=True),
-        engine_upgrade(url, tracer_provider=provider_for("engine-upgrade", exported)),
+        # a patch refused by a race with the simulator is retried in a second, not after the
+        # deployed 120 s backoff: the trace of the patch that lands is what this test reads
+        engine_upgrade(url, tracer_provider=provider_for("engine-upgrade", exported), retry_backoff_s=1.0),
     ]
     try:
         await eventually(lambda: all(s.ready for s in services), within=60, what="the stack to lead")
