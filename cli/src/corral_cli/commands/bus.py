@@ -15,20 +15,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 
 DEFAULT_NATS = "nats://127.0.0.1:4222"
 
 
-async def _init(url: str, timeout_s: float) -> None:
+async def _init(url: str, timeout_s: float, replicas: int) -> None:
     from corral_bus import connect
     from corral_bus.auth import NatsAuth
     from corral_bus.setup import prepare_bus
+    from corral_bus.streams import StreamSettings
 
     async with asyncio.timeout(timeout_s):
         bus = await connect(url, "corral-bus-init", auth=NatsAuth.from_env())
     try:
-        await prepare_bus(bus, attempts=20)
+        await prepare_bus(bus, StreamSettings(replicas=replicas), attempts=20)
     finally:
         await bus.close()
 
@@ -37,7 +39,7 @@ def init(args: argparse.Namespace) -> int:
     from corral_bus.auth import redact_url
 
     try:
-        asyncio.run(_init(args.nats, args.timeout))
+        asyncio.run(_init(args.nats, args.timeout, args.replicas))
     except TimeoutError:
         print(
             f"corral bus init: NATS at {redact_url(args.nats)} did not answer in {args.timeout:g}s",
@@ -72,6 +74,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     setup = commands.add_parser("init", help="create or update the streams and the lease bucket (as admin)")
     setup.add_argument("--nats", default=DEFAULT_NATS, help="NATS URL, without credentials")
     setup.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for NATS")
+    setup.add_argument(
+        "--replicas",
+        type=int,
+        default=int(os.environ.get("CORRAL_NATS_REPLICAS") or 1),
+        help="copies of each stream: 3 on a JetStream cluster, as the services' CORRAL_NATS_REPLICAS",
+    )
     setup.set_defaults(func=init)
     render = commands.add_parser("config", help="print the nats-server configuration with corral's users")
     render.add_argument("--port", type=int, default=4222)
