@@ -9,6 +9,8 @@ It is idempotent and brings existing streams up to the contract. Credentials com
 `corral bus config` prints the nats-server configuration rendered from the permissions table: with
 passwords read by nats-server from `CORRAL_NATS_PASSWORD_<USER>` environment variables (what a
 Secret provides), so the output holds no secret; `deploy/nats/nats-server.conf` is its output.
+
+`corral bus passwords DIR` writes the passwords of docker-compose.yml (corral_cli.compose_secrets).
 """
 
 from __future__ import annotations
@@ -68,6 +70,16 @@ def config(args: argparse.Namespace) -> int:
     return 0
 
 
+def passwords(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from corral_cli.compose_secrets import SERVER_ENV, write_compose_secrets
+
+    users = write_compose_secrets(Path(args.directory))
+    print(f"corral bus passwords: {len(users)} users in {args.directory} (nats-server's: {SERVER_ENV})")
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("bus", help="set up a locked-down NATS: streams, server configuration")
     commands = parser.add_subparsers(dest="bus_command", required=True, metavar="SUBCOMMAND")
@@ -89,3 +101,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     render.add_argument("--tls-key", default="")
     render.add_argument("--tls-ca", default="", help="CA that client certificates must be signed by")
     render.set_defaults(func=config)
+    secrets = commands.add_parser("passwords", help="write every NATS user's password for docker compose")
+    secrets.add_argument("directory", help="where: one file per user and nats.env (never commit it)")
+    secrets.set_defaults(func=passwords)
