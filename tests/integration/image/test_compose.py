@@ -1,7 +1,9 @@
 """`docker compose --profile sandbox up` as an operator runs it, on the image from `make image`:
-NATS, the five services, the sandbox cluster and the demo, each in its own container; the demo
-starts a Longhorn upgrade through the sandbox's API and the wave runs to its end, never more than
-the per-node limit in flight. A small, fast cluster (8 volumes, 1 s live upgrades) keeps it short."""
+NATS locked down with corral's users (passwords as `make compose-secrets` writes them), the setup
+step as admin, the five services each as its own user, the sandbox cluster and the demo (as
+`reader`), each in its own container; the demo starts a Longhorn upgrade through the sandbox's API
+and the wave runs to its end, never more than the per-node limit in flight. A small, fast cluster
+(8 volumes, 1 s live upgrades) keeps it short."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from corral_cli.compose_secrets import write_compose_secrets
 from tests.fixtures.compose import ComposeUnavailable, compose_binary
 from tests.fixtures.image import docker
 from tests.fixtures.nats import LOCAL_IMAGE
@@ -23,7 +26,6 @@ COMPOSE_FILE = Path(__file__).resolve().parents[3] / "docker-compose.yml"
 # Every published port empty: Docker picks free ones (the machine is shared).
 PORTS = [
     "CORRAL_NATS_PORT",
-    "CORRAL_NATS_MONITOR_PORT",
     "CORRAL_WATCHER_PORT",
     "CORRAL_ENGINE_UPGRADE_PORT",
     "CORRAL_SETTING_SYNC_PORT",
@@ -39,6 +41,8 @@ def test_sandbox_profile_runs_one_wave(corral_image: str, tmp_path: Path) -> Non
     except ComposeUnavailable as error:
         pytest.fail(str(error))
     nats_image = os.environ.get("CORRAL_NATS_IMAGE") or LOCAL_IMAGE
+    secrets = tmp_path / "nats-secrets"
+    write_compose_secrets(secrets)
     if docker("image", "inspect", nats_image).returncode != 0:
         pytest.fail(f"NATS image {nats_image} is missing: `make nats-image` builds it")
     env = {
@@ -46,6 +50,7 @@ def test_sandbox_profile_runs_one_wave(corral_image: str, tmp_path: Path) -> Non
         "HOME": str(tmp_path),
         "CORRAL_IMAGE": corral_image,
         "CORRAL_NATS_IMAGE": nats_image,
+        "CORRAL_NATS_SECRETS": str(secrets),
         "CORRAL_SANDBOX_VOLUMES": "8",
         "CORRAL_SANDBOX_LIVE_UPGRADE_SECONDS": "1",
         "CORRAL_SANDBOX_OFFLINE_UPGRADE_SECONDS": "0.5",
@@ -69,6 +74,7 @@ def test_sandbox_profile_runs_one_wave(corral_image: str, tmp_path: Path) -> Non
         assert summary, "\n".join(demo)
         assert "5 volumes on longhornio/longhorn-engine:v1.10.1" in summary, summary
         assert "at most 2 in flight on one node (limit 2)" in summary, summary
+        assert "corral bus init: streams and lease bucket ready" in done.stdout, done.stdout[-4000:]
     finally:
         subprocess.run(
             [binary, *project, "down", "-v", "--remove-orphans", "--timeout", "5"],
@@ -92,11 +98,14 @@ def test_cluster_profile_hands_a_private_kubeconfig_to_the_service_user(
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
     kubeconfig.chmod(0o600)
+    secrets = tmp_path / "nats-secrets"
+    write_compose_secrets(secrets)
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(tmp_path),
         "CORRAL_IMAGE": corral_image,
         "KUBECONFIG_FILE": str(kubeconfig),
+        "CORRAL_NATS_SECRETS": str(secrets),
         **dict.fromkeys(PORTS, ""),
     }
     project = ["-p", f"corral-test-{uuid.uuid4().hex[:8]}", "-f", str(COMPOSE_FILE), "--profile", "cluster"]

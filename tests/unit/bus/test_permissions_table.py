@@ -21,6 +21,8 @@ from corral_bus.permissions import (
 from corral_cli.commands.run import nats_binary
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy" / "nats"
+CHART_COPY = DEPLOY.parent / "chart" / "corral" / "files" / "nats"
+"""The chart cannot reach files outside its directory, so it carries a copy."""
 
 
 def test_the_deploy_configs_are_the_rendered_table() -> None:
@@ -28,6 +30,12 @@ def test_the_deploy_configs_are_the_rendered_table() -> None:
     assert (DEPLOY / "nats-server.conf").read_text() == render_server_config(ServerOptions())
     tls = ServerOptions(tls_cert="/etc/nats/tls/tls.crt", tls_key="/etc/nats/tls/tls.key")
     assert (DEPLOY / "nats-server-tls.conf").read_text() == render_server_config(tls)
+
+
+def test_the_charts_copy_is_the_rendered_table() -> None:
+    """After re-rendering deploy/nats/, copy it into the chart: `cp deploy/nats/*.conf` there."""
+    for name in ("nats-server.conf", "nats-server-tls.conf"):
+        assert (CHART_COPY / name).read_text() == (DEPLOY / name).read_text(), name
 
 
 def test_nats_server_accepts_the_config_and_reads_passwords_from_the_environment(tmp_path: Path) -> None:

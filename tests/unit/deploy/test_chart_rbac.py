@@ -72,7 +72,11 @@ def test_decision_services_get_no_token_and_no_binding() -> None:
         assert accounts[f"corral-{name}"]["automountServiceAccountToken"] is False, name
         assert f"corral-{name}" not in bound, name
         volumes = pod.get("volumes", [])
-        assert not [v for v in volumes if "projected" in v or "secret" in v], name
+        # no Kubernetes credentials: the one Secret mounted is its own NATS password
+        assert not [v for v in volumes if "projected" in v], name
+        secrets = [v["secret"] for v in volumes if "secret" in v]
+        assert secrets == [{**secrets[0], "items": [{"key": name, "path": name}]}], name
+        assert secrets[0]["secretName"] == "corral-nats-users", name
     for name in WITH_KUBE:
         pod = deployments[f"corral-{name}"]["spec"]["template"]["spec"]
         assert pod["automountServiceAccountToken"] is True, name

@@ -3,6 +3,7 @@ valid Kubernetes (for two Kubernetes versions) that deploys every corral service
 
 from __future__ import annotations
 
+import base64
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from corral_bus.permissions import ADMIN, USERS, ServerOptions, env_password_variable, render_server_config
 from tests.fixtures.helm import CHART, helm, render, set_args
 from tests.unit.deploy.manifests import container_env, of_kind, service_entry_points
 
@@ -32,7 +34,7 @@ VALUE_SETS: dict[str, dict[str, str]] = {
         "metrics.grafanaDashboard.enabled": "true",
     },
     "storage-namespace": {"longhornNamespace": "storage", "preUpgradeChecker.jobEnabled": "false"},
-    "nats-credentials": {"nats.auth.credentialsSecret": "corral-nats-credentials"},
+    "nats-existing-secret": {"nats.auth.existingSecret": "my-nats-users"},
 }
 
 
@@ -121,17 +123,20 @@ def _nats_server() -> str:
     return found
 
 
-def _assert_nats_accepts(conf: str, tmp_path: Path) -> None:
-    """The rendered configuration is one nats-server itself accepts (`-t`: check and exit)."""
-    path = tmp_path / "nats.conf"
-    path.write_text(conf.replace("/data/jetstream", str(tmp_path / "js")))
+def _assert_nats_accepts(docs: list[dict[str, Any]], tmp_path: Path) -> None:
+    """The ConfigMap's files are a configuration nats-server itself accepts (`-t`: check and exit),
+    with the passwords in the environment as the StatefulSet gives them."""
+    data = of_kind(docs, "ConfigMap")["corral-nats-config"]["data"]
+    for name, text in data.items():
+        (tmp_path / name).write_text(text.replace("/data/jetstream", str(tmp_path / "js")))
+    passwords = {env_password_variable(user): f"pw-{user}" for user in USERS}
     checked = subprocess.run(
-        [_nats_server(), "-c", str(path), "-t"],
+        [_nats_server(), "-c", str(tmp_path / "nats.conf"), "-t"],
         capture_output=True,
         text=True,
         timeout=30,
         check=False,
-        env={"SERVER_NAME": "corral-nats-0"},
+        env={"SERVER_NAME": "corral-nats-0", **passwords},
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
@@ -146,7 +151,7 @@ def test_nats_statefulset_with_jetstream(cluster: str, replicas: int, tmp_path: 
     conf = _nats_conf(docs)
     assert "jetstream {" in conf
     assert conf.count("nats://corral-nats-") == (replicas if cluster == "true" else 0)
-    _assert_nats_accepts(conf, tmp_path)
+    _assert_nats_accepts(docs, tmp_path)
 
 
 def test_external_nats_installs_no_server() -> None:
@@ -159,28 +164,99 @@ def test_external_nats_installs_no_server() -> None:
     assert done.returncode != 0 and "nats.url is required" in done.stderr
 
 
-def test_nats_credentials_are_mounted_per_service() -> None:
-    docs = render(VALUE_SETS["nats-credentials"])
+def _pod(workload: dict[str, Any]) -> dict[str, Any]:
+    pod: dict[str, Any] = workload["spec"]["template"]["spec"]
+    return pod
+
+
+def _password_volume(workload: dict[str, Any]) -> dict[str, Any]:
+    (volume,) = [v for v in _pod(workload)["volumes"] if "secret" in v]
+    secret: dict[str, Any] = volume["secret"]
+    return secret
+
+
+def test_every_service_connects_as_its_own_user_never_admin() -> None:
+    deployments = of_kind(render(), "Deployment")
     for name in service_entry_points():
-        deployment = of_kind(docs, "Deployment")[f"corral-{name}"]
-        assert container_env(deployment)["CORRAL_NATS_CREDS"] == f"/etc/corral/nats/{name}.creds"
-        (secret,) = [v for v in deployment["spec"]["template"]["spec"]["volumes"] if "secret" in v]
-        assert secret["secret"] == {
-            "secretName": "corral-nats-credentials",
-            "items": [{"key": f"{name}.creds", "path": f"{name}.creds"}],
-        }
+        deployment = deployments[f"corral-{name}"]
+        env = container_env(deployment)
+        assert env["CORRAL_NATS_USER"] == name and name in USERS and name != ADMIN
+        assert env["CORRAL_NATS_PASSWORD_FILE"] == f"/var/run/secrets/corral-nats/{name}"
+        assert "CORRAL_NATS_PASSWORD" not in env and "@" not in str(env["CORRAL_NATS_URL"])
+        # only its own key of the Secret is in the pod: no other user's password, never admin's
+        assert _password_volume(deployment)["items"] == [{"key": name, "path": name}]
+        (mount,) = [
+            m for m in _pod(deployment)["containers"][0]["volumeMounts"] if m["name"] == "nats-password"
+        ]
+        assert mount["mountPath"] == "/var/run/secrets/corral-nats" and mount["readOnly"] is True
 
 
-def test_nats_accounts_configuration_is_included(tmp_path: Path) -> None:
-    """nats.auth.config (the security work's accounts) lands in nats.conf, which nats-server accepts."""
-    accounts = tmp_path / "accounts.conf"
-    accounts.write_text(
-        "accounts {\n  CORRAL {\n    jetstream: enabled\n"
-        '    users: [{user: watcher, password: "secret"}]\n  }\n}\n'
-    )
-    done = helm("template", "corral", str(CHART), "--set-file", f"nats.auth.config={accounts}")
-    assert done.returncode == 0, done.stderr
-    docs = [d for d in yaml.safe_load_all(done.stdout) if d]
-    conf = _nats_conf(docs)
-    assert "users: [{user: watcher" in conf
-    _assert_nats_accepts(conf, tmp_path)
+def test_the_nats_server_runs_the_rendered_permissions(tmp_path: Path) -> None:
+    """The mounted configuration includes deploy/nats/nats-server.conf as rendered from the table,
+    and nats-server gets every user's password from the Secret."""
+    docs = render()
+    data = of_kind(docs, "ConfigMap")["corral-nats-config"]["data"]
+    assert data["nats-server.conf"] == render_server_config(ServerOptions())
+    assert data["nats.conf"].splitlines()[0] == "include ./nats-server.conf"
+    assert "authorization" not in data["nats.conf"] and "users" not in data["nats.conf"]
+    nats = of_kind(docs, "StatefulSet")["corral-nats"]
+    (container,) = _pod(nats)["containers"]
+    assert container["args"] == ["--config", "/etc/nats/nats.conf"]
+    (config,) = [v for v in _pod(nats)["volumes"] if v["name"] == "config"]
+    assert config["configMap"]["name"] == "corral-nats-config"
+    assert {"name": "config", "mountPath": "/etc/nats"} in container["volumeMounts"]
+    passwords = {
+        e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"] if "secretKeyRef" in str(e)
+    }
+    assert passwords == {env_password_variable(u): {"name": "corral-nats-users", "key": u} for u in USERS}
+    # monitoring on loopback only: no probe or Service reaches it from the pod network
+    assert not [p for p in container["ports"] if p["containerPort"] == 8222]
+    assert "127.0.0.1:8222" in str(container["readinessProbe"]["exec"]["command"])
+    assert all(p["port"] != 8222 for svc in of_kind(docs, "Service").values() for p in svc["spec"]["ports"])
+    _assert_nats_accepts(docs, tmp_path)
+
+
+def test_the_password_secret_has_every_user_and_is_kept_or_given() -> None:
+    docs = render()
+    secret = of_kind(docs, "Secret")["corral-nats-users"]
+    assert set(secret["data"]) == set(USERS)
+    passwords = [base64.b64decode(v).decode() for v in secret["data"].values()]
+    assert len(set(passwords)) == len(USERS) and all(len(p) == 32 and p[0].isalpha() for p in passwords)
+    template = (CHART / "templates" / "nats-users.yaml").read_text()
+    assert 'lookup "v1" "Secret"' in template  # an upgrade keeps the passwords the server runs with
+    given = render(VALUE_SETS["nats-existing-secret"])
+    assert not of_kind(given, "Secret")
+    refs = [
+        _password_volume(w)["secretName"]
+        for w in [*of_kind(given, "Deployment").values(), *of_kind(given, "Job").values()]
+        if w["metadata"]["name"] != "corral-pre-upgrade"
+    ]
+    nats = _pod(of_kind(given, "StatefulSet")["corral-nats"])["containers"][0]["env"]
+    refs += [e["valueFrom"]["secretKeyRef"]["name"] for e in nats if "secretKeyRef" in str(e)]
+    assert refs and set(refs) == {"my-nats-users"}
+
+
+def test_bus_init_job_runs_as_admin_after_install_and_before_upgrades() -> None:
+    job = of_kind(render(), "Job")["corral-bus-init"]
+    annotations = job["metadata"]["annotations"]
+    # `helm template` has no cluster: as for a first upgrade, the Secret is not there beforehand
+    assert annotations["helm.sh/hook"] == "post-install,post-upgrade"
+    (container,) = _pod(job)["containers"]
+    assert container["command"][:3] == ["corral", "bus", "init"]
+    assert "nats://corral-nats.longhorn-system.svc:4222" in container["command"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env == {
+        "CORRAL_NATS_USER": "admin",
+        "CORRAL_NATS_PASSWORD_FILE": "/var/run/secrets/corral-nats/admin",
+        "CORRAL_NATS_REPLICAS": "1",
+    }
+    assert _password_volume(job)["items"] == [{"key": "admin", "path": "admin"}]
+    assert _pod(job)["automountServiceAccountToken"] is False
+    given = of_kind(render(VALUE_SETS["nats-existing-secret"]), "Job")["corral-bus-init"]
+    assert given["metadata"]["annotations"]["helm.sh/hook"] == "post-install,pre-upgrade"
+
+
+def test_the_charts_users_are_the_permission_tables() -> None:
+    helpers = (CHART / "templates" / "_helpers.tpl").read_text()
+    users = helpers.split('define "corral.natsUsers" -}}', 1)[1].split("{{", 1)[0].split()
+    assert users == list(USERS)

@@ -13,11 +13,13 @@ import jsonschema
 import pytest
 import yaml
 
+from corral_bus.permissions import ADMIN, READER, USERS, env_password_variable
+from corral_cli.compose_secrets import SERVER_ENV, write_compose_secrets
 from tests.fixtures.compose import ComposeUnavailable, compose_binary
 from tests.unit.deploy.manifests import WITH_KUBE, service_entry_points
 
 COMPOSE_FILE = Path(__file__).resolve().parents[3] / "docker-compose.yml"
-INFRASTRUCTURE = {"nats", "sandbox", "demo", "kubeconfig"}
+INFRASTRUCTURE = {"nats", "bus-init", "sandbox", "demo", "kubeconfig"}
 
 
 def compose() -> dict[str, Any]:
@@ -51,18 +53,31 @@ def test_compose_v2_accepts_it_with_each_profile(tmp_path: Path) -> None:
         pytest.fail(str(error))
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
-    for profile in ("sandbox", "cluster"):
-        done = subprocess.run(
+    secrets = tmp_path / "nats-secrets"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "KUBECONFIG_FILE": str(kubeconfig)}
+    env["CORRAL_NATS_SECRETS"] = str(secrets)
+
+    def config(profile: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
             [str(binary), "-f", str(COMPOSE_FILE), "--profile", profile, "config", "--format", "json"],
             capture_output=True,
             text=True,
             timeout=60,
             check=False,
-            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "KUBECONFIG_FILE": str(kubeconfig)},
+            env=env,
         )
+
+    missing = config("sandbox")  # no passwords yet: refused, saying which file
+    assert missing.returncode != 0 and SERVER_ENV in missing.stderr, missing.stderr
+    passwords = write_compose_secrets(secrets)
+    for profile in ("sandbox", "cluster"):
+        done = config(profile)
         assert done.returncode == 0, done.stderr
         services = json.loads(done.stdout)["services"]
         assert {"sandbox", "demo"} <= set(services) if profile == "sandbox" else "kubeconfig" in services
+        # nats-server gets every user's password from the env file, by the variable the config reads
+        nats_env = services["nats"]["environment"]
+        assert nats_env == {env_password_variable(user): passwords[user] for user in USERS}
 
 
 def test_no_build_section_and_no_inline_dockerfile() -> None:
@@ -98,3 +113,57 @@ def test_the_sandbox_and_the_cluster_kubeconfig_are_opt_in_profiles() -> None:
     assert "--advertise-url=http://sandbox:6443" in services["sandbox"]["command"]
     ready = {arg.split("//")[1].split(":")[0] for arg in services["demo"]["command"] if "--ready-url" in arg}
     assert ready == set(service_entry_points())
+
+
+def _secret_target(service: dict[str, Any]) -> str:
+    (secret,) = service["secrets"]
+    assert isinstance(secret, str)
+    return f"/run/secrets/{secret}"
+
+
+def test_every_service_connects_as_its_own_user_with_only_its_password() -> None:
+    services = compose()["services"]
+    for name in service_entry_points():
+        service = services[name]
+        env = service["environment"]
+        assert env["CORRAL_NATS_USER"] == name and name in USERS and name != ADMIN
+        assert service["secrets"] == [f"nats-{name}"]
+        assert env["CORRAL_NATS_PASSWORD_FILE"] == _secret_target(service)
+        assert "CORRAL_NATS_PASSWORD" not in env
+        # the setup step has finished before any service starts
+        assert service["depends_on"]["bus-init"] == {"condition": "service_completed_successfully"}
+    demo = services["demo"]
+    assert demo["environment"]["CORRAL_NATS_USER"] == READER and demo["secrets"] == [f"nats-{READER}"]
+    declared = compose()["secrets"]
+    assert all(declared[s]["file"].endswith("/" + s.removeprefix("nats-")) for s in declared)
+
+
+def test_nats_runs_the_rendered_configuration_and_bus_init_runs_as_admin() -> None:
+    services = compose()["services"]
+    nats = services["nats"]
+    assert nats["command"] == ["-c", "/etc/nats/nats-server.conf"]
+    assert "./deploy/nats/nats-server.conf:/etc/nats/nats-server.conf:ro" in nats["volumes"]
+    assert (COMPOSE_FILE.parent / "deploy" / "nats" / "nats-server.conf").is_file()
+    # monitoring listens on the container's loopback only: nothing to publish
+    assert [p for p in nats["ports"] if p.endswith(":8222")] == []
+    init = services["bus-init"]
+    assert init["command"][:3] == ["corral", "bus", "init"]
+    assert init["environment"] == {
+        "CORRAL_NATS_USER": ADMIN,
+        "CORRAL_NATS_PASSWORD_FILE": "/run/secrets/nats-admin",
+    }
+    assert init["secrets"] == ["nats-admin"] and "restart" not in init
+    admins = [name for name, svc in services.items() if "nats-admin" in svc.get("secrets", [])]
+    assert admins == ["bus-init"]
+
+
+def test_compose_secrets_are_kept_and_private(tmp_path: Path) -> None:
+    first = write_compose_secrets(tmp_path / "s")
+    (tmp_path / "s" / "watcher").unlink()
+    second = write_compose_secrets(tmp_path / "s")
+    assert {u: p for u, p in second.items() if u != "watcher"} == {
+        u: p for u, p in first.items() if u != "watcher"
+    }
+    assert second["watcher"] != first["watcher"] and all(p[0].isalpha() for p in second.values())
+    assert (tmp_path / "s").stat().st_mode & 0o777 == 0o700
+    assert (tmp_path / "s" / SERVER_ENV).stat().st_mode & 0o777 == 0o600

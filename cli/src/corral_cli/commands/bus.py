@@ -9,26 +9,30 @@ It is idempotent and brings existing streams up to the contract. Credentials com
 `corral bus config` prints the nats-server configuration rendered from the permissions table: with
 passwords read by nats-server from `CORRAL_NATS_PASSWORD_<USER>` environment variables (what a
 Secret provides), so the output holds no secret; `deploy/nats/nats-server.conf` is its output.
+
+`corral bus passwords DIR` writes the passwords of docker-compose.yml (corral_cli.compose_secrets).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 
 DEFAULT_NATS = "nats://127.0.0.1:4222"
 
 
-async def _init(url: str, timeout_s: float) -> None:
+async def _init(url: str, timeout_s: float, replicas: int) -> None:
     from corral_bus import connect
     from corral_bus.auth import NatsAuth
     from corral_bus.setup import prepare_bus
+    from corral_bus.streams import StreamSettings
 
     async with asyncio.timeout(timeout_s):
         bus = await connect(url, "corral-bus-init", auth=NatsAuth.from_env())
     try:
-        await prepare_bus(bus, attempts=20)
+        await prepare_bus(bus, StreamSettings(replicas=replicas), attempts=20)
     finally:
         await bus.close()
 
@@ -37,7 +41,7 @@ def init(args: argparse.Namespace) -> int:
     from corral_bus.auth import redact_url
 
     try:
-        asyncio.run(_init(args.nats, args.timeout))
+        asyncio.run(_init(args.nats, args.timeout, args.replicas))
     except TimeoutError:
         print(
             f"corral bus init: NATS at {redact_url(args.nats)} did not answer in {args.timeout:g}s",
@@ -66,12 +70,28 @@ def config(args: argparse.Namespace) -> int:
     return 0
 
 
+def passwords(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from corral_cli.compose_secrets import SERVER_ENV, write_compose_secrets
+
+    users = write_compose_secrets(Path(args.directory))
+    print(f"corral bus passwords: {len(users)} users in {args.directory} (nats-server's: {SERVER_ENV})")
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("bus", help="set up a locked-down NATS: streams, server configuration")
     commands = parser.add_subparsers(dest="bus_command", required=True, metavar="SUBCOMMAND")
     setup = commands.add_parser("init", help="create or update the streams and the lease bucket (as admin)")
     setup.add_argument("--nats", default=DEFAULT_NATS, help="NATS URL, without credentials")
     setup.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for NATS")
+    setup.add_argument(
+        "--replicas",
+        type=int,
+        default=int(os.environ.get("CORRAL_NATS_REPLICAS") or 1),
+        help="copies of each stream: 3 on a JetStream cluster, as the services' CORRAL_NATS_REPLICAS",
+    )
     setup.set_defaults(func=init)
     render = commands.add_parser("config", help="print the nats-server configuration with corral's users")
     render.add_argument("--port", type=int, default=4222)
@@ -81,3 +101,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     render.add_argument("--tls-key", default="")
     render.add_argument("--tls-ca", default="", help="CA that client certificates must be signed by")
     render.set_defaults(func=config)
+    secrets = commands.add_parser("passwords", help="write every NATS user's password for docker compose")
+    secrets.add_argument("directory", help="where: one file per user and nats.env (never commit it)")
+    secrets.set_defaults(func=passwords)

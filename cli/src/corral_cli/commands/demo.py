@@ -37,8 +37,14 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from corral_bus.auth import CredentialsError, NatsAuth
     from corral_cli.demo.show import DEMO_IMAGE, Demo, DemoSettings
 
+    try:
+        nats_auth = NatsAuth.from_env()
+    except CredentialsError as error:
+        print(f"corral demo: {error}", file=sys.stderr)
+        return 2
     settings = DemoSettings(
         nats_url=args.nats,
         kubeconfig=args.kubeconfig,
@@ -48,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
         tty=sys.stdout.isatty(),
         keeps_running=False,
         prefix="corral demo",
+        # the `reader` user on a locked-down NATS (CORRAL_NATS_USER / CORRAL_NATS_PASSWORD_FILE)
+        nats_auth=nats_auth,
     )
     demo = Demo(settings, sys.stdout)
     demo.start()

@@ -15,6 +15,24 @@ app.kubernetes.io/component: {{ .name }}
 {{ .Release.Name }}-nats
 {{- end -}}
 
+{{/*
+corral's NATS users, one per component (corral_bus.permissions.USERS; tests/unit/deploy checks
+they agree): each has a key of that name in the password Secret.
+*/}}
+{{- define "corral.natsUsers" -}}
+admin watcher engine-upgrade setting-sync im-restart v2-upgrade actuator reader
+{{- end -}}
+
+{{/* The Secret of the NATS users' passwords: the one given, else the chart's own. */}}
+{{- define "corral.natsSecret" -}}
+{{- .Values.nats.auth.existingSecret | default (printf "%s-nats-users" .Release.Name) -}}
+{{- end -}}
+
+{{/* Where a pod finds its user's password: the Secret's key <user> mounted as a file. */}}
+{{- define "corral.natsPasswordDir" -}}
+/var/run/secrets/corral-nats
+{{- end -}}
+
 {{/* Where the services reach NATS: the bundled StatefulSet's Service, or the external URL. */}}
 {{- define "corral.natsUrl" -}}
 {{- if .Values.nats.enabled -}}
