@@ -55,6 +55,9 @@ def logs(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
 async def traced_stack(
     sandbox: Sandbox, fake_nats: FakeNatsServer, exported: InMemorySpanExporter, logs: io.StringIO
 ) -> AsyncIterator[list[Running]]:
+    # The in-memory server is the session's: start from empty streams whatever ran before on this
+    # worker (a stream left with another configuration would stop the services at their check).
+    fake_nats.reset()
     kubeconfig, url = str(sandbox.cluster.kubeconfig_path), fake_nats.url
     services = [
         watcher(kubeconfig, url, provider_for("watcher", exported)),
