@@ -18,7 +18,7 @@ LOCAL_BASE := corral/python-base:3.11
 PYTEST_FLAGS ?=
 # Test processes: most tests wait on NATS, the sandbox or a subprocess rather than compute, so more
 # workers than cores keep a 2-core machine busy; a file's tests stay on one worker (module fixtures).
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 2
 
 .PHONY: setup run test lint bench nats-image image chart-check compose-secrets compose-sandbox clean
 
