@@ -4,12 +4,13 @@ was killed, restarted, cut or compacted on the way."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import Any
 
 import msgspec
 from nats.js.api import ConsumerConfig, DeliverPolicy
-from nats.js.errors import NotFoundError
+from nats.js.errors import NotFoundError, ServiceUnavailableError
 
 from corral_bus import Bus
 from corral_model.envelopes import ObjectEvent
@@ -63,8 +64,20 @@ async def wait_bus_matches_cluster(bus: Bus, sandbox: Sandbox, within: float = 3
         raise AssertionError(f"the bus does not match the cluster after {within}s: {last}") from None
 
 
-async def history(bus: Bus, subject: str) -> list[str]:
-    """The resourceVersions LH_OBJECTS holds for one object's subject, oldest stored first."""
+async def history(bus: Bus, subject: str, within: float = 30.0) -> list[str]:
+    """The resourceVersions LH_OBJECTS holds for one object's subject, oldest stored first. Read
+    again while the cluster still answers 503 (a stream leader being elected after the faults)."""
+    give_up = asyncio.get_running_loop().time() + within
+    while True:
+        try:
+            return await _history(bus, subject)
+        except ServiceUnavailableError:
+            if asyncio.get_running_loop().time() > give_up:
+                raise
+            await asyncio.sleep(0.5)
+
+
+async def _history(bus: Bus, subject: str) -> list[str]:
     info = await bus.js.stream_info(OBJECTS_STREAM, subjects_filter=subject)
     count = int((info.state.subjects or {}).get(subject, 0))
     if not count:
