@@ -64,10 +64,14 @@ FANOUT = 4
 K8S_WATCH_EVENTS = 20_000
 
 
-def volume(i: int, size: str = "10737418240") -> dict[str, Any]:
-    """A volume shaped like a real Longhorn one (about 1 KB of JSON), owned by one of 10 nodes."""
-    node = f"node-{i % 10}"
-    image = "longhornio/longhorn-engine:v1.7.2"
+ENGINE_IMAGE = "longhornio/longhorn-engine:v1.7.2"
+
+
+def volume(i: int, size: str = "10737418240", nodes: int = 10, robustness: str = "healthy") -> dict[str, Any]:
+    """A volume shaped like a real Longhorn one (about 1 KB of JSON), attached to and owned by one
+    of `nodes` nodes (`node-<n>`)."""
+    node = f"node-{i % nodes}"
+    image = ENGINE_IMAGE
     return {
         "apiVersion": "longhorn.io/v1beta2",
         "kind": "Volume",
@@ -97,7 +101,7 @@ def volume(i: int, size: str = "10737418240") -> dict[str, Any]:
         },
         "status": {
             "state": "attached",
-            "robustness": "healthy",
+            "robustness": robustness,
             "currentImage": image,
             "ownerID": node,
             "currentNodeID": node,

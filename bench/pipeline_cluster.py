@@ -15,22 +15,20 @@ import copy
 import random
 from typing import Any
 
+from bench.bench_sandbox import ENGINE_IMAGE
+from bench.bench_sandbox import volume as sandbox_volume
 from corral_sandbox.simulator import objects
 
 NS = "longhorn-system"
-OLD_IMAGE = "longhornio/longhorn-engine:v1.7.2"
+OLD_IMAGE = ENGINE_IMAGE
 NEW_IMAGE = "longhornio/longhorn-engine:v1.8.0"
 LIMIT = 1000  # never the bottleneck: the bench measures the chain, not the limit
 
 Obj = dict[str, Any]
 
 
-def volume_name(index: int) -> str:
-    return f"pvc-{index:08d}-5c1e-4b8f-9a3d-2f6b7c8d9e0f"
-
-
 def node_name(index: int) -> str:
-    return f"node-{index:04d}"
+    return f"node-{index}"  # as bench_sandbox.volume names them
 
 
 def setting(name: str, value: str) -> Obj:
@@ -62,24 +60,7 @@ def engine_image(image: str, nodes: int, api_version: int) -> Obj:
 
 
 def volume(index: int, nodes: int) -> Obj:
-    node = node_name(index % nodes)
-    obj = objects.volume(volume_name(index), NS, image=OLD_IMAGE, size="10737418240", node_id=node)
-    obj["status"] = {
-        "state": "attached",
-        "robustness": "degraded",
-        "currentImage": OLD_IMAGE,
-        "ownerID": node,
-        "currentNodeID": node,
-        "isStandby": False,
-        "expansionRequired": False,
-        "restoreRequired": False,
-        "actualSize": 1073741824,
-        "conditions": [
-            {"type": "Scheduled", "status": "True", "reason": "", "message": ""},
-            {"type": "Restore", "status": "False", "reason": "", "message": ""},
-        ],
-    }
-    return obj
+    return sandbox_volume(index, nodes=nodes, robustness="degraded")
 
 
 def base_objects(nodes: int) -> dict[tuple[str, str], list[Obj]]:
