@@ -9,10 +9,10 @@ webhooks, a seeded Longhorn-like cluster and the simulator playing Longhorn's co
 From another process both kinds of fault are at `<url>/_sandbox/` (`SandboxControl`, control.py):
 the emulator's own endpoints and the simulator's, mounted at `/_sandbox/simulator`.
 
-Start-up order: emulator → webhooks → the seed's base objects through the API → a stepped bootstrap
-on a manual clock until quiet → the background simulator (on `clock`, a WallClock by default) →
-longhorn-manager's REST API → the public kubeconfig written last and atomically, so whoever waits
-for the file finds a finished cluster.
+Start-up order: emulator → webhooks (Longhorn's, and corral's v2-upgrade admission) → the seed's
+base objects through the API → a stepped bootstrap on a manual clock until quiet → the background
+simulator (on `clock`, a WallClock by default) → longhorn-manager's REST API → the public kubeconfig
+written last and atomically, so whoever waits for the file finds a finished cluster.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from corral_sandbox.simulator.control import MOUNT, SimulatorControl
 from corral_sandbox.simulator.kube_admission import install_kube_admission
 from corral_sandbox.simulator.manager_api import LonghornManagerAPI
 from corral_sandbox.simulator.node_admission import V2DisableWebhook
+from corral_sandbox.simulator.v2_upgrade_admission import V2UpgradeAdmission
 
 
 class SandboxCluster:
@@ -114,6 +115,7 @@ class SandboxCluster:
         url = await emulator.start(self._host, self._port)
         LonghornWebhooks(emulator, self.seed.namespace).install(emulator)
         V2DisableWebhook(emulator, self.seed.namespace).install(emulator)
+        V2UpgradeAdmission(emulator, self.seed.namespace).install(emulator)
         # the simulator's own kubeconfig: private, so the public one appears only when all is ready
         private = write_kubeconfig(Path(self._tmp.name) / "simulator.kubeconfig", url, self.seed.namespace)
         self._api = await api_client(str(private))

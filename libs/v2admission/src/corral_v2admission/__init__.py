@@ -16,7 +16,16 @@ from corral_v2admission.facts import (
     UpgradeFacts,
     condition_true,
 )
-from corral_v2admission.rules import MANAGERS, NODE_UPGRADES, RESOURCES, VOLUMES, admit
+from corral_v2admission.rules import (
+    MANAGERS,
+    NODE_UPGRADES,
+    RESOURCES,
+    UPGRADES_WEBHOOK,
+    VOLUMES,
+    VOLUMES_WEBHOOK,
+    admit,
+    webhook_name,
+)
 
 __all__ = [
     "DEFAULT_IM_IMAGE",
@@ -24,8 +33,10 @@ __all__ = [
     "NODE_UPGRADES",
     "RESOURCES",
     "TERMINAL_STATES",
+    "UPGRADES_WEBHOOK",
     "UPGRADE_REQUESTED",
     "VOLUMES",
+    "VOLUMES_WEBHOOK",
     "Denial",
     "KnownFacts",
     "UpgradeFacts",
@@ -34,4 +45,5 @@ __all__ = [
     "condition_true",
     "internal_error",
     "invalid",
+    "webhook_name",
 ]

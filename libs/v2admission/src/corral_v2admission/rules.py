@@ -39,3 +39,13 @@ def admit(
         if resource == VOLUMES:
             return volume_update(old, new, facts)
     return None
+
+
+UPGRADES_WEBHOOK = "upgrades.v2.corral.longhorn.io"
+"""The webhook's name for the two upgrade CRs (in kube-apiserver's denial message)."""
+VOLUMES_WEBHOOK = "volumes.v2.corral.longhorn.io"
+"""The webhook's name for Longhorn volumes."""
+
+
+def webhook_name(resource: str) -> str:
+    return VOLUMES_WEBHOOK if resource == VOLUMES else UPGRADES_WEBHOOK

@@ -2,7 +2,9 @@
 
 A validating hook `fn(operation, old, new) -> str | None` returns a denial message (or None to allow);
 the request is refused the way kube-apiserver reports a webhook denial:
-`admission webhook "<name>" denied the request: <message>`. A mutating hook
+`admission webhook "<name>" denied the request: <message>`, with the hook's code, or with the code
+the hook returns along with the message (`(422, message)`), as a webhook answering its own status
+code does. A mutating hook
 `fn(operation, old, new) -> dict | None` returns the object to store instead of `new` (or None to keep
 it). Operations are CREATE, UPDATE and DELETE; hooks see copies they may not keep.
 """
@@ -15,10 +17,10 @@ from typing import Any
 
 from corral_sandbox.emulator.errors import ApiError
 
-Validator = Callable[[str, dict[str, Any] | None, dict[str, Any] | None], str | None]
+Validator = Callable[[str, dict[str, Any] | None, dict[str, Any] | None], str | tuple[int, str] | None]
 Mutator = Callable[[str, dict[str, Any] | None, dict[str, Any] | None], dict[str, Any] | None]
 
-_REASONS = {400: "BadRequest", 403: "Forbidden", 409: "Conflict", 422: "Invalid"}
+_REASONS = {400: "BadRequest", 403: "Forbidden", 409: "Conflict", 422: "Invalid", 500: "InternalError"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,13 +31,15 @@ class ValidatingHook:
     include_status: bool
 
     def check(self, operation: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        message = self.fn(operation, old, new)
-        if message is not None:
-            raise ApiError(
-                self.code,
-                _REASONS.get(self.code, "BadRequest"),
-                f'admission webhook "{self.name}" denied the request: {message}',
-            )
+        denial = self.fn(operation, old, new)
+        if denial is None:
+            return
+        code, message = denial if isinstance(denial, tuple) else (self.code, denial)
+        raise ApiError(
+            code,
+            _REASONS.get(code, "BadRequest"),
+            f'admission webhook "{self.name}" denied the request: {message}',
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -120,7 +120,8 @@ class Emulator:
     ) -> None:
         """A validating webhook: `fn(operation, old, new)` returns a denial message or None.
 
-        A denial answers `code` (400 like a webhook without its own code, or 422) with the message
+        A denial answers `code` (400 like a webhook without its own code, or 422), or the code `fn`
+        returns with the message as `(code, message)`, with the message
         `admission webhook "<name>" denied the request: <msg>`. Hooks must not modify their arguments.
         """
         hook = ValidatingHook(fn, name or f"validator.{group or 'core'}", code, include_status)
