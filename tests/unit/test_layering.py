@@ -17,7 +17,7 @@ from corral_decision import decision_services
 
 ROOT = Path(__file__).resolve().parents[2]
 ABOVE_LIBRARIES = re.compile(
-    r"^corral_(watcher|actuator|engine_upgrade|setting_sync|im_restart|v2_upgrade|sandbox|cli)\b"
+    r"^corral_(watcher|actuator|engine_upgrade|setting_sync|im_restart|v2_upgrade|v2_admission|sandbox|cli)\b"
 )
 KUBERNETES_CLIENTS = {"kubernetes-asyncio", "kubernetes"}
 
