@@ -10,7 +10,12 @@ from corral_actuator.rbac import ROLE, grants, grants_of
 from tests.fixtures.helm import render
 from tests.unit.deploy.manifests import WITH_KUBE, container_env, of_kind, service_entry_points
 
-CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
+CLUSTER_SCOPED = {
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "CustomResourceDefinition",
+    "ValidatingWebhookConfiguration",
+}
 
 
 @pytest.mark.parametrize("namespace", ["longhorn-system", "storage"])
@@ -39,10 +44,11 @@ def test_moving_the_namespace_moves_roles_bindings_and_the_policy() -> None:
     policy = Policy.from_yaml(policy_map["data"]["actuator-policy.yaml"])
     assert set(policy.namespaces) == {"storage"}
     deployments = of_kind(docs, "Deployment")
-    for deployment in deployments.values():
+    for name, deployment in deployments.items():
         env = container_env(deployment)
         assert env["CORRAL_NAMESPACE"] == "storage"
-        assert env["CORRAL_NATS_URL"] == "nats://corral-nats.storage.svc:4222"
+        if name != "corral-v2-admission":  # the webhook server uses no NATS
+            assert env["CORRAL_NATS_URL"] == "nats://corral-nats.storage.svc:4222"
 
 
 def test_the_actuator_role_is_what_the_shipped_policy_allows() -> None:

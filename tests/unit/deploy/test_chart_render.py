@@ -16,12 +16,12 @@ import yaml
 
 from corral_bus.permissions import ADMIN, USERS, ServerOptions, env_password_variable, render_server_config
 from tests.fixtures.helm import CHART, helm, render, set_args
-from tests.unit.deploy.manifests import container_env, of_kind, service_entry_points
+from tests.unit.deploy.manifests import bus_deployments, container_env, of_kind, service_entry_points
 
 # The oldest Kubernetes still supported by its upstream and the newest kubernetes-validate knows.
 KUBERNETES_VERSIONS = ("1.32.0", "1.35.0")
-# Prometheus Operator kinds: no upstream Kubernetes schema (their CRDs are the operator's).
-OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule"}
+# Prometheus Operator and cert-manager kinds: no upstream Kubernetes schema (their CRDs are theirs).
+OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule", "Certificate", "Issuer"}
 CRDS = Path(__file__).resolve().parents[3] / "deploy" / "crds"
 
 VALUE_SETS: dict[str, dict[str, str]] = {
@@ -35,6 +35,8 @@ VALUE_SETS: dict[str, dict[str, str]] = {
     },
     "storage-namespace": {"longhornNamespace": "storage", "preUpgradeChecker.jobEnabled": "false"},
     "nats-existing-secret": {"nats.auth.existingSecret": "my-nats-users"},
+    "v2-admission-cert-manager": {"v2Admission.tls.certManager.enabled": "true"},
+    "v2-admission-off": {"v2Admission.enabled": "false"},
 }
 
 
@@ -74,7 +76,7 @@ def test_an_invalid_manifest_is_caught() -> None:
 def test_one_deployment_per_installed_service() -> None:
     docs = render()
     services = service_entry_points()
-    deployments = of_kind(docs, "Deployment")
+    deployments = bus_deployments(docs)
     assert set(deployments) == {f"corral-{name}" for name in services}
     metrics = of_kind(docs, "Service")
     budgets = of_kind(docs, "PodDisruptionBudget")
@@ -146,7 +148,7 @@ def test_nats_statefulset_with_jetstream(cluster: str, replicas: int, tmp_path: 
     docs = render({"nats.cluster.enabled": cluster})
     nats = of_kind(docs, "StatefulSet")["corral-nats"]
     assert nats["spec"]["replicas"] == replicas
-    for deployment in of_kind(docs, "Deployment").values():  # R3 streams on a cluster (DESIGN.md)
+    for deployment in bus_deployments(docs).values():  # R3 streams on a cluster (DESIGN.md)
         assert container_env(deployment)["CORRAL_NATS_REPLICAS"] == str(replicas)
     conf = _nats_conf(docs)
     assert "jetstream {" in conf
@@ -157,7 +159,7 @@ def test_nats_statefulset_with_jetstream(cluster: str, replicas: int, tmp_path: 
 def test_external_nats_installs_no_server() -> None:
     docs = render(VALUE_SETS["external-nats"])
     assert not of_kind(docs, "StatefulSet")
-    for deployment in of_kind(docs, "Deployment").values():
+    for deployment in bus_deployments(docs).values():
         env = container_env(deployment)
         assert env["CORRAL_NATS_URL"] == "nats://nats.messaging.svc:4222"
     done = helm("template", "corral", str(CHART), "--set", "nats.enabled=false")
@@ -225,10 +227,10 @@ def test_the_password_secret_has_every_user_and_is_kept_or_given() -> None:
     template = (CHART / "templates" / "nats-users.yaml").read_text()
     assert 'lookup "v1" "Secret"' in template  # an upgrade keeps the passwords the server runs with
     given = render(VALUE_SETS["nats-existing-secret"])
-    assert not of_kind(given, "Secret")
+    assert set(of_kind(given, "Secret")) == {"corral-v2-admission-tls"}  # the webhook's certificate
     refs = [
         _password_volume(w)["secretName"]
-        for w in [*of_kind(given, "Deployment").values(), *of_kind(given, "Job").values()]
+        for w in [*bus_deployments(given).values(), *of_kind(given, "Job").values()]
         if w["metadata"]["name"] != "corral-pre-upgrade"
     ]
     nats = _pod(of_kind(given, "StatefulSet")["corral-nats"])["containers"][0]["env"]
