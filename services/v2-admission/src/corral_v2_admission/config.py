@@ -19,6 +19,8 @@ class AdmissionConfig(ServiceConfig, kw_only=True, frozen=True):
     tls_cert_file: str = ""
     """PEM certificate (chain) the HTTPS listener presents; empty serves plain HTTP (tests only)."""
     tls_key_file: str = ""
+    tls_reload_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 60.0
+    """How often the certificate files are checked for a renewal (tls.py)."""
     webhook_host: str = "0.0.0.0"
     webhook_port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 9443
     reservation_ttl_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0

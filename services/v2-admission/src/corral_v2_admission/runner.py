@@ -19,7 +19,8 @@ from corral_runtime.shutdown import StopSignals
 from corral_v2_admission.cluster import ClusterReader
 from corral_v2_admission.config import AdmissionConfig
 from corral_v2_admission.reservations import ManagerCreates
-from corral_v2_admission.server import AdmissionServer, tls_context
+from corral_v2_admission.server import AdmissionServer
+from corral_v2_admission.tls import CertificateFiles, tls_context
 
 RETRY_S = 2.0
 
@@ -32,6 +33,10 @@ async def serve(config: AdmissionConfig, log: Logger, stop: asyncio.Event) -> No
     reader = ClusterReader(api, config.namespace, config.read_timeout_s)
     server = AdmissionServer(reader, ManagerCreates(config.reservation_ttl_s), log, registry)
     tls = tls_context(config.tls_cert_file, config.tls_key_file) if config.tls_cert_file else None
+    reloads: asyncio.Task[None] | None = None
+    if tls is not None:
+        files = CertificateFiles(tls, config.tls_cert_file, config.tls_key_file, log)
+        reloads = asyncio.create_task(files.watch(stop, config.tls_reload_interval_s))
     try:
         await health.start()
         await server.start(config.webhook_host, config.webhook_port, tls)
@@ -47,6 +52,10 @@ async def serve(config: AdmissionConfig, log: Logger, stop: asyncio.Event) -> No
             break
         await stop.wait()
     finally:
+        if reloads is not None:
+            reloads.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reloads
         await server.stop()
         await health.stop()
         await api.close()

@@ -113,10 +113,3 @@ class AdmissionServer:
             if denial is None and not request.dry_run:
                 self._creates.admitted(namespace, request.name or f"(generated, review {request.uid})")
             return denial
-
-
-def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(cert_file, key_file)
-    return context
