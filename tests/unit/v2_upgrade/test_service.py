@@ -37,6 +37,7 @@ def test_config_reaches_the_decider() -> None:
         node_timeout=60,
         max_retries=2,
         snapshot_before_upgrade=True,
+        events=True,
     )
 
 

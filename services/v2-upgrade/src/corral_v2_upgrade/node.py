@@ -204,6 +204,15 @@ def _finish_aborted(nu: lh.NodeDataEngineUpgrade, step: Step) -> Step:
 # --- initializing --------------------------------------------------------------------------------------
 
 
+LIVE_UPGRADE_UNSUPPORTED = ", which is not supported for live upgrade"
+"""How every volume readiness blocker ends (Longhorn's own wording, §5.5 `initializing`)."""
+
+
+def is_volume_blocker(message: str) -> bool:
+    """Whether a node upgrade's message is a volume readiness blocker (for its Warning Event)."""
+    return message.startswith("volume ") and message.endswith(LIVE_UPGRADE_UNSUPPORTED)
+
+
 def readiness_blockers(view: UpgradeView, node: str) -> list[str]:
     """Why the node's v2 volumes cannot be upgraded live yet: a single replica (the upgrade would
     take it away), or not healthy. Empty when nothing blocks."""
@@ -216,9 +225,9 @@ def readiness_blockers(view: UpgradeView, node: str) -> list[str]:
         name = volume.metadata.name
         seen.add(name)
         if volume.spec.number_of_replicas <= 1:
-            blockers.append(f"volume {name} has only 1 replica, which is not supported for live upgrade")
+            blockers.append(f"volume {name} has only 1 replica{LIVE_UPGRADE_UNSUPPORTED}")
         elif volume.status.robustness != "healthy":
-            blockers.append(f"volume {name} is not healthy, which is not supported for live upgrade")
+            blockers.append(f"volume {name} is not healthy{LIVE_UPGRADE_UNSUPPORTED}")
     return blockers
 
 
