@@ -14,10 +14,12 @@ from corral_decision.events import OCCURRENCE_PATH
 from corral_model.envelopes import Command
 from corral_model.kinds import CORRAL_GROUP, CORRAL_VERSION
 from corral_v2_upgrade.config import DeciderConfig
-from tests.unit.v2_upgrade.world import NEW, World, cluster, manager, replica
+from corral_v2_upgrade.view import DEFAULT_IM_IMAGE
+from tests.unit.v2_upgrade.world import NEW, OLD, World, cluster, kube_node, manager, replica, setting
 
 POLICY = Policy.load(Path(__file__).resolve().parents[3] / "deploy" / "policy" / "actuator-policy.yaml")
 EVENTS = DeciderConfig(node_timeout=0, events=True)
+NEWER = "longhornio/longhorn-instance-manager:v1.10.1"
 
 
 def said(world: World) -> list[tuple[str, str, str, str]]:
@@ -159,3 +161,28 @@ def test_events_are_off_unless_asked_for_and_not_expectations() -> None:
         events = {c.target.name for c in commands if c.target.kind == "Event"}
         assert not events & {p.target.name for p in world.decider.expectations()}
     assert world.events
+
+
+def test_a_new_target_image_is_told_with_the_abort_and_the_requeue() -> None:
+    world = cluster(volumes={"vol-a": "node-1"}, config=EVENTS)
+    for name in ("node-1", "node-2", "node-3"):
+        world.put(kube_node(name, images=(OLD, NEW, NEWER)))
+    world.put(manager())
+    world.start()
+    for _ in range(40):
+        world.step(tick=1.0)
+        upgrades = world.node_upgrades("node-1")
+        if upgrades and upgrades[0].status.state == "switching-over":
+            break
+    world.put(setting(DEFAULT_IM_IMAGE, NEWER))
+    assert world.run(limit=400) == "completed"
+    world.step(tick=1.0)
+    told = [(r, m) for _, _, r, m in said(world)]
+    changed = ("TargetImageChanged", f"target image changed from {NEW} to {NEWER}")
+    abort = "aborted (target-image-changed) in switching-over"
+    aborted = ("Aborted", f"node node-1: {abort}; switching-back to restore")
+    requeued = [m for r, m in told if r == "NodeUpgradeRequeued"]
+    assert told.index(changed) < told.index(aborted)
+    assert requeued == [f"node node-1: restarting with the new image: {abort}; restored"]
+    assert [r for r, _ in told].count("NodeUpgradeRetried") == 0  # no retry used
+    assert told[-1] == ("UpgradeCompleted", "3 of 3 nodes upgraded")
