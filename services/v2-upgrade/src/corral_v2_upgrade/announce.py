@@ -24,6 +24,7 @@ from corral_model.envelopes import Command, Target
 from corral_v2_upgrade.commands import MANAGER_KIND, NODE_UPGRADE_KIND, SERVICE
 from corral_v2_upgrade.node import is_volume_blocker
 from corral_v2_upgrade.states import UpgradeState
+from corral_v2_upgrade.view import abort_requested
 
 S = UpgradeState
 NORMAL, WARNING = EventType.NORMAL, EventType.WARNING
@@ -56,7 +57,8 @@ class Announcer:
                 summary = after.message or f"{after.progress} nodes upgraded"
                 self._emit(new, WARNING if failed else NORMAL, "UpgradeCompleted", summary, now)
             elif after.state == S.ERROR:
-                self._emit(new, WARNING, "UpgradeFailed", after.message or "failed", now)
+                reason = "Aborted" if abort_requested(new) else "UpgradeFailed"
+                self._emit(new, WARNING, reason, after.message or "failed", now)
             else:
                 self._state_changed(new, before.state, after.state, now)
         was_image, image = before.instance_manager_image, after.instance_manager_image

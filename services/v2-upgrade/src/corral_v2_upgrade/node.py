@@ -18,7 +18,7 @@ from corral_v2_upgrade import commands as cmd
 from corral_v2_upgrade.config import DeciderConfig
 from corral_v2_upgrade.states import AbortReason, UpgradeState, is_terminal
 from corral_v2_upgrade.step import Step, parse_time
-from corral_v2_upgrade.view import V2, UpgradeView
+from corral_v2_upgrade.view import V2, UpgradeView, abort_requested
 
 S = UpgradeState
 VolumeMap = dict[str, lh.VolumeUpgradeStatus]
@@ -140,6 +140,8 @@ def _abort(
     target = manager.status.instance_manager_image if manager is not None else ""
     if not reason and target and target != nu.spec.instance_manager_image and state in _ABORT_TO:
         reason = AbortReason.TARGET_IMAGE_CHANGED
+    if not reason and abort_requested(manager) and state in _ABORT_TO:
+        reason = AbortReason.REQUESTED  # from rebuilding-replica on, finishing is the way back
     if not reason:
         return None
     return _start_abort(nu, reason, step)
