@@ -5,6 +5,7 @@ column. The chart ships the same CRDs."""
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,8 @@ CRDS = {
 }
 
 
-def _written() -> dict[str, set[str]]:
+@functools.cache
+def written() -> dict[str, set[str]]:
     """Per CR kind, the `.status.x` / `.spec.x` JSON paths a whole upgrade (with a failed node, an
     abort and a retry) writes."""
     world = cluster(
@@ -45,9 +47,6 @@ def _written() -> dict[str, set[str]]:
     return paths
 
 
-WRITTEN = _written()
-
-
 def _version(base: Path, file: str) -> dict[str, Any]:
     crd = yaml.safe_load((base / file).read_text())
     [version] = crd["spec"]["versions"]
@@ -62,7 +61,7 @@ def test_every_column_shows_a_field_the_decider_writes(kind: str) -> None:
         path = column["jsonPath"]
         if path == ".metadata.creationTimestamp":
             continue
-        assert path in WRITTEN[kind], f"{kind} column {column['name']!r}: {path} is never written"
+        assert path in written()[kind], f"{kind} column {column['name']!r}: {path} is never written"
 
 
 @pytest.mark.parametrize("kind", sorted(CRDS))
