@@ -106,3 +106,10 @@ def test_times_in_state_are_to_the_minute() -> None:
         "1h00m",
         "3h05m",
     ]
+
+
+def test_nothing_to_follow_without_a_manager() -> None:
+    world = cluster(volumes={"vol-a": "node-1"})
+    model = model_of(world)
+    assert model.complete and model.finished()
+    assert model.heading() == "v2-upgrade: no DataEngineUpgradeManager" and model.groups() == []

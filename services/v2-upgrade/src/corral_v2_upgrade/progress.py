@@ -162,8 +162,10 @@ class ProgressModel:
         return GroupFigures.sum(self.groups())
 
     def finished(self, target: str = "") -> bool:
+        """The manager followed has ended; with none at all there is nothing to follow either (as
+        `corral progress engine-upgrade` ends at once when there is no wave)."""
         manager = self._manager()
-        return manager is not None and is_terminal(manager.status.state)
+        return manager is None or is_terminal(manager.status.state)
 
 
 def held_for(seconds: float) -> str:
