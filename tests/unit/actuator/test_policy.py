@@ -12,7 +12,10 @@ from corral_model.envelopes import Command, FieldValue, Target, Verb, new_comman
 
 POLICY_FILE = Path(__file__).resolve().parents[3] / "deploy" / "policy" / "actuator-policy.yaml"
 NS = "longhorn-system"
-DEFAULT_IMAGE = {"default-engine-image": "longhornio/longhorn-engine:v1.10.0"}
+DEFAULT_IMAGE = {
+    "default-engine-image": "longhornio/longhorn-engine:v1.10.0",
+    "default-instance-manager-image": "longhornio/longhorn-instance-manager:v1.10.0",
+}
 OLD_IMAGE = "longhornio/longhorn-engine:v1.9.1"
 # What engine-upgrade's core tests for an owned, detached volume (core.preconditions).
 EU_TESTS = {

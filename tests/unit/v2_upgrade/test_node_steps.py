@@ -7,6 +7,7 @@ import msgspec
 
 from corral_model import longhorn as lh
 from corral_model.envelopes import Verb
+from corral_v2_upgrade.commands import rfc3339
 from corral_v2_upgrade.config import DeciderConfig
 from corral_v2_upgrade.states import UpgradeState
 from corral_v2_upgrade.step import parse_time
@@ -88,7 +89,7 @@ def test_the_image_to_restore_is_recorded_before_the_volume_is_touched() -> None
     assert [c.target.kind for c in first if c.target.kind == "Volume"] == []
     [upgrade] = world.node_upgrades("node-1")
     assert upgrade.status.volumes["vol-a"] == lh.VolumeUpgradeStatus(
-        state=S.SWITCHING_OVER, previous_image=OLD
+        state=S.SWITCHING_OVER, previous_image=OLD, since=rfc3339(world.clock.now)
     )
     second = world.step(tick=1.0)
     [patch] = [c for c in second if c.target.kind == "Volume"]

@@ -13,7 +13,8 @@ from corral_decision import decision_service
 from corral_model.envelopes import Verb
 from corral_v2_upgrade.config import DeciderConfig
 from corral_v2_upgrade.service import DEFINITION, V2UpgradeConfig, gauges
-from tests.unit.v2_upgrade.world import cluster, manager, volume
+from corral_v2_upgrade.view import DEFAULT_IM_IMAGE
+from tests.unit.v2_upgrade.world import NEW, cluster, manager, volume
 
 POLICY = Policy.load(Path(__file__).resolve().parents[3] / "deploy" / "policy" / "actuator-policy.yaml")
 
@@ -37,6 +38,7 @@ def test_config_reaches_the_decider() -> None:
         node_timeout=60,
         max_retries=2,
         snapshot_before_upgrade=True,
+        events=True,
     )
 
 
@@ -69,11 +71,12 @@ def test_every_command_of_a_whole_upgrade_passes_the_policy() -> None:
         (Verb.PATCH, "Volume"),
         (Verb.DELETE, "InstanceManager"),
     }
+    settings = {DEFAULT_IM_IMAGE: NEW}  # what the actuator reads live for an IM delete
     for command in commands:
-        verdict = POLICY.check(command)
+        verdict = POLICY.check(command, settings)
         assert verdict.allowed, (command.reason, verdict.reason)
         if command.verb is not Verb.CREATE:
             stripped = msgspec.structs.replace(command, preconditions=())
-            assert not POLICY.check(stripped).allowed, command.reason
+            assert not POLICY.check(stripped, settings).allowed, command.reason
     families = {f.name: f for f in gauges(world.decider)}
     assert [s.value for s in families["corral_v2_upgrade_nodes_in_flight"].samples] == [0]

@@ -98,6 +98,8 @@ class World:
         self.refused: list[Command] = []
         self.decider = V2UpgradeDecider(self.clock, self.config)
         self._listed = False
+        self.events: list[Command] = []
+        """Event commands, as the actuator would record them (only with `DeciderConfig.events`)."""
         self.stalled: set[str] = set()
         """Volumes the data plane leaves alone: no switch-over finishes, no rebuild, no robustness
         change (a stuck relocation, a volume degraded elsewhere)."""
@@ -167,7 +169,10 @@ class World:
 
     def reflected(self, command: Command) -> bool:
         """The command's effect is already in the objects (a create of an existing object, a delete
-        of a gone or terminating one, a patch that would change nothing)."""
+        of a gone or terminating one, a patch that would change nothing). Never an Event: each
+        one reports an occurrence."""
+        if command.target.kind == "Event":
+            return False
         obj = self.get(token_of(command.target.kind), command.target.name)
         if command.verb is Verb.CREATE:
             return obj is not None
@@ -176,6 +181,9 @@ class World:
         return obj is not None and first_not_holding(msgspec.to_builtins(obj), command.changes) is None
 
     def apply(self, command: Command) -> bool:
+        if command.target.kind == "Event":
+            self.events.append(command)
+            return True
         token = token_of(command.target.kind)
         struct = KINDS[token].struct
         obj = self.get(token, command.target.name)

@@ -85,7 +85,7 @@ async def follow_wave(
     max_in_flight: dict[str, int] = {}
     finished = False
     hinted = False
-    stall = StallWatch(on_note)
+    stall = StallWatch(on_note, service=service_name)
     await reader.start()
     reading = asyncio.create_task(read(), name="progress-reader")
     try:
@@ -136,8 +136,14 @@ class StallWatch:
     """Says once (per stall) that a wave with work left has not moved for `after` seconds, so a
     stuck view reads as stuck, with a hint where to look, instead of as a slow wave."""
 
-    def __init__(self, on_note: Callable[[str], None] | None, after: float = STALL_NOTE_S) -> None:
+    def __init__(
+        self,
+        on_note: Callable[[str], None] | None,
+        after: float = STALL_NOTE_S,
+        service: str = "engine-upgrade",
+    ) -> None:
         self.on_note = on_note
+        self.service = service
         self.after = after
         self._key: object = None
         self._moved_at = time.monotonic()
@@ -153,7 +159,7 @@ class StallWatch:
             self._noted = True
             self.on_note(
                 f"no change for {self.after:.0f}s with {total.in_flight} in flight and {total.waiting}"
-                " waiting (is the engine-upgrade service running and leading? see its log)"
+                f" waiting (is the {self.service} service running and leading? see its log)"
             )
 
 
@@ -176,6 +182,13 @@ def summary(report: WaveReport) -> str:
         line = (
             f"im-restart {state} in {report.elapsed:.1f}s: {total.done} instance managers synced,"
             f" {total.in_flight} restarting, {total.waiting} due{blocked}"
+        )
+        return line + (f" ({report.lost})" if report.lost else "")
+    if report.service == "v2-upgrade":
+        line = (
+            f"v2-upgrade {state} in {report.elapsed:.1f}s: {total.done} v2 volumes on nodes upgraded"
+            f" to {report.default_image or '(no image)'}, {total.in_flight} in flight,"
+            f" {total.waiting} waiting{blocked}"
         )
         return line + (f" ({report.lost})" if report.lost else "")
     line = (

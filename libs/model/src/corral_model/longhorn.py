@@ -539,6 +539,9 @@ class VolumeUpgradeStatus(_Slim, frozen=True):
     """corral: the volume's `spec.image` before the switch-over (what an abort restores)."""
     snapshot: str = ""
     """corral: the snapshot taken before the upgrade, when asked for."""
+    since: str = ""
+    """corral: when `state` last changed (RFC 3339), written with the change: the volume's time in
+    its state for `corral progress v2-upgrade`."""
 
 
 class NodeDataEngineUpgradeStatus(_Slim, frozen=True):

@@ -23,7 +23,7 @@ from typing import Any, Literal
 import msgspec
 
 from corral_actuator.kinds import KindInfo, resolve_kind
-from corral_kube.patching import PointerError, json_equal, tokens
+from corral_kube.patching import PointerError, describe_mismatch, first_not_holding, json_equal, tokens
 from corral_model.envelopes import Command, FieldValue, Verb
 
 POLICY_SCHEMA = "corral.actuator-policy/v2"
@@ -61,6 +61,9 @@ class RequiredPrecondition(
     # A command may leave this precondition out only for an object whose field holds this value
     # (then enforced like `require`): engine-upgrade tests the owner node only when there is one.
     if_omitted: Any = msgspec.UNSET
+    # The precondition's value must not be this Longhorn Setting's current value (read live):
+    # v2-upgrade deletes an instance manager on the image it replaces, never on the one it installs.
+    not_from_setting: str | None = None
 
 
 class Rule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -80,6 +83,9 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
 class ServicePolicy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     # Refuse this service's commands without a lease term (term 0); see fencing.py.
     fenced: bool = False
+    # Whether the document's `common` rules apply to this service as well; false for one whose own
+    # rules say more narrowly what it may do there (v2-upgrade: Events about its own CRs only).
+    common: bool = True
     rules: tuple[Rule, ...] = ()
 
 
@@ -142,7 +148,8 @@ class Policy:
         self._rules: dict[str, dict[str, list[_CompiledRule]]] = {}
         for service, service_policy in document.services.items():
             index: dict[str, list[_CompiledRule]] = {}
-            for rule in (*document.common, *service_policy.rules):
+            common = document.common if service_policy.common else ()
+            for rule in (*common, *service_policy.rules):
                 compiled = self._compile(service, rule)
                 index.setdefault(compiled.info.token, []).append(compiled)
             self._rules[service] = index
@@ -227,13 +234,10 @@ class Policy:
 
     def setting_reads(self) -> frozenset[str]:
         """The Settings the actuator reads to check commands (valueFromSetting)."""
+        compiled = [c for index in self._rules.values() for rules in index.values() for c in rules]
         return frozenset(
-            f.value_from_setting
-            for index in self._rules.values()
-            for rules in index.values()
-            for c in rules
-            for _, f in c.fields
-            if f.value_from_setting
+            {f.value_from_setting for c in compiled for _, f in c.fields if f.value_from_setting}
+            | {p.not_from_setting for c in compiled for p in c.rule.preconditions if p.not_from_setting}
         )
 
     def _candidates(self, command: Command) -> tuple[KindInfo | None, list[_CompiledRule]]:
@@ -261,6 +265,7 @@ class Policy:
             for parts, field in compiled.fields:
                 if field.value_from_setting and any(_safe_covers(parts, p) for p in paths):
                     needed.add(field.value_from_setting)
+            needed.update(p.not_from_setting for p in compiled.rule.preconditions if p.not_from_setting)
         return frozenset(needed)
 
     def check(self, command: Command, settings: Mapping[str, str | None] | None = None) -> Verdict:
@@ -334,6 +339,14 @@ def _check_rule(command: Command, compiled: _CompiledRule, settings: Mapping[str
         verdict = _check_body(command, info)
         if verdict is not None:
             return verdict
+        # The object is the body: what the rule requires of it can be checked here, before anything
+        # is sent (the actuator checks it on the body again as it creates it).
+        body = command.body
+        broken = first_not_holding(body, compiled.rule.require)
+        if broken is not None:
+            return _deny(
+                f"the {info.kind} to create is outside the policy: {describe_mismatch(body, broken)}"
+            )
     names, prefix = compiled.rule.names, compiled.rule.name_prefix
     if prefix and not command.target.name.startswith(prefix):
         return _deny(
@@ -344,14 +357,17 @@ def _check_rule(command: Command, compiled: _CompiledRule, settings: Mapping[str
             f"{info.kind} {command.target.name!r} is not one {command.service} may {verb}"
             f" (only {', '.join(names)})"
         )
-    omitted = _check_preconditions(command, info, compiled.rule.preconditions)
+    omitted = _check_preconditions(command, info, compiled.rule.preconditions, settings)
     if isinstance(omitted, Verdict):
         return omitted
     return Verdict(allowed=True, guards=(*compiled.rule.require, *omitted), kind=info)
 
 
 def _check_preconditions(
-    command: Command, info: KindInfo, required: tuple[RequiredPrecondition, ...]
+    command: Command,
+    info: KindInfo,
+    required: tuple[RequiredPrecondition, ...],
+    settings: Mapping[str, str | None],
 ) -> Verdict | tuple[FieldValue, ...]:
     """The rule's required preconditions are all carried (with the required values); returns the
     guards standing in for those left out where the rule allows it (`ifOmitted`)."""
@@ -372,6 +388,15 @@ def _check_preconditions(
                 f"a {info.kind} {command.verb} by {command.service} must carry the precondition"
                 f" {want.path} == {want.value!r}, not {carried[0].value!r}"
             )
+        if want.not_from_setting:
+            current = settings.get(want.not_from_setting)
+            if current is None:
+                return _deny(f"{want.path}: setting {want.not_from_setting} is not set")
+            if any(json_equal(p.value, current) for p in carried):
+                return _deny(
+                    f"a {info.kind} {command.verb} by {command.service} may not be on {want.path} =="
+                    f" {current!r}, the {want.not_from_setting} setting's value"
+                )
     return tuple(guards)
 
 

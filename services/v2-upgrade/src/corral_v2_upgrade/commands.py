@@ -60,6 +60,8 @@ def patch_status(
     fields: dict[str, Any] = msgspec.to_builtins(dict(changes))  # JSON values: a state is a str, not an enum
     if fields.get("state", state) != state:
         fields["stateSince"] = rfc3339(now)
+    if isinstance(obj, lh.NodeDataEngineUpgrade) and isinstance(fields.get("volumes"), dict):
+        fields["volumes"] = volumes_since(obj.status.volumes, fields["volumes"], now)
     tests = [FieldValue(path=RV, value=meta.resource_version)]
     if state:
         tests.append(FieldValue(path="/status/state", value=state))
@@ -73,6 +75,25 @@ def patch_status(
         reason=f"{state or 'undefined'} -> {new_state}" if new_state != state else f"{state}: status",
         created_at=now,
     )
+
+
+def volumes_since(
+    before: Mapping[str, lh.VolumeUpgradeStatus], volumes: dict[str, Any], now: float
+) -> dict[str, Any]:
+    """Each volume entry of a node upgrade's status with its `since`: now for a volume whose state
+    this write changes (or that it lists first), else the time its state last changed. Written in
+    the same patch as the state, so the time in state survives a restart as the state does."""
+    stamp = rfc3339(now)
+    out: dict[str, Any] = {}
+    for name, entry in volumes.items():
+        old = before.get(name)
+        entry = dict(entry)
+        if old is None or old.state != entry.get("state", ""):
+            entry["since"] = stamp
+        elif old.since:
+            entry["since"] = old.since
+        out[name] = entry
+    return out
 
 
 def patch_volume(

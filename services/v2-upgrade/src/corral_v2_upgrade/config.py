@@ -19,3 +19,5 @@ class DeciderConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Failed attempts per node before it is marked `error` for good (the manager moves on)."""
     snapshot_before_upgrade: bool = False
     """Snapshot each attached volume of a node before its upgrade (fixed per attempt at creation)."""
+    events: bool = False
+    """Record Kubernetes Events on the two CRs, one per transition (announce.py)."""

@@ -10,6 +10,8 @@
   (created, patched, deleted or marked for deletion), a refusal comes back, or its TTL passes; no
   second command goes to a target meanwhile. A refused target waits for a fresher object (or
   `retry_backoff`) before the same command is sent again.
+* Events on the CRs (announce.py) are made in `apply`, when the view sees a CR's status move, and
+  handed out by the next `decide()`; they are no expectation (the kit never reports them back).
 
 Nothing the machines need lives here: the CRs' status holds it all, so a new decider (restart,
 new leader) resumes from the objects alone. The expectations only stop a lagging view from
@@ -25,6 +27,7 @@ from corral_decision.decider import Clock, Explanation, InvalidEvent
 from corral_model import longhorn as lh
 from corral_model.envelopes import Command, CommandResult, EventType, ObjectEvent, Outcome, Verb
 from corral_model.kinds import KINDS
+from corral_v2_upgrade.announce import Announcer
 from corral_v2_upgrade.commands import MANAGER_KIND, NODE_UPGRADE_KIND, RV, SERVICE, patch_status
 from corral_v2_upgrade.config import DeciderConfig
 from corral_v2_upgrade.manager import step_manager
@@ -71,6 +74,7 @@ class V2UpgradeDecider(DeciderBase):
         self._held: dict[TargetKey, tuple[int, float]] = {}
         self._steps: dict[TargetKey, Step] = {}
         self._next_due: float | None = None
+        self._announcer = Announcer()
 
     # --- input ------------------------------------------------------------------------------------
 
@@ -85,7 +89,10 @@ class V2UpgradeDecider(DeciderBase):
         key = self.observe(event)
         if key is None:
             return
+        before = self.view.get(event.kind, event.name)
         self.view.put(event.kind, event.name, None if event.type is EventType.DELETED else event.object)
+        if before is not None and event.type is not EventType.DELETED:
+            self._announce(before, event.object)
         if key in self.pending:
             deleting = event.object is not None and bool(event.object.metadata.deletion_timestamp)
             if self.versions.get(key, 0) > self._decided_rv.get(key, 0) or deleting:
@@ -162,10 +169,15 @@ class V2UpgradeDecider(DeciderBase):
         )
         wakes.extend(until for _, until in self._held.values())
         self._next_due = min(wakes) if wakes else None
+        out.extend(self._announcer.take())
         return out
 
     def next_due(self) -> float | None:
         return self._next_due
+
+    def reconsider_all(self) -> None:
+        """A replica that just became leader: its predecessor reported the transitions so far."""
+        self._announcer.outbox.clear()
 
     def explain(self, key: str | None = None) -> list[Explanation]:
         """Per CR: its state, and what it waits for."""
@@ -191,6 +203,15 @@ class V2UpgradeDecider(DeciderBase):
         return out
 
     # --- internals ----------------------------------------------------------------------------------
+
+    def _announce(self, before: Any, after: Any) -> None:
+        """An Event per transition of a CR's status (announce.py), once the view is bootstrapped."""
+        if not (self.config.events and self.ready):
+            return
+        if isinstance(after, lh.DataEngineUpgradeManager):
+            self._announcer.manager_moved(before, after, self.clock())
+        elif isinstance(after, lh.NodeDataEngineUpgrade):
+            self._announcer.node_upgrade_moved(before, after, self.clock())
 
     def _object(self, kind: str, name: str) -> Any:
         token = next((t for t in READS if KINDS[t].kind == kind and KINDS[t].group != ""), None)

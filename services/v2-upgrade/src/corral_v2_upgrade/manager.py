@@ -17,7 +17,7 @@ from corral_v2_upgrade import commands as cmd
 from corral_v2_upgrade.config import DeciderConfig
 from corral_v2_upgrade.states import AbortReason, UpgradeState, is_terminal
 from corral_v2_upgrade.step import Step, parse_time
-from corral_v2_upgrade.view import DEFAULT_IM_IMAGE, V2, UpgradeView
+from corral_v2_upgrade.view import ABORT_ANNOTATION, DEFAULT_IM_IMAGE, V2, UpgradeView, abort_requested
 
 S = UpgradeState
 NodeMap = dict[str, lh.UpgradeNodeStatus]
@@ -50,6 +50,8 @@ def step_manager(
     starting: bool = False,
 ) -> Step:
     """`starting`: a node upgrade create is out and not yet visible (no second one meanwhile)."""
+    if abort_requested(manager) and manager.status.state in (S.UNDEFINED, S.INITIALIZING):
+        return Step(status={"state": S.ERROR, "message": f"{_aborted(manager)} before any node started"})
     match manager.status.state:
         case S.UNDEFINED:
             return _undefined(view, manager)
@@ -160,7 +162,7 @@ def _upgrading(
             step.status["upgradingNode"] = ""
         elif state == S.ERROR:
             attempts = entry.attempts + 1
-            if current.status.abort_reason == AbortReason.TARGET_IMAGE_CHANGED:
+            if current.status.abort_reason in (AbortReason.TARGET_IMAGE_CHANGED, AbortReason.REQUESTED):
                 nodes[upgrading] = msgspec.structs.replace(
                     entry,
                     state=S.PENDING,
@@ -201,6 +203,13 @@ def _upgrading(
             if not status.started_at:
                 step.status["startedAt"] = cmd.rfc3339(now)
             return step
+    if abort_requested(manager):
+        if starting:
+            return step.wait("aborting: waiting for the node upgrade being created", status.message)
+        # Nothing of its own in flight any more (the node in flight restored itself): stop here.
+        _write_nodes(step, manager, nodes)
+        step.status.update(state=S.ERROR, message=f"{_aborted(manager)}: {_summary(nodes)}")
+        return step
     if busy or starting:
         return step.wait("waiting for another node upgrade to finish", status.message)
     if not status.started_at:
@@ -221,10 +230,24 @@ def _upgrading(
         _write_nodes(step, manager, nodes)
         return step
     # Nothing left to start: done, with a summary that names every node that failed.
+    _write_nodes(step, manager, nodes)
+    step.status.update(state=S.COMPLETED, message=_summary(nodes))
+    return step
+
+
+def _summary(nodes: NodeMap) -> str:
+    """`2 of 3 nodes upgraded; failed: node-1 (…)`, and the nodes never started, if any."""
     failed = sorted(n for n, e in nodes.items() if e.state == S.ERROR)
-    summary = f"{len(nodes) - len(failed)} of {len(nodes)} nodes upgraded"
+    upgraded = sum(1 for e in nodes.values() if e.state == S.COMPLETED)
+    summary = f"{upgraded} of {len(nodes)} nodes upgraded"
     if failed:
         summary += "; failed: " + ", ".join(f"{n} ({nodes[n].message})" for n in failed)
-    _write_nodes(step, manager, nodes)
-    step.status.update(state=S.COMPLETED, message=summary)
-    return step
+    left = sorted(n for n, e in nodes.items() if not is_terminal(e.state))
+    if left:
+        summary += "; not upgraded: " + ", ".join(left)
+    return summary
+
+
+def _aborted(manager: lh.DataEngineUpgradeManager) -> str:
+    note = manager.metadata.annotations.get(ABORT_ANNOTATION, "")
+    return "aborted by the operator" + (f" ({note})" if note else "")

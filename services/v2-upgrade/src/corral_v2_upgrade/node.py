@@ -18,7 +18,7 @@ from corral_v2_upgrade import commands as cmd
 from corral_v2_upgrade.config import DeciderConfig
 from corral_v2_upgrade.states import AbortReason, UpgradeState, is_terminal
 from corral_v2_upgrade.step import Step, parse_time
-from corral_v2_upgrade.view import V2, UpgradeView
+from corral_v2_upgrade.view import V2, UpgradeView, abort_requested
 
 S = UpgradeState
 VolumeMap = dict[str, lh.VolumeUpgradeStatus]
@@ -140,6 +140,8 @@ def _abort(
     target = manager.status.instance_manager_image if manager is not None else ""
     if not reason and target and target != nu.spec.instance_manager_image and state in _ABORT_TO:
         reason = AbortReason.TARGET_IMAGE_CHANGED
+    if not reason and abort_requested(manager) and state in _ABORT_TO:
+        reason = AbortReason.REQUESTED  # from rebuilding-replica on, finishing is the way back
     if not reason:
         return None
     return _start_abort(nu, reason, step)
@@ -204,6 +206,15 @@ def _finish_aborted(nu: lh.NodeDataEngineUpgrade, step: Step) -> Step:
 # --- initializing --------------------------------------------------------------------------------------
 
 
+LIVE_UPGRADE_UNSUPPORTED = ", which is not supported for live upgrade"
+"""How every volume readiness blocker ends (Longhorn's own wording, §5.5 `initializing`)."""
+
+
+def is_volume_blocker(message: str) -> bool:
+    """Whether a node upgrade's message is a volume readiness blocker (for its Warning Event)."""
+    return message.startswith("volume ") and message.endswith(LIVE_UPGRADE_UNSUPPORTED)
+
+
 def readiness_blockers(view: UpgradeView, node: str) -> list[str]:
     """Why the node's v2 volumes cannot be upgraded live yet: a single replica (the upgrade would
     take it away), or not healthy. Empty when nothing blocks."""
@@ -216,9 +227,9 @@ def readiness_blockers(view: UpgradeView, node: str) -> list[str]:
         name = volume.metadata.name
         seen.add(name)
         if volume.spec.number_of_replicas <= 1:
-            blockers.append(f"volume {name} has only 1 replica, which is not supported for live upgrade")
+            blockers.append(f"volume {name} has only 1 replica{LIVE_UPGRADE_UNSUPPORTED}")
         elif volume.status.robustness != "healthy":
-            blockers.append(f"volume {name} is not healthy, which is not supported for live upgrade")
+            blockers.append(f"volume {name} is not healthy{LIVE_UPGRADE_UNSUPPORTED}")
     return blockers
 
 

@@ -4,7 +4,12 @@ Read from the same events the service reads (the kit's `Progress` protocol), wit
 own view: per node, its volumes done, in flight (the node being upgraded), waiting (nodes still
 pending) or blocked, by the blocker its node upgrade reports ("volume pvc-x has only 1 replica…")
 or the reason a node ended in error. The heading names the manager, its state, the node in
-flight, its step and its progress.
+flight, its step and its progress. Below the table (`details()`), the node in flight's volumes,
+each with its state and its time in that state (`status.volumes[v].since`), and what the node
+waits for.
+
+Times in state are coarse (`<1m`, `4m`, `1h05m`): a line view prints a detail again whenever it
+changes, so a per-second figure would repeat every line every second in a log.
 """
 
 from __future__ import annotations
@@ -77,8 +82,8 @@ class ProgressModel:
         if node:
             current = self._current(manager, node)
             step = str(current.status.state) if current is not None else ""
-            since = parse_time(current.status.state_since) if current is not None else None
-            held = f" for {max(0, int(self.clock() - since))}s" if since is not None else ""
+            since = current.status.state_since if current is not None else ""
+            held = f" for {self._held(since)}" if parse_time(since) is not None else ""
             line += f"; upgrading {node} ({step or 'undefined'}{held})"
         if status.message:
             line += f"; {status.message}"
@@ -127,9 +132,47 @@ class ProgressModel:
             else:
                 row.add(Phase.IN_FLIGHT, "", 1)
 
+    def details(self) -> list[str]:
+        """`<node>  <volume>  <state> for <time>[: message]` per volume of the node in flight, then
+        `<node>  waiting: <what it waits for> (for <time>)` while its node upgrade waits."""
+        manager = self._manager()
+        node = manager.status.upgrading_node if manager is not None else ""
+        current = self._current(manager, node) if manager is not None and node else None
+        if current is None:
+            return []
+        lines = []
+        for name, entry in sorted(current.status.volumes.items()):
+            line = f"{node}  {name}  {entry.state or 'undefined'}"
+            if parse_time(entry.since) is not None:
+                line += f" for {self._held(entry.since)}"
+            if entry.message:
+                line += f": {entry.message}"
+            lines.append(line)
+        status = current.status
+        if status.message and not is_terminal(status.state):
+            held = f" (for {self._held(status.state_since)})" if parse_time(status.state_since) else ""
+            lines.append(f"{node}  waiting: {status.message}{held}")
+        return lines
+
+    def _held(self, since: str) -> str:
+        started = parse_time(since)
+        return held_for(self.clock() - started) if started is not None else "-"
+
     def total(self) -> GroupFigures:
         return GroupFigures.sum(self.groups())
 
     def finished(self, target: str = "") -> bool:
+        """The manager followed has ended; with none at all there is nothing to follow either (as
+        `corral progress engine-upgrade` ends at once when there is no wave)."""
         manager = self._manager()
-        return manager is not None and is_terminal(manager.status.state)
+        return manager is None or is_terminal(manager.status.state)
+
+
+def held_for(seconds: float) -> str:
+    """A time in state, to the minute: `<1m`, `4m`, `1h05m`."""
+    minutes = max(0, int(seconds)) // 60
+    if minutes < 1:
+        return "<1m"
+    if minutes < 60:
+        return f"{minutes}m"
+    return f"{minutes // 60}h{minutes % 60:02d}m"

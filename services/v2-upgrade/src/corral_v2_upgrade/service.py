@@ -25,6 +25,9 @@ class V2UpgradeConfig(DecisionConfig, kw_only=True, frozen=True):
     """Failed attempts per node before it is marked `error` and the manager moves on."""
     snapshot_before_upgrade: bool = False
     """Snapshot each attached volume of a node before upgrading it (CORRAL_SNAPSHOT_BEFORE_UPGRADE)."""
+    upgrade_events: bool = True
+    """Record Kubernetes Events on the DataEngineUpgradeManager and NodeDataEngineUpgrade CRs, one
+    per transition (CORRAL_UPGRADE_EVENTS)."""
 
     def decider_config(self) -> DeciderConfig:
         return DeciderConfig(
@@ -34,6 +37,7 @@ class V2UpgradeConfig(DecisionConfig, kw_only=True, frozen=True):
             node_timeout=self.node_timeout_s,
             max_retries=self.max_node_retries,
             snapshot_before_upgrade=self.snapshot_before_upgrade,
+            events=self.upgrade_events,
         )
 
 

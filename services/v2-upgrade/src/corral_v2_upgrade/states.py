@@ -48,6 +48,8 @@ class AbortReason(enum.StrEnum):
     TIMEOUT = "timeout"
     TARGET_IMAGE_CHANGED = "target-image-changed"
     TEMPORARY_NODE_LOST = "temporary-node-lost"
+    REQUESTED = "requested"
+    """The operator asked for it (the manager's `corral.longhorn.io/abort` annotation)."""
 
 
 def is_terminal(state: str) -> bool:

@@ -18,9 +18,15 @@ from corral_model import longhorn as lh
 FOR_UPGRADE_LABEL = "longhorn.io/for-data-engine-live-upgrade"
 DISABLE_V2_LABEL = "node.longhorn.io/disable-v2-data-engine"
 DEFAULT_IM_IMAGE = "default-instance-manager-image"
+ABORT_ANNOTATION = "corral.longhorn.io/abort"
+"""On a DataEngineUpgradeManager: stop the upgrade (its value, if any, is the operator's note)."""
 V2 = "v2"
 
 T = TypeVar("T")
+
+
+def abort_requested(manager: lh.DataEngineUpgradeManager | None) -> bool:
+    return manager is not None and ABORT_ANNOTATION in manager.metadata.annotations
 
 
 class Index(Generic[T]):
