@@ -7,7 +7,8 @@ and why:
 
 * `detached`: asked to be attached but not attached (a crash's detach and reattach);
 * `engine-down`: attached but its engine is neither running nor suspended;
-* `suspended`: a v2 switch-over holds the initiator (from the suspend request to the resume);
+* `suspended`: a v2 switch-over holds the initiator (from the moment the instance handler begins to
+  suspend it to the resume);
 * `target-im-gone`: the instance manager serving its target (a v2 engine's target node's v2 IM, a
   v1 engine's own IM) is not running.
 
@@ -65,11 +66,14 @@ def _running_managers(view: ClusterView) -> tuple[set[str], set[str]]:
     return names, v2_nodes
 
 
-def why_not_serving(engine: Obj | None, running_ims: set[str], v2_nodes: set[str]) -> str:
-    """Why an attached volume with this engine cannot serve I/O ("" when it can)."""
+def why_not_serving(
+    engine: Obj | None, running_ims: set[str], v2_nodes: set[str], suspending: bool = False
+) -> str:
+    """Why an attached volume with this engine cannot serve I/O ("" when it can). `suspending`: the
+    instance handler has begun suspending it (its I/O is held from then)."""
     if engine is None or status(engine).get("currentState") not in ("running", "suspended"):
         return "engine-down"
-    if status(engine).get("currentState") == "suspended" or spec(engine).get("desireState") == "suspended":
+    if status(engine).get("currentState") == "suspended" or suspending:
         return "suspended"
     if spec(engine).get("dataEngine") == "v2":
         target = status(engine).get("currentTargetNodeIDForLiveUpgrade") or spec(engine).get("nodeID", "")
@@ -96,7 +100,9 @@ def observe_io(ctx: ReconcileContext) -> None:
             record.crash_detaches += 1 if wanted else 0
         record.attached = attached
         if attached:
-            reason = why_not_serving(ctx.view.get("engine", engine_name(name)), running_ims, v2_nodes)
+            engine = engine_name(name)
+            suspending = f"v2-suspend/{engine}" in ctx.memory.timers
+            reason = why_not_serving(ctx.view.get("engine", engine), running_ims, v2_nodes, suspending)
         else:
             reason = "detached" if wanted else ""
         record.serving = attached and not reason

@@ -71,9 +71,9 @@ def reconcile(
             ctx.touched.update(k for k in memory.timers if _owned_by(name, k))
             continue
         controller(ctx)
+    ctx.forget_untouched_timers()
     # SIM-IO is an observer, not a controller: it records even while every controller is stalled
     observe_io(ctx)
-    ctx.forget_untouched_timers()
     return RoundResult(coalesce(ctx.writes), ctx.next_deadline(), tuple(ctx.errors))
 
 

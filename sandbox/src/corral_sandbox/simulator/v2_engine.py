@@ -86,6 +86,8 @@ def step_v2_engine(ctx: ReconcileContext, engine: Obj, managers: dict[tuple[str,
         elif current == "suspended" and ctx.waited(
             f"v2-switch/{name}/{wanted_target}", ctx.config.v2_switch_seconds
         ):
+            # the resume the volume controller asks for next is timed from the switch
+            ctx.start_timer(f"v2-resume/{name}")
             ctx.patch_status(
                 "engine",
                 engine,
@@ -110,6 +112,9 @@ def step_v2_engine(ctx: ReconcileContext, engine: Obj, managers: dict[tuple[str,
         and ctx.waited(f"v2-suspend/{name}", ctx.config.v2_suspend_seconds)
     ):
         ctx.patch_status("engine", engine, {"currentState": "suspended"}, "v2 engine suspended")
+        if wanted_target != held_target:
+            # suspended to switch: the switch is timed from here
+            ctx.start_timer(f"v2-switch/{name}/{wanted_target}")
     elif (
         desire == "running"
         and current == "suspended"
