@@ -101,7 +101,7 @@ async def test_sc_v2_14_v2_faults_and_node_images_over_http(
     async def node_3_down() -> bool:
         ims = await sandbox.list("instancemanagers")
         [im] = [i for i in ims if i["spec"]["nodeID"] == "node-3" and i["spec"]["dataEngine"] == "v2"]
-        return im["status"].get("currentState") != "running"
+        return bool(im["status"].get("currentState") != "running")
 
     await sandbox.wait_for(node_3_down, what="node-3's v2 IM down")
     assert (await control.revive_v2_instance_manager("node-3"))["v2InstanceManagersDown"] == []
