@@ -23,7 +23,7 @@ IM after `instance_start_seconds`, which then lists it in `status.instanceEngine
 from __future__ import annotations
 
 from corral_sandbox.simulator.context import ReconcileContext
-from corral_sandbox.simulator.view import Obj, spec, status
+from corral_sandbox.simulator.view import ClusterView, Obj, spec, status
 
 V2 = "v2"
 ALIVE = ("running", "suspended")
@@ -41,6 +41,15 @@ def desired_target(engine: Obj) -> str:
 def current_target(engine: Obj) -> str:
     """The node the engine's target is on now."""
     return str(status(engine).get("currentTargetNodeIDForLiveUpgrade") or spec(engine).get("nodeID", ""))
+
+
+def v2_target_nodes(view: ClusterView) -> set[str]:
+    """Nodes serving a running v2 engine's target away from its initiator: their v2 IM is busy."""
+    return {
+        current_target(e)
+        for e in view.all("engine")
+        if is_v2(e) and status(e).get("currentState") in ALIVE and current_target(e) != spec(e).get("nodeID")
+    }
 
 
 def rehome_initiator(ctx: ReconcileContext, engine: Obj, managers: dict[tuple[str, str], Obj]) -> None:
