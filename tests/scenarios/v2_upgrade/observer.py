@@ -77,3 +77,44 @@ class UpgradeObserver:
         if self.io_gaps is not None:
             late = io_gap_violations(await self.io_gaps(), self.io_budget)
             assert not late, "\n".join(late)
+
+    # --- the history, for what a scenario asserts about the way (not only the end) ---------------------
+
+    def versions(self, plural: str, name: str = "") -> list[dict[str, Any]]:
+        """Every version written of `plural` objects (named `name`, when given), in write order."""
+        return [
+            w.new
+            for w in self.writes
+            if w.plural == plural and w.new is not None and (not name or w.name == name)
+        ]
+
+    def states(self, plural: str, name: str) -> list[str]:
+        """The `status.state` values the object passed through, each once per stay."""
+        out: list[str] = []
+        for version in self.versions(plural, name):
+            state = str((version.get("status") or {}).get("state", ""))
+            if not out or out[-1] != state:
+                out.append(state)
+        return out
+
+    def values(self, plural: str, name: str, *path: str) -> list[Any]:
+        """The values a field (`"spec", "targetNodeIDForLiveUpgrade"`, say) took, each once per stay."""
+        out: list[Any] = []
+        for version in self.versions(plural, name):
+            value: Any = version
+            for key in path:
+                value = (value or {}).get(key)
+            if not out or out[-1] != value:
+                out.append(value)
+        return out
+
+    def deleted(self, plural: str) -> list[dict[str, Any]]:
+        """The objects of `plural` deleted, as they were just before, in order."""
+        return [
+            w.old for w in self.writes if w.plural == plural and w.operation == "DELETE" and w.old is not None
+        ]
+
+    def created(self, plural: str) -> list[dict[str, Any]]:
+        return [
+            w.new for w in self.writes if w.plural == plural and w.operation == "CREATE" and w.new is not None
+        ]

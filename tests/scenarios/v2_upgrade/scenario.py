@@ -22,6 +22,7 @@ from corral_sandbox.seeds import default_seed
 from corral_sandbox.seeds.model import NodeSeed, Seed, VolumeSeed
 from tests.fixtures.sandbox import Sandbox
 from tests.scenarios.v2_upgrade.invariants import MANAGERS, NODE_UPGRADES
+from tests.scenarios.v2_upgrade.observer import UpgradeObserver
 
 OLD_IM = "longhornio/longhorn-instance-manager:v1.10.0"
 NEW_IM = "longhornio/longhorn-instance-manager:v1.10.1"
@@ -168,3 +169,29 @@ async def v2_instance_managers(sandbox: Sandbox, node: str = "") -> list[dict[st
         for im in await sandbox.list("instancemanagers")
         if im["spec"].get("dataEngine") == "v2" and (not node or im["spec"]["nodeID"] == node)
     ]
+
+
+async def running_v2_im(sandbox: Sandbox, node: str, image: str) -> dict[str, Any] | None:
+    """The node's v2 IM on `image` once it runs."""
+    for im in await v2_instance_managers(sandbox, node):
+        if im["spec"]["image"] == image and (im.get("status") or {}).get("currentState") == "running":
+            return im
+    return None
+
+
+async def wait_manager(
+    sandbox: Sandbox, observer: UpgradeObserver, wanted: str = "completed", within: float = 60.0
+) -> dict[str, Any]:
+    """The manager once it reaches `wanted`, the invariants checked at every look; fails at once if
+    it ends in the other terminal state."""
+
+    async def probe() -> dict[str, Any] | None:
+        obj = await manager(sandbox)
+        now = state(obj)
+        if now in ("completed", "error") and now != wanted:
+            raise AssertionError(f"manager ended {now}: {(obj.get('status') or {}).get('message')}")
+        return obj if now == wanted else None
+
+    return await sandbox.wait_for(
+        probe, within=within, what=f"the manager {wanted}", invariant=observer.holds
+    )
