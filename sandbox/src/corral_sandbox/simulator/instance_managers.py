@@ -35,6 +35,7 @@ from corral_sandbox.simulator.im_nodes import (
     v2_disabled,
 )
 from corral_sandbox.simulator.im_v2 import recorded_status
+from corral_sandbox.simulator.node_images import pull_image
 from corral_sandbox.simulator.settings import as_bool
 from corral_sandbox.simulator.view import Obj, deleting, spec, status
 
@@ -75,11 +76,18 @@ def _ensure_default_managers(ctx: ReconcileContext) -> None:
     if not image:
         return
     engines = [e for e in ("v1", "v2") if as_bool(ctx.view.setting(f"{e}-data-engine"))]
+    # SIM-V2: a node's v2 IM keeps the image it was made with; only once it is gone (deleted by the
+    # v2 data-engine upgrade) is it made again, with the default image of the moment
+    has_v2 = {
+        spec(im).get("nodeID", "")
+        for im in ctx.view.all("instancemanager")
+        if spec(im).get("dataEngine") == "v2" and not deleting(im)
+    }
     for node in ready_nodes(ctx.view):
         if excluded_by_selector(ctx.view, node):
             continue
         for data_engine in engines:
-            if data_engine == "v2" and v2_disabled(ctx.view, node):
+            if data_engine == "v2" and (v2_disabled(ctx.view, node) or node in has_v2):
                 continue
             name = objects.instance_manager_name(node, data_engine, image)
             if ctx.view.get("instancemanager", name) is None:
@@ -97,7 +105,7 @@ def _instances_by_manager(ctx: ReconcileContext) -> dict[str, dict[str, dict[str
             istatus = status(obj)
             manager = istatus.get("instanceManagerName")
             state = istatus.get("currentState", "")
-            if manager and state in ("starting", "running", "error"):
+            if manager and state in ("starting", "running", "suspended", "error"):
                 result[manager][field][obj["metadata"]["name"]] = {
                     "spec": {
                         "name": obj["metadata"]["name"],
@@ -184,6 +192,8 @@ def _recreate_pod(ctx: ReconcileContext, im: Obj) -> None:
     node_name = spec(im).get("nodeID", "")
     if cordoned(ctx.view, node_name):
         return  # a cordoned node gets no new IM pod (the NodeReady condition says why)
+    if spec(im).get("dataEngine") == "v2" and node_name in ctx.memory.v2_im_down:
+        return  # SIM-CRASH: the node's v2 IM is kept down (SimFaults.kill_v2_instance_manager)
     until = ctx.memory.im_backoff_until.get(name, 0.0)
     if ctx.now < until:
         ctx.deadlines.append(until)
@@ -208,7 +218,8 @@ def _run_pod(ctx: ReconcileContext, pod: Obj, nodes: list[str]) -> None:
     if labels.get("longhorn.io/component") != IM_COMPONENT or deleting(pod):
         return
     name = pod["metadata"]["name"]
-    if ctx.view.get("instancemanager", name) is None:
+    im = ctx.view.get("instancemanager", name)
+    if im is None:
         ctx.delete("pod", pod, "owner instance manager is gone")
         return
     uid = pod["metadata"].get("uid", "")
@@ -218,6 +229,9 @@ def _run_pod(ctx: ReconcileContext, pod: Obj, nodes: list[str]) -> None:
     restarts = ctx.memory.pod_restarts.get(uid, 0)
     phase = status(pod).get("phase", "")
     failing = ctx.memory.fail_im_pods.get(name)
+    node_name = pod.get("spec", {}).get("nodeName", "")
+    if spec(im).get("dataEngine") == "v2" and node_name in ctx.memory.v2_im_down and phase != "Failed":
+        failing = uid  # SIM-CRASH: every v2 IM pod on the node dies while the fault holds
     if failing is not None and failing != uid:
         del ctx.memory.fail_im_pods[name]  # its pod is gone, replaced: the fault is done
     elif failing is not None:
@@ -253,7 +267,12 @@ def _run_pod(ctx: ReconcileContext, pod: Obj, nodes: list[str]) -> None:
         }
         ctx.patch_status("pod", pod, {"phase": "Pending", "conditions": [scheduled]}, f"pod pending: {unfit}")
         return
-    if ctx.waited(f"im-start/{uid}", ctx.config.im_startup_seconds):
+    startup = (
+        ctx.config.v2_im_start_seconds
+        if spec(im).get("dataEngine") == "v2"
+        else ctx.config.im_startup_seconds
+    )
+    if ctx.waited(f"im-start/{uid}", startup):
         node = pod["spec"].get("nodeName", "")
         index = nodes.index(node) + 1 if node in nodes else zlib.crc32(node.encode()) % 250 + 1
         ip = f"10.42.{index}.{ctx.rng.randint(2, 254)}"
@@ -270,6 +289,7 @@ def _run_pod(ctx: ReconcileContext, pod: Obj, nodes: list[str]) -> None:
             },
             "instance manager pod running",
         )
+        pull_image(ctx, node, (pod["spec"].get("containers") or [{}])[0].get("image", ""))
     elif phase != "Pending":
         ctx.patch_status(
             "pod",
