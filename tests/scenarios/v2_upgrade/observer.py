@@ -85,11 +85,15 @@ class UpgradeObserver:
 
     # --- the history, for what a scenario asserts about the way (not only the end) ---------------------
 
-    def versions(self, plural: str, name: str = "") -> list[dict[str, Any]]:
+    def mark(self) -> int:
+        """Where the history stands now: pass it as `since=` to look only at later writes."""
+        return len(self.writes)
+
+    def versions(self, plural: str, name: str = "", since: int = 0) -> list[dict[str, Any]]:
         """Every version written of `plural` objects (named `name`, when given), in write order."""
         return [
             w.new
-            for w in self.writes
+            for w in self.writes[since:]
             if w.plural == plural and w.new is not None and (not name or w.name == name)
         ]
 
@@ -113,10 +117,12 @@ class UpgradeObserver:
                 out.append(value)
         return out
 
-    def deleted(self, plural: str) -> list[dict[str, Any]]:
+    def deleted(self, plural: str, since: int = 0) -> list[dict[str, Any]]:
         """The objects of `plural` deleted, as they were just before, in order."""
         return [
-            w.old for w in self.writes if w.plural == plural and w.operation == "DELETE" and w.old is not None
+            w.old
+            for w in self.writes[since:]
+            if w.plural == plural and w.operation == "DELETE" and w.old is not None
         ]
 
     def in_flight(self) -> Iterator[tuple[Write, str]]:
@@ -132,7 +138,9 @@ class UpgradeObserver:
                     node = str(write.new["spec"].get("nodeID", ""))
                     states[write.name] = (node, str((write.new.get("status") or {}).get("state", "")))
 
-    def created(self, plural: str) -> list[dict[str, Any]]:
+    def created(self, plural: str, since: int = 0) -> list[dict[str, Any]]:
         return [
-            w.new for w in self.writes if w.plural == plural and w.operation == "CREATE" and w.new is not None
+            w.new
+            for w in self.writes[since:]
+            if w.plural == plural and w.operation == "CREATE" and w.new is not None
         ]

@@ -45,15 +45,14 @@ async def test_empty_node_list_skips_disabled_and_already_upgraded_nodes(
 ) -> None:
     await scenario.pull_image(sandbox, scenario.NEW_IM)
     await scenario.set_target_image(sandbox, scenario.NEW_IM)
-    # node-2's v2 IM was replaced already: only the one on the new image runs there
-    await sandbox.wait_for(
-        lambda: scenario.running_v2_im(sandbox, "node-2", scenario.NEW_IM),
-        within=30,
-        what="node-2's new v2 IM",
-    )
-    for im in await scenario.v2_instance_managers(sandbox, "node-2"):
-        if im["spec"]["image"] == scenario.OLD_IM:
-            await sandbox.delete("instancemanagers", im["metadata"]["name"])
+    # node-2's v2 IM was replaced already (it was idle): only one on the new image runs there
+    [old] = await scenario.v2_instance_managers(sandbox, "node-2")
+    await sandbox.delete("instancemanagers", old["metadata"]["name"])
+
+    async def replaced() -> dict[str, Any] | None:
+        return await scenario.running_v2_im(sandbox, "node-2", scenario.NEW_IM)
+
+    await sandbox.wait_for(replaced, within=30, what="node-2's new v2 IM")
     await scenario.create_manager(sandbox)
 
     manager = await scenario.wait_manager(sandbox, observer, "completed", within=90)

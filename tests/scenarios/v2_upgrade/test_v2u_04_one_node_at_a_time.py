@@ -2,11 +2,12 @@
 `error` (acceptance-scenarios.md §5.4).
 
 The rule itself (at most one node upgrade unfinished, and it is the manager's `upgradingNode`) is
-judged at every write by the stack's observer. Here the nodes run in turn, and node-2 goes
-NotReady while node-1 upgrades: each of its attempts waits in `initializing` ("node node-2 is not
-ready") until the (short) node timeout aborts it, and after `max_node_retries` attempts it is `error` for
-good, while the manager moves on to node-3 and ends `completed` with a summary naming node-2 (the
-prototype stayed `upgrading` forever behind it, §5.6). No volumes: the manager's pacing alone.
+judged at every write by the stack's observer. Here the nodes run in turn, and node-2 is NotReady
+(listed in `spec.nodes`, so pending whatever its IM shows): each of its attempts waits in
+`initializing` ("node node-2 is not ready") until the (short) node timeout aborts it, and after
+`max_node_retries` attempts it is `error` for good, while the manager moves on to node-3 and ends
+`completed` with a summary naming node-2 (the prototype stayed `upgrading` forever behind it,
+§5.6). No volumes: the manager's pacing alone.
 """
 
 from __future__ import annotations
@@ -41,13 +42,10 @@ async def test_nodes_one_at_a_time_and_a_failed_node_does_not_hold_the_rest(
     sandbox: Sandbox, stack: list[Running], observer: UpgradeObserver
 ) -> None:
     control = SandboxControl.from_kubeconfig(sandbox.cluster.kubeconfig_path)
-    await scenario.start_upgrade(sandbox)
-
-    async def node_1_started() -> bool:
-        return bool(await scenario.node_upgrades(sandbox, "node-1"))
-
-    await sandbox.wait_for(node_1_started, within=60, what="node-1's upgrade", invariant=observer.holds)
+    await scenario.settled(sandbox)
     await control.set_node_ready("node-2", False)
+    # listed, so node-2 is pending whatever its IM looks like while it is NotReady
+    await scenario.start_upgrade(sandbox, nodes=scenario.NODES)
 
     manager = await scenario.wait_manager(sandbox, observer, "completed", within=120)
     nodes = manager["status"]["upgradeNodes"]
