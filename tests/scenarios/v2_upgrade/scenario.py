@@ -17,8 +17,8 @@ from typing import Any
 
 from corral_model.kinds import CORRAL_GROUP, CORRAL_VERSION
 from corral_sandbox.control import SandboxControl
-from corral_sandbox.seeds import default_seed
-from corral_sandbox.seeds.model import NodeSeed, Seed, VolumeSeed
+from corral_sandbox.seeds.model import Seed, VolumeSeed
+from corral_sandbox.seeds.v2 import v2_seed as sandbox_v2_seed
 from tests.fixtures.sandbox import Sandbox
 from tests.scenarios.v2_upgrade.invariants import MANAGERS, NODE_UPGRADES
 from tests.scenarios.v2_upgrade.observer import UpgradeObserver
@@ -54,21 +54,14 @@ def v1_volume(name: str, owner: str = "node-1", replicas: int = 2) -> VolumeSeed
 def v2_seed(
     volumes: Iterable[VolumeSeed] = (), labels: dict[str, dict[str, str]] | None = None, nodes: int = 3
 ) -> Seed:
-    """Three v2-enabled nodes with hugepages, the old IM image, and exactly `volumes`.
-    `labels`: node → extra Kubernetes labels (the disable-v2 label, say)."""
-    base = default_seed()
+    """The sandbox's v2 cluster (`corral_sandbox.seeds.v2`: v2-enabled nodes with hugepages, the old
+    IM image) with exactly `volumes`; `labels`: node → extra Kubernetes labels (disable-v2, say)."""
+    base = sandbox_v2_seed(nodes=nodes, volumes=0)
     node_seeds = tuple(
-        NodeSeed(f"node-{i}", hugepages="4Gi", labels=(labels or {}).get(f"node-{i}", {}))
-        for i in range(1, nodes + 1)
+        dataclasses.replace(n, labels={**n.labels, **(labels or {}).get(n.name, {})}) for n in base.nodes
     )
-    return dataclasses.replace(
-        base,
-        nodes=node_seeds,
-        instance_manager_image=OLD_IM,
-        settings={**base.settings, "v2-data-engine": "true"},
-        volumes=tuple(volumes),
-        generate=dataclasses.replace(base.generate, volumes=0),
-    )
+    assert base.instance_manager_image == OLD_IM
+    return dataclasses.replace(base, nodes=node_seeds, volumes=tuple(volumes))
 
 
 # --- the operator's moves ---------------------------------------------------------------------------
