@@ -12,7 +12,7 @@ DataEngineUpgradeManager is created.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from corral_model.kinds import CORRAL_GROUP, CORRAL_VERSION
@@ -178,10 +178,19 @@ async def running_v2_im(sandbox: Sandbox, node: str, image: str) -> dict[str, An
 
 
 async def wait_manager(
-    sandbox: Sandbox, observer: UpgradeObserver, wanted: str = "completed", within: float = 60.0
+    sandbox: Sandbox,
+    observer: UpgradeObserver,
+    wanted: str = "completed",
+    within: float = 60.0,
+    also: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
-    """The manager once it reaches `wanted`, the invariants checked at every look; fails at once if
-    it ends in the other terminal state."""
+    """The manager once it reaches `wanted`, the invariants (and a scenario's own rule `also`)
+    checked at every look; fails at once if it ends in the other terminal state."""
+
+    async def invariant() -> None:
+        await observer.holds()
+        if also is not None:
+            also()
 
     async def probe() -> dict[str, Any] | None:
         obj = await manager(sandbox)
