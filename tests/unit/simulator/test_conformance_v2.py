@@ -145,34 +145,37 @@ def test_sc_v2_01_v2_volumes_engines_and_replicas_live_in_v2_instance_managers()
 
 
 def test_sc_v2_02_a_nodes_v2_im_keeps_its_image_until_deleted_then_comes_back_on_the_default() -> None:
-    seed = v2_seed(nodes=3, volumes=1)
+    seed = v2_seed(nodes=4, volumes=1)
     config = SimConfig(seed=seed.seed, images=seed.image_profiles, v2_im_startup_seconds=2.0)
     w = World(seed=seed, config=config)
     w.settle()
-    for node in ("node-1", "node-2", "node-3"):
+    nodes = ["node-1", "node-2", "node-3", "node-4"]
+    for node in nodes:
         assert {OLD, "longhornio/longhorn-engine:v1.10.0"} <= set(node_image_names(w.get("kubenode", node)))
+    busy = sorted(r["spec"]["nodeID"] for r in replicas(w, "v2-vol-001"))
+    [idle] = [n for n in nodes if n not in busy]
+    replica_node = next(n for n in busy if n != "node-1")
     w.patch("setting", "default-instance-manager-image", {"value": NEW})
     w.settle()
-    for node in ("node-1", "node-2", "node-3"):
-        assert [im["spec"]["image"] for im in v2_ims(w, node)] == [OLD], "no second v2 IM on the new image"
-    assert NEW in node_image_names(w.get("kubenode", "node-2")), "the new v1 IM pod pulled the image"
-    w.patch("kubenode", "node-2", {"status": {"images": []}})
+    for node in busy:
+        assert [im["spec"]["image"] for im in v2_ims(w, node)] == [OLD], "kept while busy, no second one"
+    assert [im["spec"]["image"] for im in v2_ims(w, idle)] == [NEW], "an idle old one is replaced (IM-08)"
+    assert NEW in node_image_names(w.get("kubenode", replica_node)), "the new v1 IM pod pulled the image"
+    w.patch("kubenode", replica_node, {"status": {"images": []}})
 
-    old = the_v2_im(w, "node-2")
+    old = the_v2_im(w, replica_node)
     w.delete("instancemanager", old["metadata"]["name"])
     started = w.now
     w.settle(horizon=1.0)
-    [new] = v2_ims(w, "node-2")
+    [new] = v2_ims(w, replica_node)
     assert new["spec"]["image"] == NEW and new["metadata"]["name"] != old["metadata"]["name"]
     assert new["status"]["currentState"] == "starting", "the v2 IM takes its start-up duration"
     w.settle()
-    new = the_v2_im(w, "node-2")
+    new = the_v2_im(w, replica_node)
     assert new["status"]["currentState"] == "running"
     assert w.now - started >= 2.0
-    assert node_image_names(w.get("kubenode", "node-2")) == [NEW], "pulled again to run the pod"
-    assert sorted(new["status"]["instanceReplicas"]) == [
-        r["metadata"]["name"] for r in replicas(w, "v2-vol-001", "node-2")
-    ]
+    assert node_image_names(w.get("kubenode", replica_node)) == [NEW], "pulled again to run the pod"
+    assert w.get("volume", "v2-vol-001")["status"]["robustness"] == "healthy", "its lost replica rebuilt"
 
 
 # --- SC-V2-03 --------------------------------------------------------------------------------------
@@ -552,3 +555,24 @@ def test_sc_v2_io_gap_budget_is_the_configured_durations_plus_the_slack() -> Non
     config = replace(SimConfig(), v2_suspend_seconds=1.0, v2_switch_seconds=2.0, v2_resume_seconds=3.0)
     assert config.switchover_io_gap_budget == 6.0 + config.io_gap_slack_seconds
     assert config.switchover_seconds == config.v2_target_create_seconds + 6.0
+
+
+def test_sc_v2_07_a_volume_detached_while_away_has_no_current_target_and_reattaches_home() -> None:
+    w = world(nodes=3, volumes=1)
+    request_upgrade(w)
+    point_volume(w, "v2-vol-001", "node-2", NEW)
+    w.settle()
+    w.patch("volume", "v2-vol-001", {"spec": {"nodeID": "", "targetNodeIDForLiveUpgrade": ""}})
+    w.settle()
+    volume = w.get("volume", "v2-vol-001")
+    assert volume["status"]["state"] == "detached"
+    assert volume["status"]["currentTargetNodeIDForLiveUpgrade"] == ""
+    assert engine(w, "v2-vol-001")["status"]["currentTargetNodeIDForLiveUpgrade"] == ""
+    w.patch("volume", "v2-vol-001", {"spec": {"nodeID": "node-1"}})
+    w.settle()
+    eng = engine(w, "v2-vol-001")
+    assert (
+        eng["status"]["currentState"] == "running"
+        and eng["status"]["currentTargetNodeIDForLiveUpgrade"] == ""
+    )
+    assert eng["status"]["targetIP"] == the_v2_im(w, "node-1")["status"]["ip"]

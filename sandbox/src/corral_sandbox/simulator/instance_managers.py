@@ -37,6 +37,8 @@ from corral_sandbox.simulator.im_nodes import (
 from corral_sandbox.simulator.im_v2 import recorded_status
 from corral_sandbox.simulator.node_images import pull_image
 from corral_sandbox.simulator.settings import as_bool
+from corral_sandbox.simulator.upgrade_signals import upgrading_nodes
+from corral_sandbox.simulator.v2_engine import v2_target_nodes
 from corral_sandbox.simulator.view import Obj, deleting, spec, status
 
 IM_COMPONENT = "instance-manager"
@@ -46,19 +48,23 @@ def reconcile_instance_managers(ctx: ReconcileContext) -> None:
     _ensure_default_managers(ctx)
     instances = _instances_by_manager(ctx)
     nodes = set(ready_nodes(ctx.view))
+    keep_v2 = upgrading_nodes(ctx.view) | v2_target_nodes(ctx.view)
     for im in ctx.view.all("instancemanager"):
         held = instances.get(im["metadata"]["name"], {})
         with ctx.isolated("instancemanager", im):
-            if _obsolete(ctx, im, held):
+            if _obsolete(ctx, im, held, keep_v2):
                 ctx.delete("instancemanager", im, "instance manager no longer wanted and idle")
                 continue
             _reconcile_manager(ctx, im, held, spec(im).get("nodeID", "") in nodes)
     _run_pods(ctx)
 
 
-def _obsolete(ctx: ReconcileContext, im: Obj, instances: dict[str, dict[str, Any]]) -> bool:
-    """Longhorn removes an IM whose data engine was disabled, and a v1 IM on an old image once no
-    instance runs in it (v2 IMs go through the data-engine upgrade instead)."""
+def _obsolete(
+    ctx: ReconcileContext, im: Obj, instances: dict[str, dict[str, Any]], keep_v2: set[str]
+) -> bool:
+    """Longhorn removes an IM whose data engine was disabled, and an IM on an old image once no
+    instance runs in it (IM-08, V2U-00) — but not a v2 one on a node whose data engine is being
+    upgraded (§5.4: the v2 upgrade replaces it) or that holds a v2 engine's target (`keep_v2`)."""
     if deleting(im):
         return False
     data_engine = spec(im).get("dataEngine", "v1")
@@ -68,7 +74,9 @@ def _obsolete(ctx: ReconcileContext, im: Obj, instances: dict[str, dict[str, Any
     if (data_engine == "v2" and v2_disabled(ctx.view, node)) or excluded_by_selector(ctx.view, node):
         return not any(instances.values())  # removed once idle (T4.6, IM-10)
     old_image = spec(im).get("image") != ctx.view.setting("default-instance-manager-image")
-    return data_engine == "v1" and old_image and not any(instances.values())
+    if data_engine == "v2" and node in keep_v2:
+        return False
+    return old_image and not any(instances.values())
 
 
 def _ensure_default_managers(ctx: ReconcileContext) -> None:

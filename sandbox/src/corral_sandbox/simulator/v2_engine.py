@@ -23,7 +23,7 @@ IM after `instance_start_seconds`, which then lists it in `status.instanceEngine
 from __future__ import annotations
 
 from corral_sandbox.simulator.context import ReconcileContext
-from corral_sandbox.simulator.view import Obj, spec, status
+from corral_sandbox.simulator.view import ClusterView, Obj, spec, status
 
 V2 = "v2"
 ALIVE = ("running", "suspended")
@@ -41,6 +41,15 @@ def desired_target(engine: Obj) -> str:
 def current_target(engine: Obj) -> str:
     """The node the engine's target is on now."""
     return str(status(engine).get("currentTargetNodeIDForLiveUpgrade") or spec(engine).get("nodeID", ""))
+
+
+def v2_target_nodes(view: ClusterView) -> set[str]:
+    """Nodes serving a running v2 engine's target away from its initiator: their v2 IM is busy."""
+    return {
+        current_target(e)
+        for e in view.all("engine")
+        if is_v2(e) and status(e).get("currentState") in ALIVE and current_target(e) != spec(e).get("nodeID")
+    }
 
 
 def rehome_initiator(ctx: ReconcileContext, engine: Obj, managers: dict[tuple[str, str], Obj]) -> None:
@@ -87,7 +96,7 @@ def step_v2_engine(ctx: ReconcileContext, engine: Obj, managers: dict[tuple[str,
             f"v2-switch/{name}/{wanted_target}", ctx.config.v2_switch_seconds
         ):
             # the resume the volume controller asks for next is timed from the switch
-            ctx.start_timer(f"v2-resume/{name}")
+            ctx.start_timer(f"v2-resume/{name}", ctx.config.v2_resume_seconds)
             ctx.patch_status(
                 "engine",
                 engine,
@@ -114,7 +123,7 @@ def step_v2_engine(ctx: ReconcileContext, engine: Obj, managers: dict[tuple[str,
         ctx.patch_status("engine", engine, {"currentState": "suspended"}, "v2 engine suspended")
         if wanted_target != held_target:
             # suspended to switch: the switch is timed from here
-            ctx.start_timer(f"v2-switch/{name}/{wanted_target}")
+            ctx.start_timer(f"v2-switch/{name}/{wanted_target}", ctx.config.v2_switch_seconds)
     elif (
         desire == "running"
         and current == "suspended"
