@@ -67,11 +67,12 @@ def v2_seed(
 # --- the operator's moves ---------------------------------------------------------------------------
 
 
-async def pull_image(sandbox: Sandbox, image: str, nodes: Iterable[str] = NODES) -> None:
-    """The kubelet reports `image` among the node's pulled images (`status.images`), as after a
-    pre-pull DaemonSet ran there (through the simulator's control, as any other SIM-K8S fact)."""
+async def pull_image(sandbox: Sandbox, image: str, nodes: Iterable[str] = ()) -> None:
+    """The kubelet reports `image` among the pulled images (`status.images`) of `nodes` (default:
+    every node), as after a pre-pull DaemonSet ran there (through the simulator's control, as any
+    other SIM-K8S fact)."""
     control = SandboxControl.from_kubeconfig(sandbox.cluster.kubeconfig_path)
-    for node in nodes:
+    for node in nodes or [n["metadata"]["name"] for n in await sandbox.list("nodes")]:
         await control.set_node_images(node, add=[image])
 
 
