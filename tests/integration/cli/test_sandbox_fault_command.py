@@ -50,7 +50,9 @@ async def test_sandbox_fault_v2_faults_and_the_io_ledger(sandbox: Sandbox) -> No
 
     code, out, err = await corral("sandbox", "fault", "--kubeconfig", kubeconfig, "io")
     assert code == 0, err
-    assert set(json.loads(out)) == {"now", "volumes"}
+    ledger = json.loads(out)
+    assert set(ledger) == {"now", "volumes", "dataPlane"}
+    assert ledger["dataPlane"]["switchoverIoGapBudget"] == sandbox.simulator.config.switchover_io_gap_budget
 
     code, out, err = await corral("sandbox", "fault", "--kubeconfig", kubeconfig, "block-target", "node-9")
     assert code == 1 and out == ""

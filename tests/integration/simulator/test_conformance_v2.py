@@ -81,7 +81,9 @@ async def test_sc_v2_13_a_switch_over_through_the_api_read_from_the_io_ledger(
     assert engine["spec"]["nodeID"] == "node-1"
     assert engine["status"]["currentTargetNodeIDForLiveUpgrade"] == "node-2"
 
-    io = (await control.io())["volumes"]["v2-vol-001"]
+    ledger = await control.io()
+    assert ledger["dataPlane"]["switchoverSeconds"] == sandbox.simulator.config.switchover_seconds
+    io = ledger["volumes"]["v2-vol-001"]
     assert io["detaches"] == 0 and io["attached"] and io["serving"]
     [gap] = io["gaps"]
     assert gap["reasons"] == ["suspended"] and gap["end"] is not None

@@ -38,7 +38,7 @@ from corral_sandbox.emulator.http import Handled, Reply
 from corral_sandbox.emulator.store import encode
 from corral_sandbox.simulator.faults import SimFaults
 from corral_sandbox.simulator.im_ledger import instance_manager_pods
-from corral_sandbox.simulator.io_ledger import io_report
+from corral_sandbox.simulator.io_ledger import data_plane, io_report
 from corral_sandbox.simulator.objects import engine_name
 from corral_sandbox.simulator.reconcile import CONTROLLERS
 
@@ -104,7 +104,7 @@ class SimulatorControl:
         if path == "instance-managers" and method == "GET":
             return Reply(encode(instance_manager_pods(self._sim.view, self._sim.memory)))
         if path == "io" and method == "GET":
-            return Reply(encode(io_report(self._sim.memory, self._sim.clock.now())))
+            return Reply(encode(ledger(self._sim)))
         action = self._actions.get(path)
         if action is None or method != "POST":
             raise errors.page_not_found(f"/_sandbox/{MOUNT}/{path}")
@@ -193,4 +193,12 @@ class IOControl:
     def __call__(self, method: str, path: str, body: Any) -> Handled:
         if method != "GET" or path:
             raise errors.page_not_found(f"/_sandbox/{IO_MOUNT}/{path}")
-        return Reply(encode(io_report(self._sim.memory, self._sim.clock.now())))
+        return Reply(encode(ledger(self._sim)))
+
+
+def ledger(simulator: Simulator) -> dict[str, Any]:
+    """The SIM-IO ledger now, with the data-plane durations and the budget it is judged by."""
+    return {
+        **io_report(simulator.memory, simulator.clock.now()),
+        "dataPlane": data_plane(simulator.config),
+    }

@@ -28,6 +28,7 @@ from corral_sandbox.simulator.objects import engine_name
 from corral_sandbox.simulator.view import ClusterView, Obj, deleting, spec, status
 
 if TYPE_CHECKING:
+    from corral_sandbox.simulator.config import SimConfig
     from corral_sandbox.simulator.context import Memory, ReconcileContext
 
 
@@ -123,6 +124,22 @@ def _note(record: VolumeIO, reason: str, now: float) -> None:
         record.gaps.append(Gap(now, None, [reason]))
     elif gap.reasons[-1] != reason:
         gap.reasons.append(reason)
+
+
+def data_plane(config: SimConfig) -> dict[str, float]:
+    """The configured v2 data-plane durations and the bounds derived from them (README), for a
+    reader of the ledger in another process (a bench's lower bound, a scenario's budget)."""
+    return {
+        "v2TargetCreateSeconds": config.v2_target_create_seconds,
+        "v2SuspendSeconds": config.v2_suspend_seconds,
+        "v2SwitchSeconds": config.v2_switch_seconds,
+        "v2ResumeSeconds": config.v2_resume_seconds,
+        "v2InstanceManagerStartSeconds": config.v2_im_start_seconds,
+        "rebuildSeconds": config.rebuild_seconds,
+        "snapshotSeconds": config.snapshot_seconds,
+        "switchoverSeconds": config.switchover_seconds,
+        "switchoverIoGapBudget": config.switchover_io_gap_budget,
+    }
 
 
 def io_report(memory: Memory, now: float) -> dict[str, Any]:
