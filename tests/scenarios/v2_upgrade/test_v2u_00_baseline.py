@@ -43,6 +43,10 @@ def sandbox_config() -> SimConfig:
     return fast_config()
 
 
+async def _replicas_made(sandbox: Sandbox, volume: str, count: int) -> bool:
+    return len(await sandbox.replicas_of(volume)) == count
+
+
 async def v2_ims(sandbox: Sandbox) -> dict[str, dict[str, Any]]:
     """node → its v2 instance manager (the one not being deleted)."""
     return {
@@ -87,6 +91,8 @@ async def test_v2u_00_current_longhorn_with_a_new_instance_manager_image(sandbox
     await sandbox.wait_volume(
         "v1-old", lambda v: v.get("status", {}).get("state") == "detached", what="v1-old detached"
     )
+    # a new volume reads `detached` before its replicas exist: plan once it is whole
+    await sandbox.wait_for(lambda: _replicas_made(sandbox, "v1-old", 2), what="v1-old's two replicas")
     await sandbox.set_setting(LIMIT_SETTING, "3")
     commands, _ = plan_snapshot(ENGINE_UPGRADE, await snapshot(sandbox), now=0.0)
     planned = {c.target.name for c in commands}
