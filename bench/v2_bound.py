@@ -1,0 +1,126 @@
+"""The fastest a v2 data-engine upgrade can go on the simulator's configured data-plane durations:
+the lower bound bench_v2_upgrade.py sets its measured wall time and I/O gaps against.
+
+The manager upgrades one node at a time, and within a node each step waits for the data plane to
+finish the previous one (the decider moves on only once it sees the outcome), so the upgrade takes
+at least the sum, over the nodes, of what one node cannot overlap:
+
+    node = replica_stop + replica_delete             failing-replicas (the node's replicas at once)
+         + switch_over                               switching-over (its attached volumes at once)
+         + im_restart                                upgrading-instance-manager (the new v2 IM starts)
+         + switch_over                               switching-back
+         + replica_start + ceil(R / L) * rebuild     rebuilding-replica: R replicas it held, L rebuilds
+                                                     at once per node
+         (+ snapshot                                 initializing, with snapshot-before-upgrade on)
+
+    switch_over = suspend + switch + resume          one volume's target moved (§5.5, last part)
+
+A step that has nothing to do on a node costs nothing: no replica there, no failing or rebuild; no
+attached volume whose target it holds, no switch-over. Volumes of one step move in parallel, so
+one duration per step is all the bound may count. Everything the services add (watch delay, the
+decider's debounce, the actuator's round trips) is what the bench measures on top.
+
+The I/O gap: an attached volume's target moves away and back once, and each move leaves it unable
+to serve from the suspend to the resume, so its longest gap is at least `suspend + switch` (the
+resume ends the gap). A volume whose target never moves has a bound of 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DataPlaneDurations:
+    """The simulator's configured durations of the steps a v2 node upgrade waits for (seconds)."""
+
+    replica_stop_s: float
+    replica_delete_s: float
+    suspend_s: float
+    switch_s: float
+    resume_s: float
+    im_restart_s: float
+    replica_start_s: float
+    rebuild_s: float
+    rebuild_limit: int
+    snapshot_s: float = 0.0
+
+    @property
+    def switch_over_s(self) -> float:
+        """One volume's target moved: suspended, switched, resumed."""
+        return self.suspend_s + self.switch_s + self.resume_s
+
+    @property
+    def io_gap_s(self) -> float:
+        """The least a switch-over leaves a volume unable to serve: from its suspend to its resume."""
+        return self.suspend_s + self.switch_s
+
+
+@dataclass(frozen=True)
+class NodeLoad:
+    """What one node's upgrade has to move: the v2 replicas on it, and the attached v2 volumes
+    whose target (engine) it holds."""
+
+    replicas: int
+    switched_volumes: int
+
+
+def node_steps(durations: DataPlaneDurations, load: NodeLoad, *, snapshots: bool = False) -> dict[str, float]:
+    """The least each step of one node upgrade takes, by state name."""
+    d = durations
+    switch = d.switch_over_s if load.switched_volumes else 0.0
+    rebuild = 0.0
+    if load.replicas:
+        rounds = math.ceil(load.replicas / d.rebuild_limit) if d.rebuild_limit > 0 else math.inf
+        rebuild = d.replica_start_s + rounds * d.rebuild_s
+    return {
+        "initializing": d.snapshot_s if snapshots and load.switched_volumes else 0.0,
+        "failing-replicas": d.replica_stop_s + d.replica_delete_s if load.replicas else 0.0,
+        "switching-over": switch,
+        "upgrading-instance-manager": d.im_restart_s,
+        "switching-back": switch,
+        "rebuilding-replica": rebuild,
+    }
+
+
+@dataclass(frozen=True)
+class UpgradeBound:
+    total_s: float
+    per_node_s: dict[str, float]
+    io_gap_s: dict[str, float]
+    """Per attached volume: the least its longest I/O gap can be."""
+
+
+def upgrade_bound(
+    durations: DataPlaneDurations,
+    loads: Mapping[str, NodeLoad],
+    switched: Iterable[str],
+    *,
+    snapshots: bool = False,
+) -> UpgradeBound:
+    """The bound of a whole upgrade of the nodes in `loads`, one at a time; `switched` names the
+    attached volumes whose target moves during it."""
+    per_node = {
+        node: round(sum(node_steps(durations, load, snapshots=snapshots).values()), 6)
+        for node, load in sorted(loads.items())
+    }
+    gaps = {volume: durations.io_gap_s for volume in sorted(switched)}
+    return UpgradeBound(round(sum(per_node.values()), 6), per_node, gaps)
+
+
+def loads_of(
+    replica_nodes: Iterable[str], target_nodes: Mapping[str, str], nodes: Iterable[str]
+) -> dict[str, NodeLoad]:
+    """Each node's load from where the v2 replicas are (one node per replica) and where each
+    attached v2 volume's target is (volume → node)."""
+    replicas: dict[str, int] = dict.fromkeys(nodes, 0)
+    volumes: dict[str, int] = dict.fromkeys(replicas, 0)
+    for node in replica_nodes:
+        if node in replicas:
+            replicas[node] += 1
+    for node in target_nodes.values():
+        if node in volumes:
+            volumes[node] += 1
+    return {node: NodeLoad(replicas[node], volumes[node]) for node in replicas}

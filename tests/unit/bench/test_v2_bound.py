@@ -1,0 +1,61 @@
+"""The v2-upgrade bench's lower bound: one node at a time, per node the steps that cannot overlap,
+a step with nothing to move on a node costs nothing, rebuilds in rounds of the per-node limit."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.v2_bound import DataPlaneDurations, NodeLoad, loads_of, node_steps, upgrade_bound
+
+DURATIONS = DataPlaneDurations(
+    replica_stop_s=0.1,
+    replica_delete_s=0.05,
+    suspend_s=0.02,
+    switch_s=0.03,
+    resume_s=0.01,
+    im_restart_s=0.5,
+    replica_start_s=0.04,
+    rebuild_s=0.2,
+    rebuild_limit=5,
+    snapshot_s=0.3,
+)
+
+
+def test_a_node_with_replicas_and_targets_waits_for_every_step() -> None:
+    steps = node_steps(DURATIONS, NodeLoad(replicas=12, switched_volumes=4))
+    assert steps == pytest.approx(
+        {
+            "initializing": 0.0,
+            "failing-replicas": 0.15,
+            "switching-over": 0.06,
+            "upgrading-instance-manager": 0.5,
+            "switching-back": 0.06,
+            "rebuilding-replica": 0.04 + 3 * 0.2,  # 12 replicas, 5 at a time: three rounds
+        }
+    )
+    assert node_steps(DURATIONS, NodeLoad(12, 4), snapshots=True)["initializing"] == 0.3
+
+
+def test_a_node_with_nothing_to_move_only_restarts_its_instance_manager() -> None:
+    steps = node_steps(DURATIONS, NodeLoad(replicas=0, switched_volumes=0), snapshots=True)
+    assert sum(steps.values()) == pytest.approx(0.5)
+
+
+def test_rebuilds_blocked_by_a_zero_limit_have_no_finite_bound() -> None:
+    blocked = DataPlaneDurations(**{**DURATIONS.__dict__, "rebuild_limit": 0})
+    assert node_steps(blocked, NodeLoad(1, 0))["rebuilding-replica"] == float("inf")
+
+
+def test_the_upgrade_is_the_sum_of_its_nodes_and_each_switched_volume_is_suspended() -> None:
+    loads = loads_of(
+        replica_nodes=["n1", "n2", "n3", "n1", "n2", "n3", "elsewhere"],
+        target_nodes={"vol-a": "n1", "vol-b": "n1"},
+        nodes=["n1", "n2", "n3"],
+    )
+    assert loads == {"n1": NodeLoad(2, 2), "n2": NodeLoad(2, 0), "n3": NodeLoad(2, 0)}
+    bound = upgrade_bound(DURATIONS, loads, switched=["vol-b", "vol-a"])
+    n1 = 0.15 + 0.06 + 0.5 + 0.06 + 0.24
+    n2 = 0.15 + 0.5 + 0.24
+    assert bound.per_node_s == pytest.approx({"n1": n1, "n2": n2, "n3": n2})
+    assert bound.total_s == pytest.approx(n1 + 2 * n2)
+    assert bound.io_gap_s == pytest.approx({"vol-a": 0.05, "vol-b": 0.05})  # suspend + switch
