@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bench.v2_bound import DataPlaneDurations, NodeLoad, loads_of, node_steps, upgrade_bound
+from bench.v2_timeline import StateTimeline
 
 DURATIONS = DataPlaneDurations(
     replica_stop_s=0.1,
@@ -59,3 +60,29 @@ def test_the_upgrade_is_the_sum_of_its_nodes_and_each_switched_volume_is_suspend
     assert bound.per_node_s == pytest.approx({"n1": n1, "n2": n2, "n3": n2})
     assert bound.total_s == pytest.approx(n1 + 2 * n2)
     assert bound.io_gap_s == pytest.approx({"vol-a": 0.05, "vol-b": 0.05})  # suspend + switch
+
+
+def test_the_timeline_times_each_step_of_each_node_and_the_whole_upgrade() -> None:
+    ticks = iter([0.0, 0.1, 0.3, 0.35, 1.0, 1.2, 1.5, 2.0, 9.0])
+    timeline = StateTimeline(clock=lambda: next(ticks))
+    managers, nodes = "dataengineupgrademanagers", "nodedataengineupgrades"
+
+    def cr(state: str, node: str = "", name: str = "upgrade") -> dict[str, object]:
+        return {"metadata": {"name": name}, "spec": {"nodeID": node}, "status": {"state": state}}
+
+    timeline.observe(managers, None, cr(""))  # 0.0: created
+    timeline.observe(nodes, None, cr("", "n1", "u1"))  # 0.1
+    timeline.observe(nodes, cr("", "n1", "u1"), cr("initializing", "n1", "u1"))  # 0.3
+    timeline.observe(nodes, cr("initializing", "n1", "u1"), cr("initializing", "n1", "u1"))  # same state
+    timeline.observe(nodes, cr("initializing", "n1", "u1"), cr("failing-replicas", "n1", "u1"))  # 0.35
+    timeline.observe(nodes, cr("failing-replicas", "n1", "u1"), cr("completed", "n1", "u1"))  # 1.0
+    timeline.observe(nodes, None, cr("", "n2", "u2"))  # 1.2
+    timeline.observe(nodes, cr("", "n2", "u2"), cr("error", "n2", "u2"))  # 1.5
+    timeline.observe(managers, cr(""), cr("completed"))  # 2.0
+    assert timeline.wall_s() == 2.0
+    steps = timeline.steps()
+    assert steps.keys() == {"n1", "n2"}
+    assert steps["n1"] == pytest.approx(
+        {"created": 0.2, "initializing": 0.05, "failing-replicas": 0.65, "total": 0.9}
+    )
+    assert steps["n2"] == pytest.approx({"created": 0.3, "total": 0.3})
