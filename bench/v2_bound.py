@@ -13,7 +13,10 @@ at least the sum, over the nodes, of what one node cannot overlap:
                                                      at once per node
          (+ snapshot                                 initializing, with snapshot-before-upgrade on)
 
-    switch_over = suspend + switch + resume          one volume's target moved (§5.5, last part)
+    switch_over = target_create + suspend + switch + resume
+                                                     one volume's target moved (§5.5, last part): the
+                                                     new target created, then the initiator suspended,
+                                                     switched and resumed
 
 A step that has nothing to do on a node costs nothing: no replica there, no failing or rebuild; no
 attached volume whose target it holds, no switch-over. Volumes of one step move in parallel, so
@@ -21,8 +24,9 @@ one duration per step is all the bound may count. Everything the services add (w
 decider's debounce, the actuator's round trips) is what the bench measures on top.
 
 The I/O gap: an attached volume's target moves away and back once, and each move leaves it unable
-to serve from the suspend to the resume, so its longest gap is at least `suspend + switch` (the
-resume ends the gap). A volume whose target never moves has a bound of 0.
+to serve from the suspend to the end of the resume, so its longest gap is at least
+`suspend + switch + resume` (SIM-IO's own definition of the gap). A volume whose target never moves
+has a bound of 0.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ class DataPlaneDurations:
 
     replica_stop_s: float
     replica_delete_s: float
+    target_create_s: float
     suspend_s: float
     switch_s: float
     resume_s: float
@@ -49,13 +54,13 @@ class DataPlaneDurations:
 
     @property
     def switch_over_s(self) -> float:
-        """One volume's target moved: suspended, switched, resumed."""
-        return self.suspend_s + self.switch_s + self.resume_s
+        """One volume's target moved: the new target created, then suspended, switched, resumed."""
+        return self.target_create_s + self.suspend_s + self.switch_s + self.resume_s
 
     @property
     def io_gap_s(self) -> float:
         """The least a switch-over leaves a volume unable to serve: from its suspend to its resume."""
-        return self.suspend_s + self.switch_s
+        return self.suspend_s + self.switch_s + self.resume_s
 
 
 @dataclass(frozen=True)

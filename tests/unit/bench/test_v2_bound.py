@@ -11,6 +11,7 @@ from bench.v2_timeline import StateTimeline
 DURATIONS = DataPlaneDurations(
     replica_stop_s=0.1,
     replica_delete_s=0.05,
+    target_create_s=0.04,
     suspend_s=0.02,
     switch_s=0.03,
     resume_s=0.01,
@@ -28,9 +29,9 @@ def test_a_node_with_replicas_and_targets_waits_for_every_step() -> None:
         {
             "initializing": 0.0,
             "failing-replicas": 0.15,
-            "switching-over": 0.06,
+            "switching-over": 0.1,
             "upgrading-instance-manager": 0.5,
-            "switching-back": 0.06,
+            "switching-back": 0.1,
             "rebuilding-replica": 0.04 + 3 * 0.2,  # 12 replicas, 5 at a time: three rounds
         }
     )
@@ -55,11 +56,11 @@ def test_the_upgrade_is_the_sum_of_its_nodes_and_each_switched_volume_is_suspend
     )
     assert loads == {"n1": NodeLoad(2, 2), "n2": NodeLoad(2, 0), "n3": NodeLoad(2, 0)}
     bound = upgrade_bound(DURATIONS, loads, switched=["vol-b", "vol-a"])
-    n1 = 0.15 + 0.06 + 0.5 + 0.06 + 0.24
+    n1 = 0.15 + 0.1 + 0.5 + 0.1 + 0.24
     n2 = 0.15 + 0.5 + 0.24
     assert bound.per_node_s == pytest.approx({"n1": n1, "n2": n2, "n3": n2})
     assert bound.total_s == pytest.approx(n1 + 2 * n2)
-    assert bound.io_gap_s == pytest.approx({"vol-a": 0.05, "vol-b": 0.05})  # suspend + switch
+    assert bound.io_gap_s == pytest.approx({"vol-a": 0.06, "vol-b": 0.06})  # suspend, switch, resume
 
 
 def test_the_timeline_times_each_step_of_each_node_and_the_whole_upgrade() -> None:
