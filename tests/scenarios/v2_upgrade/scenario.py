@@ -1,0 +1,170 @@
+"""What the v2-upgrade scenarios do to the sandbox and read back from it: the operator's manager
+CR, the new instance-manager image (set as longhorn-manager sets it), the kubelet's list of pulled
+images, and the upgrade CRs as the API server holds them. Reads go through kubernetes-asyncio, never
+a service's own view.
+
+The cluster every scenario starts from (`v2_seed`): three nodes with v2 enabled and hugepages, the
+old IM image everywhere, and whatever volumes the scenario asks for. `start_upgrade` then plays the
+operator of the §5.4 fixture: the new default IM image is pulled on every node and set, and a
+DataEngineUpgradeManager is created.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from corral_model.kinds import CORRAL_GROUP, CORRAL_VERSION
+from corral_sandbox.seeds import default_seed
+from corral_sandbox.seeds.model import NodeSeed, Seed, VolumeSeed
+from tests.fixtures.sandbox import Sandbox
+from tests.scenarios.v2_upgrade.invariants import MANAGERS, NODE_UPGRADES
+
+OLD_IM = "longhornio/longhorn-instance-manager:v1.10.0"
+NEW_IM = "longhornio/longhorn-instance-manager:v1.10.1"
+NEWER_IM = "longhornio/longhorn-instance-manager:v1.10.2"
+TARGET_SETTING = "default-instance-manager-image"
+DISABLE_V2_LABEL = "node.longhorn.io/disable-v2-data-engine"
+NODES = ("node-1", "node-2", "node-3")
+MANAGER = "upgrade"
+NODE_STEPS = (
+    "initializing",
+    "failing-replicas",
+    "switching-over",
+    "upgrading-instance-manager",
+    "switching-back",
+    "rebuilding-replica",
+    "finalizing",
+    "completed",
+)
+
+
+def v2_volume(name: str, owner: str = "node-1", replicas: int = 3, attached: bool = True) -> VolumeSeed:
+    """A v2 volume attached to (its engine on) `owner`, or detached, with `replicas` replicas."""
+    return VolumeSeed(name, replicas=replicas, attached_to=owner if attached else "", data_engine="v2")
+
+
+def v1_volume(name: str, owner: str = "node-1", replicas: int = 2) -> VolumeSeed:
+    return VolumeSeed(name, replicas=replicas, attached_to=owner)
+
+
+def v2_seed(
+    volumes: Iterable[VolumeSeed] = (), labels: dict[str, dict[str, str]] | None = None, nodes: int = 3
+) -> Seed:
+    """Three v2-enabled nodes with hugepages, the old IM image, and exactly `volumes`.
+    `labels`: node → extra Kubernetes labels (the disable-v2 label, say)."""
+    base = default_seed()
+    node_seeds = tuple(
+        NodeSeed(f"node-{i}", hugepages="4Gi", labels=(labels or {}).get(f"node-{i}", {}))
+        for i in range(1, nodes + 1)
+    )
+    return dataclasses.replace(
+        base,
+        nodes=node_seeds,
+        instance_manager_image=OLD_IM,
+        settings={**base.settings, "v2-data-engine": "true"},
+        volumes=tuple(volumes),
+        generate=dataclasses.replace(base.generate, volumes=0),
+    )
+
+
+# --- the operator's moves ---------------------------------------------------------------------------
+
+
+async def pull_image(sandbox: Sandbox, image: str, nodes: Iterable[str] = NODES) -> None:
+    """The kubelet reports `image` among the node's pulled images (`status.images`), as after a
+    pre-pull DaemonSet ran there."""
+    core = client.CoreV1Api(sandbox.api)
+    for node in nodes:
+        current = await core.read_node(node)
+        images: list[dict[str, Any]] = [
+            {"names": list(i.names or []), "sizeBytes": i.size_bytes or 0}
+            for i in current.status.images or []
+        ]
+        if any(image in i["names"] for i in images):
+            continue
+        images.append({"names": [image], "sizeBytes": 1})
+        await core.patch_node_status(
+            node,
+            {"status": {"images": images}},
+            _content_type="application/merge-patch+json",  # type: ignore[call-arg]
+        )
+
+
+async def set_target_image(sandbox: Sandbox, image: str) -> None:
+    """The new default instance-manager image, set as longhorn-manager sets it on an upgrade."""
+    await sandbox.set_setting(TARGET_SETTING, image)
+
+
+def manager_body(
+    sandbox: Sandbox, name: str = MANAGER, nodes: Iterable[str] = (), start_time: str = ""
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"dataEngine": "v2", "nodes": list(nodes)}
+    if start_time:
+        spec["startTime"] = start_time
+    return {
+        "apiVersion": f"{CORRAL_GROUP}/{CORRAL_VERSION}",
+        "kind": "DataEngineUpgradeManager",
+        "metadata": {"name": name, "namespace": sandbox.namespace},
+        "spec": spec,
+    }
+
+
+async def create_manager(
+    sandbox: Sandbox, name: str = MANAGER, nodes: Iterable[str] = (), start_time: str = ""
+) -> dict[str, Any]:
+    obj: dict[str, Any] = await sandbox.objects_api.create_namespaced_custom_object(
+        CORRAL_GROUP,
+        CORRAL_VERSION,
+        sandbox.namespace,
+        MANAGERS,
+        manager_body(sandbox, name, nodes, start_time),
+    )
+    return obj
+
+
+async def start_upgrade(
+    sandbox: Sandbox, image: str = NEW_IM, nodes: Iterable[str] = (), start_time: str = ""
+) -> dict[str, Any]:
+    """The §5.4 fixture's operator: the new image pulled everywhere and set, then the manager."""
+    await pull_image(sandbox, image)
+    await set_target_image(sandbox, image)
+    return await create_manager(sandbox, nodes=nodes, start_time=start_time)
+
+
+# --- reading the upgrade back -----------------------------------------------------------------------
+
+
+async def manager(sandbox: Sandbox, name: str = MANAGER) -> dict[str, Any]:
+    obj: dict[str, Any] = await sandbox.objects_api.get_namespaced_custom_object(
+        CORRAL_GROUP, CORRAL_VERSION, sandbox.namespace, MANAGERS, name
+    )
+    return obj
+
+
+async def node_upgrades(sandbox: Sandbox, node: str = "") -> list[dict[str, Any]]:
+    """Every NodeDataEngineUpgrade (of `node`, when given), oldest first."""
+    answer = await sandbox.objects_api.list_namespaced_custom_object(
+        CORRAL_GROUP, CORRAL_VERSION, sandbox.namespace, NODE_UPGRADES
+    )
+    items = [u for u in answer["items"] if not node or u["spec"]["nodeID"] == node]
+    return sorted(items, key=lambda u: int(u["metadata"]["resourceVersion"]))
+
+
+def state(obj: dict[str, Any] | None) -> str:
+    return str(((obj or {}).get("status") or {}).get("state", ""))
+
+
+async def manager_state(sandbox: Sandbox, name: str = MANAGER) -> str:
+    return state(await manager(sandbox, name))
+
+
+async def v2_instance_managers(sandbox: Sandbox, node: str = "") -> list[dict[str, Any]]:
+    return [
+        im
+        for im in await sandbox.list("instancemanagers")
+        if im["spec"].get("dataEngine") == "v2" and (not node or im["spec"]["nodeID"] == node)
+    ]
