@@ -33,11 +33,11 @@ PLURALS = {"manager": "dataengineupgrademanagers", "node": "nodedataengineupgrad
 Obj = dict[str, Any]
 
 
-def _state(obj: Obj | None) -> str | None:
-    """The object's `status.state` ("" for none yet); None when there is no object."""
+def _status_field(obj: Obj | None, field: str) -> str | None:
+    """The object's `status.<field>` ("" for none yet); None when there is no object."""
     if obj is None:
         return None
-    return str((obj.get("status") or {}).get("state") or "")
+    return str((obj.get("status") or {}).get(field) or "")
 
 
 def v2_upgrade_process(
@@ -52,21 +52,39 @@ def v2_upgrade_process(
 
 class StateTrap:
     """Calls `spring` once, the first time a write puts a `machine` ("manager" or "node") CR into
-    `state`. State "" is the CR's creation (nothing decided on it yet)."""
+    `state`. State "" is the CR's creation (nothing decided on it yet). `field` traps another
+    status field instead (`abortReason`: an abort starting); `nth` waits for the nth CR to get
+    there (a node's second attempt)."""
 
-    def __init__(self, emulator: Emulator, machine: str, state: str, spring: Callable[[str], None]) -> None:
-        self.machine, self.state, self.spring = machine, state, spring
+    def __init__(
+        self,
+        emulator: Emulator,
+        machine: str,
+        state: str,
+        spring: Callable[[str], None],
+        field: str = "state",
+        nth: int = 1,
+    ) -> None:
+        self.machine, self.state, self.spring, self.field, self.nth = machine, state, spring, field, nth
+        self.seen: list[str] = []
+        """The CRs that reached the state, in order (each once)."""
         self.caught = ""
-        """The name of the CR that reached the state, once it did."""
+        """The name of the nth CR that reached the state, once it did."""
         emulator.register_admission(
             CORRAL, PLURALS[machine], self._write, name=f"trap.{machine}", include_status=True
         )
 
     def _write(self, operation: str, old: Obj | None, new: Obj | None) -> None:
-        if self.caught or new is None or _state(new) != self.state or _state(old) == self.state:
+        value = _status_field(new, self.field)
+        if self.caught or new is None or value != self.state or _status_field(old, self.field) == value:
             return
-        self.caught = str(new["metadata"]["name"])
-        self.spring(self.caught)
+        name = str(new["metadata"]["name"])
+        if name in self.seen:
+            return
+        self.seen.append(name)
+        if len(self.seen) == self.nth:
+            self.caught = name
+            self.spring(name)
 
 
 class WriteTally:
