@@ -30,7 +30,7 @@ from corral_sandbox.emulator.kubeconfig import write_kubeconfig
 from corral_sandbox.seeds import Seed, apply_seed, bootstrap, default_seed
 from corral_sandbox.simulator import Clock, SimConfig, Simulator, WallClock
 from corral_sandbox.simulator.admission import LonghornWebhooks
-from corral_sandbox.simulator.control import MOUNT, SimulatorControl
+from corral_sandbox.simulator.control import IO_MOUNT, MOUNT, IOControl, SimulatorControl
 from corral_sandbox.simulator.kube_admission import install_kube_admission
 from corral_sandbox.simulator.manager_api import LonghornManagerAPI
 from corral_sandbox.simulator.node_admission import V2DisableWebhook
@@ -123,6 +123,7 @@ class SandboxCluster:
         self.bootstrap_digest = booted.digest()
         self._simulator = Simulator(self._api, self.config, self._clock or WallClock(), rng=booted.rng)
         emulator.mount_control(MOUNT, SimulatorControl(self._simulator))
+        emulator.mount_control(IO_MOUNT, IOControl(self._simulator))
         if self._background:
             await self._simulator.start()
         else:

@@ -92,6 +92,34 @@ class SandboxControl(EmulatorControl):
         result: list[dict[str, Any]] = await self.call("GET", f"{SIMULATOR}/instance-managers", None)
         return result
 
+    # --- SIM-V2 / SIM-IO ------------------------------------------------------------------------
+
+    async def block_target(self, node: str) -> dict[str, Any]:
+        """No v2 target can be created on `node`: a relocation there stalls (V2U-16)."""
+        return await self._simulator("block-target", node=node)
+
+    async def unblock_target(self, node: str) -> dict[str, Any]:
+        return await self._simulator("unblock-target", node=node)
+
+    async def kill_v2_instance_manager(self, node: str) -> dict[str, Any]:
+        """`node`'s v2 IM pod dies and stays down until `revive_v2_instance_manager` (V2U-19)."""
+        return await self._simulator("kill-v2-im", node=node)
+
+    async def revive_v2_instance_manager(self, node: str) -> dict[str, Any]:
+        return await self._simulator("revive-v2-im", node=node)
+
+    async def set_node_images(
+        self, node: str, *, add: list[str] | None = None, remove: list[str] | None = None
+    ) -> dict[str, Any]:
+        """The images `node` reports pulled: `remove` dropped, `add` listed (V2U-02)."""
+        return await self._simulator("node-images", node=node, add=add or [], remove=remove or [])
+
+    async def io(self) -> dict[str, Any]:
+        """The SIM-IO ledger: per volume its gaps (start, end, seconds, reasons), `longestGap`,
+        `detaches`, `crashDetaches`, whether it is attached and serving now (io_ledger.py)."""
+        result: dict[str, Any] = await self.call("GET", "io", None)
+        return result
+
     async def clear(self) -> dict[str, Any]:
         """Every fault off: the API server's knobs reset, the simulator's faults undone."""
         api = await self.reset_faults()

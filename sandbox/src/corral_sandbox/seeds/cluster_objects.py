@@ -93,6 +93,7 @@ def base_objects(seed: Seed) -> list[tuple[str, Obj]]:
                     cordoned=node.cordoned,
                     hugepages=node.hugepages,
                     hugepages_allocatable=node.hugepages_allocatable,
+                    images=[seed.default_engine_image, seed.instance_manager_image],
                 ),
             )
         )
@@ -129,7 +130,13 @@ def base_objects(seed: Seed) -> list[tuple[str, Obj]]:
                 objects.volume(
                     volume.name,
                     ns,
-                    image=volume.image or seed.default_engine_image,
+                    # a v2 volume's image is the instance-manager image its engine runs in
+                    image=volume.image
+                    or (
+                        seed.instance_manager_image
+                        if volume.data_engine == "v2"
+                        else seed.default_engine_image
+                    ),
                     size=str(size),
                     replicas=volume.replicas,
                     node_id=volume.attached_to,

@@ -20,10 +20,15 @@ from corral_sandbox.simulator.kubeio import KubeIO
 from corral_sandbox.simulator.view import KIND_NAMES, KINDS
 
 Obj = dict[str, Any]
-_KIND_BY_NAME = {name: kind for kind, name in KIND_NAMES.items() if KINDS[kind][0] == "longhorn.io"}
 _SERVER_META = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink")
 # kinds in the order a cluster makes them: what an object names exists before it
 _ORDER = ("setting", "node", "engineimage", "instancemanager", "volume", "engine", "replica")
+_KIND_BY_NAME = {
+    name: kind
+    for kind, name in KIND_NAMES.items()
+    # snapshots are the v2 upgrade's, made while it runs, never part of a cluster's starting state
+    if KINDS[kind][0] == "longhorn.io" and kind != "snapshot"
+}
 
 
 class ObjectSeedError(ValueError):

@@ -101,6 +101,46 @@ class SimConfig:
     csi_deployment_replicas: int = 3
     # one backing-image-manager pod per ready node (Longhorn runs them where backing images live)
     backing_image_managers: bool = True
+    # SIM-V2 data plane (v2_engine.py, switchover.py, snapshots.py): each step of a v2 target
+    # switch-over, the v2 IM pod's start-up (None: `im_startup_seconds`), a snapshot's checksum
+    v2_target_create_seconds: float = 0.02
+    v2_suspend_seconds: float = 0.01
+    v2_switch_seconds: float = 0.02
+    v2_resume_seconds: float = 0.01
+    v2_im_startup_seconds: float | None = None
+    snapshot_seconds: float = 0.02
+    # SIM-IO: what a switch-over's I/O gap may exceed suspend + switch + resume by — the rounds
+    # (a write and its watch echo each) between the steps, in simulated seconds
+    io_gap_slack_seconds: float = 0.5
+
+    @property
+    def v2_im_start_seconds(self) -> float:
+        """How long a v2 instance manager's pod takes to run (its own knob, else every IM's)."""
+        if self.v2_im_startup_seconds is None:
+            return self.im_startup_seconds
+        return self.v2_im_startup_seconds
+
+    @property
+    def switchover_seconds(self) -> float:
+        """The data plane's lower bound for one v2 target switch-over: the new target is created,
+        then the initiator suspends, switches and resumes (each a configured duration)."""
+        return (
+            self.v2_target_create_seconds
+            + self.v2_suspend_seconds
+            + self.v2_switch_seconds
+            + self.v2_resume_seconds
+        )
+
+    @property
+    def switchover_io_gap_budget(self) -> float:
+        """The longest I/O gap one switch-over may cause (SIM-IO): suspended from the request to the
+        resume, plus the rounds between those steps (`io_gap_slack_seconds`)."""
+        return (
+            self.v2_suspend_seconds
+            + self.v2_switch_seconds
+            + self.v2_resume_seconds
+            + self.io_gap_slack_seconds
+        )
 
     def profile(self, image: str) -> ImageProfile:
         profile = self.images.get(image, self.default_profile)

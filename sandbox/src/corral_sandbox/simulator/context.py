@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from corral_sandbox.simulator.config import SimConfig
+from corral_sandbox.simulator.io_ledger import VolumeIO
 from corral_sandbox.simulator.nulls import NULL
 from corral_sandbox.simulator.view import ClusterView, Obj
 from corral_sandbox.simulator.writes import Verb, Write, diff_fields
@@ -45,6 +46,22 @@ class Memory:
     fail_im_pods: dict[str, str] = field(default_factory=dict)
     # IM name → the uids of its pods in the order they were seen (im_ledger.py; kept on restart)
     im_pod_history: dict[str, list[str]] = field(default_factory=dict)
+    # SIM-FAULT: nodes no v2 target may be created on (a stalled relocation, V2U-16)
+    blocked_targets: set[str] = field(default_factory=set)
+    # SIM-CRASH: nodes whose v2 IM pod is killed and kept down (V2U-19)
+    v2_im_down: set[str] = field(default_factory=set)
+    # SIM-IO: volume → its I/O ledger (io_ledger.py; the tests' record, kept on restart)
+    io: dict[str, VolumeIO] = field(default_factory=dict)
+
+    def survivors(self) -> Memory:
+        """What a controller restart keeps: the records tests read and the faults held on the
+        cluster from outside (the controllers' own timers and requests are lost)."""
+        return Memory(
+            im_pod_history=self.im_pod_history,
+            blocked_targets=self.blocked_targets,
+            v2_im_down=self.v2_im_down,
+            io=self.io,
+        )
 
 
 @dataclass
@@ -79,6 +96,12 @@ class ReconcileContext:
         if due != float("inf"):
             self.deadlines.append(due)
         return False
+
+    def start_timer(self, key: str) -> None:
+        """Start `key`'s wait now, before anyone asks: a step that follows at once on this one
+        (a resume after a switch) is timed from this round, not from the round that sees it."""
+        self.touched.add(key)
+        self.memory.timers[key] = self.now
 
     def forget_untouched_timers(self) -> None:
         for key in [k for k in self.memory.timers if k not in self.touched]:

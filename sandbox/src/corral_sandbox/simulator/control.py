@@ -18,6 +18,10 @@ plane's (`SimFaults`):
 | `POST …/fail-im-pod` | `{"pod": P}` | an instance-manager pod's container exits (phase Failed) |
 | `POST …/hold-instance`, `…/release-instance` | `{"instance": I}` | hold an instance `starting` / free it |
 | `GET …/instance-managers` | | per IM: node, state, pod (uid, phase, restartCount), every pod uid |
+| `POST …/block-target`, `…/unblock-target` | `{"node": N}` | no v2 target created on N (stalled) |
+| `POST …/kill-v2-im`, `…/revive-v2-im` | `{"node": N}` | N's v2 IM pod dies and stays down / back |
+| `POST …/node-images` | `{"node": N, "add": [...], "remove": [...]}` | the kube node's pulled images |
+| `GET …/io` | | the SIM-IO ledger (also at `GET /_sandbox/io`, `IOControl`) |
 | `POST …/clear` | | undo every fault held here |
 
 Every answer is the state after the change; a name that does not exist is a 404, a bad body a 400.
@@ -34,6 +38,7 @@ from corral_sandbox.emulator.http import Handled, Reply
 from corral_sandbox.emulator.store import encode
 from corral_sandbox.simulator.faults import SimFaults
 from corral_sandbox.simulator.im_ledger import instance_manager_pods
+from corral_sandbox.simulator.io_ledger import io_report
 from corral_sandbox.simulator.objects import engine_name
 from corral_sandbox.simulator.reconcile import CONTROLLERS
 
@@ -81,6 +86,11 @@ class SimulatorControl:
             "fail-im-pod": self._fail_im_pod,
             "hold-instance": lambda body: self._faults.hold_instance(_text(body, "instance")),
             "release-instance": lambda body: self._faults.release_instance(_text(body, "instance")),
+            "block-target": lambda body: self._on_node(body, self._faults.block_target),
+            "unblock-target": lambda body: self._on_node(body, self._faults.unblock_target),
+            "kill-v2-im": lambda body: self._on_node(body, self._faults.kill_v2_instance_manager),
+            "revive-v2-im": lambda body: self._on_node(body, self._faults.revive_v2_instance_manager),
+            "node-images": self._node_images,
             "clear": lambda body: self._faults.clear(),
         }
 
@@ -93,6 +103,8 @@ class SimulatorControl:
             return self._state()
         if path == "instance-managers" and method == "GET":
             return Reply(encode(instance_manager_pods(self._sim.view, self._sim.memory)))
+        if path == "io" and method == "GET":
+            return Reply(encode(io_report(self._sim.memory, self._sim.clock.now())))
         action = self._actions.get(path)
         if action is None or method != "POST":
             raise errors.page_not_found(f"/_sandbox/{MOUNT}/{path}")
@@ -136,6 +148,24 @@ class SimulatorControl:
             raise errors.bad_request("seconds: expected a number >= 0")
         self._faults.slow_writes(float(seconds))
 
+    def _on_node(self, body: Any, fault: Callable[[str], None]) -> None:
+        node = _text(body, "node")
+        try:
+            fault(node)
+        except KeyError:
+            raise not_found(f"node {node}") from None
+
+    def _node_images(self, body: Any) -> Coroutine[Any, Any, None]:
+        node = _text(body, "node")
+        lists = {key: body.get(key, []) for key in ("add", "remove")}
+        if not all(isinstance(v, list) and all(isinstance(i, str) and i for i in v) for v in lists.values()):
+            raise errors.bad_request("add, remove: expected lists of image names")
+
+        async def change() -> None:
+            await self._faults.set_node_images(node, add=lists["add"], remove=lists["remove"])
+
+        return change()
+
     def _fail_im_pod(self, body: Any) -> None:
         pod = _text(body, "pod")
         try:
@@ -149,3 +179,18 @@ class SimulatorControl:
             self._faults.restart_instance_manager_container(pod)
         except KeyError:
             raise not_found(f"pod {pod}") from None
+
+
+IO_MOUNT = "io"
+
+
+class IOControl:
+    """The `/_sandbox/io` mount: `GET` answers the SIM-IO ledger (io_ledger.py), read-only."""
+
+    def __init__(self, simulator: Simulator) -> None:
+        self._sim = simulator
+
+    def __call__(self, method: str, path: str, body: Any) -> Handled:
+        if method != "GET" or path:
+            raise errors.page_not_found(f"/_sandbox/{IO_MOUNT}/{path}")
+        return Reply(encode(io_report(self._sim.memory, self._sim.clock.now())))

@@ -10,12 +10,14 @@ the emulator's control.py there), and `clear()` undoes every fault held here.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kubernetes_asyncio import client
 
 from corral_sandbox.simulator.clock import timestamp
 from corral_sandbox.simulator.conditions import condition
+from corral_sandbox.simulator.node_images import image_entry, node_image_names
 from corral_sandbox.simulator.objects import engine_name
 from corral_sandbox.simulator.reconcile import CONTROLLERS
 
@@ -47,6 +49,8 @@ class SimFaults:
             "replicasToFail": sorted(memory.fail_replicas),
             "heldInstances": sorted(memory.held_instances),
             "instanceManagerPodsToFail": sorted(memory.fail_im_pods),
+            "blockedTargetNodes": sorted(memory.blocked_targets),
+            "v2InstanceManagersDown": sorted(memory.v2_im_down),
         }
 
     async def clear(self) -> None:
@@ -58,6 +62,8 @@ class SimFaults:
         self._sim.memory.fail_replicas.clear()
         self._sim.memory.held_instances.clear()
         self._sim.memory.fail_im_pods.clear()
+        self._sim.memory.blocked_targets.clear()
+        self._sim.memory.v2_im_down.clear()
         for node in sorted(self.not_ready):
             await self.set_node_ready(node, True)
         self.resume()
@@ -162,6 +168,59 @@ class SimFaults:
                 continue
             self._sim.view.upsert(kind, answer)
             return
+
+    # --- SIM-V2 ---------------------------------------------------------------------------------
+
+    def _known_node(self, node: str) -> None:
+        if self._sim.view.get("node", node) is None:
+            raise KeyError(f"no node {node}")
+
+    def block_target(self, node: str) -> None:
+        """SIM-FAULT stall: no v2 engine target can be created on `node` (a relocation there hangs
+        before the initiator is suspended, V2U-16) until `unblock_target`."""
+        self._known_node(node)
+        self._sim.memory.blocked_targets.add(node)
+        self._sim.wake()
+
+    def unblock_target(self, node: str) -> None:
+        self._sim.memory.blocked_targets.discard(node)
+        self._sim.wake()
+
+    def kill_v2_instance_manager(self, node: str) -> None:
+        """SIM-CRASH: the node's v2 IM pod dies and stays down (IM `error`, no new pod) until
+        `revive_v2_instance_manager`: the instances in it fail, and targets there stop serving (V2U-19)."""
+        self._known_node(node)
+        self._sim.memory.v2_im_down.add(node)
+        self._sim.wake()
+
+    def revive_v2_instance_manager(self, node: str) -> None:
+        self._sim.memory.v2_im_down.discard(node)
+        self._sim.wake()
+
+    async def set_node_images(
+        self, node: str, *, add: Sequence[str] = (), remove: Sequence[str] = ()
+    ) -> list[str]:
+        """The images the kube node reports pulled (`status.images`): `remove` dropped, `add` listed
+        (V2U-02's "image missing from a node"). Returns the names listed afterwards."""
+        deadline = asyncio.get_running_loop().time() + _NODE_WRITE_SECONDS
+        while True:
+            obj = self._sim.view.get("kubenode", node)
+            if obj is None:
+                raise KeyError(f"no kubenode {node}")
+            held = [e for e in obj.get("status", {}).get("images", []) or [] if isinstance(e, dict)]
+            kept = [e for e in held if not set(e.get("names", []) or []) & set(remove)]
+            names = {n for e in kept for n in e.get("names", []) or []}
+            kept += [image_entry(i) for i in add if i not in names]
+            try:
+                answer = await self._sim.io.patch("kubenode", node, {"status": {"images": kept}}, status=True)
+            except client.ApiException as error:
+                if error.status not in _TRANSIENT or asyncio.get_running_loop().time() > deadline:
+                    raise
+                await asyncio.sleep(_RETRY_SECONDS)
+                continue
+            self._sim.view.upsert("kubenode", answer)
+            self._sim.wake()
+            return node_image_names(answer)
 
     def slow_writes(self, seconds: float) -> None:
         """Every simulator write waits this long first (a slow controller, not a slow API)."""

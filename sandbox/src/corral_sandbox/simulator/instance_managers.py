@@ -35,7 +35,10 @@ from corral_sandbox.simulator.im_nodes import (
     v2_disabled,
 )
 from corral_sandbox.simulator.im_v2 import recorded_status
+from corral_sandbox.simulator.node_images import pull_image
 from corral_sandbox.simulator.settings import as_bool
+from corral_sandbox.simulator.upgrade_signals import upgrading_nodes
+from corral_sandbox.simulator.v2_engine import v2_target_nodes
 from corral_sandbox.simulator.view import Obj, deleting, spec, status
 
 IM_COMPONENT = "instance-manager"
@@ -45,19 +48,23 @@ def reconcile_instance_managers(ctx: ReconcileContext) -> None:
     _ensure_default_managers(ctx)
     instances = _instances_by_manager(ctx)
     nodes = set(ready_nodes(ctx.view))
+    keep_v2 = upgrading_nodes(ctx.view) | v2_target_nodes(ctx.view)
     for im in ctx.view.all("instancemanager"):
         held = instances.get(im["metadata"]["name"], {})
         with ctx.isolated("instancemanager", im):
-            if _obsolete(ctx, im, held):
+            if _obsolete(ctx, im, held, keep_v2):
                 ctx.delete("instancemanager", im, "instance manager no longer wanted and idle")
                 continue
             _reconcile_manager(ctx, im, held, spec(im).get("nodeID", "") in nodes)
     _run_pods(ctx)
 
 
-def _obsolete(ctx: ReconcileContext, im: Obj, instances: dict[str, dict[str, Any]]) -> bool:
-    """Longhorn removes an IM whose data engine was disabled, and a v1 IM on an old image once no
-    instance runs in it (v2 IMs go through the data-engine upgrade instead)."""
+def _obsolete(
+    ctx: ReconcileContext, im: Obj, instances: dict[str, dict[str, Any]], keep_v2: set[str]
+) -> bool:
+    """Longhorn removes an IM whose data engine was disabled, and an IM on an old image once no
+    instance runs in it (IM-08, V2U-00) — but not a v2 one on a node whose data engine is being
+    upgraded (§5.4: the v2 upgrade replaces it) or that holds a v2 engine's target (`keep_v2`)."""
     if deleting(im):
         return False
     data_engine = spec(im).get("dataEngine", "v1")
@@ -67,7 +74,9 @@ def _obsolete(ctx: ReconcileContext, im: Obj, instances: dict[str, dict[str, Any
     if (data_engine == "v2" and v2_disabled(ctx.view, node)) or excluded_by_selector(ctx.view, node):
         return not any(instances.values())  # removed once idle (T4.6, IM-10)
     old_image = spec(im).get("image") != ctx.view.setting("default-instance-manager-image")
-    return data_engine == "v1" and old_image and not any(instances.values())
+    if data_engine == "v2" and node in keep_v2:
+        return False
+    return old_image and not any(instances.values())
 
 
 def _ensure_default_managers(ctx: ReconcileContext) -> None:
@@ -75,11 +84,18 @@ def _ensure_default_managers(ctx: ReconcileContext) -> None:
     if not image:
         return
     engines = [e for e in ("v1", "v2") if as_bool(ctx.view.setting(f"{e}-data-engine"))]
+    # SIM-V2: a node's v2 IM keeps the image it was made with; only once it is gone (deleted by the
+    # v2 data-engine upgrade) is it made again, with the default image of the moment
+    has_v2 = {
+        spec(im).get("nodeID", "")
+        for im in ctx.view.all("instancemanager")
+        if spec(im).get("dataEngine") == "v2" and not deleting(im)
+    }
     for node in ready_nodes(ctx.view):
         if excluded_by_selector(ctx.view, node):
             continue
         for data_engine in engines:
-            if data_engine == "v2" and v2_disabled(ctx.view, node):
+            if data_engine == "v2" and (v2_disabled(ctx.view, node) or node in has_v2):
                 continue
             name = objects.instance_manager_name(node, data_engine, image)
             if ctx.view.get("instancemanager", name) is None:
@@ -97,7 +113,7 @@ def _instances_by_manager(ctx: ReconcileContext) -> dict[str, dict[str, dict[str
             istatus = status(obj)
             manager = istatus.get("instanceManagerName")
             state = istatus.get("currentState", "")
-            if manager and state in ("starting", "running", "error"):
+            if manager and state in ("starting", "running", "suspended", "error"):
                 result[manager][field][obj["metadata"]["name"]] = {
                     "spec": {
                         "name": obj["metadata"]["name"],
@@ -184,6 +200,8 @@ def _recreate_pod(ctx: ReconcileContext, im: Obj) -> None:
     node_name = spec(im).get("nodeID", "")
     if cordoned(ctx.view, node_name):
         return  # a cordoned node gets no new IM pod (the NodeReady condition says why)
+    if spec(im).get("dataEngine") == "v2" and node_name in ctx.memory.v2_im_down:
+        return  # SIM-CRASH: the node's v2 IM is kept down (SimFaults.kill_v2_instance_manager)
     until = ctx.memory.im_backoff_until.get(name, 0.0)
     if ctx.now < until:
         ctx.deadlines.append(until)
@@ -208,7 +226,8 @@ def _run_pod(ctx: ReconcileContext, pod: Obj, nodes: list[str]) -> None:
     if labels.get("longhorn.io/component") != IM_COMPONENT or deleting(pod):
         return
     name = pod["metadata"]["name"]
-    if ctx.view.get("instancemanager", name) is None:
+    im = ctx.view.get("instancemanager", name)
+    if im is None:
         ctx.delete("pod", pod, "owner instance manager is gone")
         return
     uid = pod["metadata"].get("uid", "")
@@ -218,6 +237,9 @@ def _run_pod(ctx: ReconcileContext, pod: Obj, nodes: list[str]) -> None:
     restarts = ctx.memory.pod_restarts.get(uid, 0)
     phase = status(pod).get("phase", "")
     failing = ctx.memory.fail_im_pods.get(name)
+    node_name = pod.get("spec", {}).get("nodeName", "")
+    if spec(im).get("dataEngine") == "v2" and node_name in ctx.memory.v2_im_down and phase != "Failed":
+        failing = uid  # SIM-CRASH: every v2 IM pod on the node dies while the fault holds
     if failing is not None and failing != uid:
         del ctx.memory.fail_im_pods[name]  # its pod is gone, replaced: the fault is done
     elif failing is not None:
@@ -253,7 +275,12 @@ def _run_pod(ctx: ReconcileContext, pod: Obj, nodes: list[str]) -> None:
         }
         ctx.patch_status("pod", pod, {"phase": "Pending", "conditions": [scheduled]}, f"pod pending: {unfit}")
         return
-    if ctx.waited(f"im-start/{uid}", ctx.config.im_startup_seconds):
+    startup = (
+        ctx.config.v2_im_start_seconds
+        if spec(im).get("dataEngine") == "v2"
+        else ctx.config.im_startup_seconds
+    )
+    if ctx.waited(f"im-start/{uid}", startup):
         node = pod["spec"].get("nodeName", "")
         index = nodes.index(node) + 1 if node in nodes else zlib.crc32(node.encode()) % 250 + 1
         ip = f"10.42.{index}.{ctx.rng.randint(2, 254)}"
@@ -270,6 +297,7 @@ def _run_pod(ctx: ReconcileContext, pod: Obj, nodes: list[str]) -> None:
             },
             "instance manager pod running",
         )
+        pull_image(ctx, node, (pod["spec"].get("containers") or [{}])[0].get("image", ""))
     elif phase != "Pending":
         ctx.patch_status(
             "pod",

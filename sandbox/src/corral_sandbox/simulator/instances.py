@@ -15,6 +15,8 @@ import zlib
 from corral_sandbox.simulator.context import ReconcileContext
 from corral_sandbox.simulator.nulls import NULL
 from corral_sandbox.simulator.objects import FINALIZER
+from corral_sandbox.simulator.upgrade_signals import upgrading_nodes
+from corral_sandbox.simulator.v2_engine import ALIVE, is_v2, rehome_initiator, step_v2_engine
 from corral_sandbox.simulator.view import Obj, deleting, spec, status
 
 
@@ -54,10 +56,11 @@ def reconcile_instances(ctx: ReconcileContext) -> None:
         for im in ctx.view.all("instancemanager")
         if status(im).get("currentState") == "running" and not deleting(im)
     }
+    upgrading = upgrading_nodes(ctx.view)
     for kind in ("replica", "engine"):
         for obj in ctx.view.all(kind):
             with ctx.isolated(kind, obj):
-                _reconcile_instance(ctx, kind, obj, managers, running_by_name)
+                _reconcile_instance(ctx, kind, obj, managers, running_by_name, upgrading)
 
 
 def _reconcile_instance(
@@ -66,6 +69,7 @@ def _reconcile_instance(
     obj: Obj,
     managers: dict[tuple[str, str], Obj],
     running_managers: set[str],
+    upgrading: set[str],
 ) -> None:
     name = obj["metadata"]["name"]
     ispec, istatus = spec(obj), status(obj)
@@ -84,17 +88,24 @@ def _reconcile_instance(
         ctx.patch_status(kind, obj, {"conditions": NULL}, f"new {kind}")
     crash_set = ctx.memory.crash_engines if kind == "engine" else ctx.memory.fail_replicas
     if name in crash_set:
-        if current in ("running", "starting"):
+        if current in ("running", "starting", "suspended"):
             # kept until the error is seen: a refused write must not swallow the fault
             ctx.patch_status(kind, obj, {"currentState": "error"}, f"{kind} process killed (fault)")
             return
         crash_set.discard(name)  # seen dead (or there was no process to kill)
     im_name = istatus.get("instanceManagerName", "")
-    if current in ("running", "starting") and im_name and im_name not in running_managers:
+    v2_engine = kind == "engine" and is_v2(obj)
+    if current in ("running", "starting", "suspended") and im_name and im_name not in running_managers:
+        if v2_engine and current in ALIVE and ispec.get("nodeID", "") in upgrading:
+            rehome_initiator(ctx, obj, managers)  # §5.4: tolerated on an upgrading node
+            return
         ctx.patch_status(kind, obj, {"currentState": "error"}, f"{kind} lost its instance manager")
         return
 
     desire = ispec.get("desireState") or "stopped"
+    if v2_engine and current in ALIVE and desire in ALIVE:
+        step_v2_engine(ctx, obj, managers)
+        return
     if "currentState" not in istatus and desire != "running":
         # a new instance reports itself stopped rather than saying nothing
         ctx.patch_status(kind, obj, {**_stopped(kind), "ownerID": ispec.get("nodeID", "")}, f"new {kind}")
@@ -131,6 +142,9 @@ def _reconcile_instance(
             }
             if kind == "engine":
                 wanted["endpoint"] = f"/dev/longhorn/{ispec.get('volumeName', '')}"
+            if v2_engine:
+                # a v2 engine starts with its target beside its initiator
+                wanted.update(targetIP=ip, currentTargetNodeIDForLiveUpgrade="")
             ctx.patch_status(kind, obj, wanted, f"{kind} started")
         elif current != "starting":
             ctx.patch_status(
@@ -141,10 +155,10 @@ def _reconcile_instance(
             )
         return
     if current != "stopped" and ctx.waited(f"stop/{kind}/{name}", ctx.config.instance_stop_seconds):
-        ctx.patch_status(kind, obj, _stopped(kind), f"{kind} stopped")
+        ctx.patch_status(kind, obj, _stopped(kind, v2_engine), f"{kind} stopped")
 
 
-def _stopped(kind: str) -> dict[str, object]:
+def _stopped(kind: str, v2_engine: bool = False) -> dict[str, object]:
     """A stopped instance's status as Longhorn writes it: a stopped Engine's per-replica maps are nil,
     which the API server keeps as literal nulls (nullable fields), and its endpoint is empty."""
     stopped: dict[str, object] = {
@@ -158,6 +172,12 @@ def _stopped(kind: str) -> dict[str, object]:
     }
     if kind == "engine":
         stopped["endpoint"] = ""
+    if v2_engine:
+        # a stopped v2 engine has no target anywhere
+        stopped.update(
+            targetIP="", currentTargetNodeIDForLiveUpgrade="", targetInstanceReplacementCreated=False
+        )
+    if kind == "engine":
         for field in ("replicaModeMap", "rebuildStatus", "backupStatus", "restoreStatus", "purgeStatus"):
             stopped[field] = NULL
     return stopped

@@ -282,9 +282,10 @@ def kube_node(
     cordoned: bool = False,
     hugepages: str = "",
     hugepages_allocatable: str = "",
+    images: list[str] | None = None,
 ) -> Obj:
     """`hugepages` is the node's `hugepages-2Mi` capacity ("": none reported), allocatable the same
-    unless `hugepages_allocatable` says otherwise."""
+    unless `hugepages_allocatable` says otherwise. `images`: pulled already (`status.images`)."""
     pages = {"hugepages-2Mi": hugepages} if hugepages else {}
     free = {"hugepages-2Mi": hugepages_allocatable or hugepages} if hugepages else {}
     return {
@@ -296,5 +297,38 @@ def kube_node(
             "allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "110", **free},
             "capacity": {"cpu": cpu, "memory": "16Gi", "pods": "110", **pages},
             "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            "images": [{"names": [image], "sizeBytes": 104857600} for image in images or []],
         },
     }
+
+
+CORRAL = "corral.longhorn.io/v1alpha1"
+
+
+def node_data_engine_upgrade(
+    name: str, namespace: str, *, node: str, image: str, manager: str = "", state: str = ""
+) -> Obj:
+    """A NodeDataEngineUpgrade as the v2-upgrade service creates it (labels of §5.2), for tests that
+    play its part against the simulator; `state` goes into the status as given."""
+    body: Obj = {
+        "apiVersion": CORRAL,
+        "kind": "NodeDataEngineUpgrade",
+        "metadata": _meta(
+            name,
+            namespace,
+            {
+                "longhorn.io/component": "node-data-engine-upgrade",
+                "longhorn.io/data-engine-upgrade-manager": manager,
+                "longhorn.io/node": node,
+            },
+        ),
+        "spec": {
+            "nodeID": node,
+            "dataEngine": "v2",
+            "instanceManagerImage": image,
+            "dataEngineUpgradeManager": manager,
+        },
+    }
+    if state:
+        body["status"] = {"state": state}
+    return body

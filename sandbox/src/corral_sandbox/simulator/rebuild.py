@@ -42,6 +42,10 @@ def engine_modes(ctx: ReconcileContext, facts: ClusterFacts, scope: VolumeScope)
     modes: dict[str, str] = {}
     rebuild_status: dict[str, dict[str, object]] = {}
     fresh = not in_sync and not any(spec(r).get("healthyAt") for r in active)
+    # §5.4: a v2 engine starts no rebuild while any replica of its volume sits on an upgrading node
+    held_back = scope.data_engine == "v2" and any(
+        spec(r).get("nodeID") in facts.upgrading for r in scope.live()
+    )
     for replica in active:
         name = replica["metadata"]["name"]
         if failed(replica) or status(replica).get("currentState") == "error":
@@ -60,6 +64,8 @@ def engine_modes(ctx: ReconcileContext, facts: ClusterFacts, scope: VolumeScope)
         key = f"rebuild/{name}"
         holding = key in ctx.memory.timers
         if not holding:
+            if held_back:
+                continue
             if facts.rebuild_limit <= 0 or facts.rebuilding_per_node[node] >= facts.rebuild_limit:
                 continue  # queued: not yet added to the engine
             facts.rebuilding_per_node[node] += 1

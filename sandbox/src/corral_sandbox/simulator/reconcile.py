@@ -18,8 +18,11 @@ from corral_sandbox.simulator.default_settings import reconcile_default_settings
 from corral_sandbox.simulator.engine_images import reconcile_engine_images
 from corral_sandbox.simulator.instance_managers import reconcile_instance_managers
 from corral_sandbox.simulator.instances import reconcile_instances
+from corral_sandbox.simulator.io_ledger import observe_io
 from corral_sandbox.simulator.kube_pods import reconcile_kube_pods
 from corral_sandbox.simulator.rollouts import reconcile_rollouts
+from corral_sandbox.simulator.snapshots import reconcile_snapshots
+from corral_sandbox.simulator.upgrade_signals import reconcile_node_upgrade_signals
 from corral_sandbox.simulator.view import ClusterView
 from corral_sandbox.simulator.volume_attachments import reconcile_volume_attachments
 from corral_sandbox.simulator.volumes import reconcile_volumes
@@ -28,10 +31,13 @@ from corral_sandbox.simulator.writes import Write
 
 # The simulated controllers, in the order a round runs them. Names are what SimFaults.stall() takes.
 CONTROLLERS: dict[str, Callable[[ReconcileContext], None]] = {
+    # SIM-V2: the node controller's DataEngineUpgradeRequested, which the others below read
+    "node": reconcile_node_upgrade_signals,
     "engineimage": reconcile_engine_images,
     "instancemanager": reconcile_instance_managers,
     "instance": reconcile_instances,
     "volume": reconcile_volumes,
+    "snapshot": reconcile_snapshots,
     # SIM-K8S (off with SimConfig.kube_workloads=False)
     "defaultsetting": reconcile_default_settings,
     "volumeattachment": reconcile_volume_attachments,
@@ -66,13 +72,17 @@ def reconcile(
             continue
         controller(ctx)
     ctx.forget_untouched_timers()
+    # SIM-IO is an observer, not a controller: it records even while every controller is stalled
+    observe_io(ctx)
     return RoundResult(coalesce(ctx.writes), ctx.next_deadline(), tuple(ctx.errors))
 
 
 _TIMER_OWNERS = {
     "engineimage": ("ei-",),
     "instancemanager": ("im-start/",),
-    "instance": ("start/", "stop/"),
+    "node": (),
+    "instance": ("start/", "stop/", "v2-"),
+    "snapshot": ("snapshot/",),
     "volume": ("offline/", "engine-upgrade/", "rebuild/", "stale/", "expand/", "restore/", "migrate/"),
     "defaultsetting": ("default-setting/",),
     "volumeattachment": (),

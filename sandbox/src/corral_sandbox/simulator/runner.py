@@ -111,7 +111,7 @@ class Simulator:
         """Lose every in-memory state and start from a fresh list, as a restarted manager would."""
         async with self._lock:
             # the IM pod ledger is the tests' record of the cluster, not the controllers' memory
-            self.memory = Memory(im_pod_history=self.memory.im_pod_history)
+            self.memory = self.memory.survivors()
             await self.sync()
         self.wake()
 

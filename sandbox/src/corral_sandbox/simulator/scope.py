@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 
 from corral_sandbox.simulator.context import ReconcileContext
 from corral_sandbox.simulator.engine_images import ready_nodes
+from corral_sandbox.simulator.im_nodes import v2_disabled
 from corral_sandbox.simulator.settings import as_int
+from corral_sandbox.simulator.upgrade_signals import upgrading_nodes
 from corral_sandbox.simulator.view import Obj, deleting, spec, status
 
 
@@ -21,6 +23,9 @@ class ClusterFacts:
     rebuilding_per_node: Counter[str] = field(default_factory=Counter)
     engines_by_volume: dict[str, list[Obj]] = field(default_factory=dict)
     replicas_by_volume: dict[str, list[Obj]] = field(default_factory=dict)
+    # nodes whose DataEngineUpgradeRequested condition is True, and nodes with v2 disabled (SIM-V2)
+    upgrading: set[str] = field(default_factory=set)
+    v2_disabled: set[str] = field(default_factory=set)
 
     @classmethod
     def gather(cls, ctx: ReconcileContext) -> ClusterFacts:
@@ -38,7 +43,17 @@ class ClusterFacts:
             if spec(replica).get("nodeID"):
                 per_node[spec(replica)["nodeID"]] += 1
         limit = as_int(ctx.view.setting("concurrent-replica-rebuild-per-node-limit", "5"), 5)
-        facts = cls(ready, schedulable, per_node, limit, Counter(), dict(engines), dict(replicas))
+        facts = cls(
+            ready,
+            schedulable,
+            per_node,
+            limit,
+            Counter(),
+            dict(engines),
+            dict(replicas),
+            upgrading_nodes(ctx.view),
+            {n for n in ready if v2_disabled(ctx.view, n)},
+        )
         # replicas whose rebuild already holds a slot (a live timer) count against their node
         for key in ctx.memory.timers:
             if key.startswith("rebuild/"):
@@ -78,6 +93,11 @@ def failed(replica: Obj) -> bool:
 
 def running(obj: Obj) -> bool:
     return status(obj).get("currentState") == "running"
+
+
+def alive(engine: Obj) -> bool:
+    """Running, or a v2 engine suspended for a target switch-over: its volume stays attached."""
+    return status(engine).get("currentState") in ("running", "suspended")
 
 
 def address(replica: Obj) -> str:

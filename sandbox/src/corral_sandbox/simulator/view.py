@@ -34,6 +34,9 @@ KINDS: dict[str, tuple[str, str, str, bool]] = {
     "priorityclass": ("scheduling.k8s.io", "v1", "priorityclasses", False),
     "configmap": ("", "v1", "configmaps", True),
     "volumeattachment": ("longhorn.io", "v1beta2", "volumeattachments", True),
+    # SIM-V2 (upgrade_signals.py, snapshots.py)
+    "snapshot": ("longhorn.io", "v1beta2", "snapshots", True),
+    "nodedataengineupgrade": ("corral.longhorn.io", "v1alpha1", "nodedataengineupgrades", True),
 }
 
 KIND_NAMES: dict[str, str] = {
@@ -51,6 +54,8 @@ KIND_NAMES: dict[str, str] = {
     "priorityclass": "PriorityClass",
     "configmap": "ConfigMap",
     "volumeattachment": "VolumeAttachment",
+    "snapshot": "Snapshot",
+    "nodedataengineupgrade": "NodeDataEngineUpgrade",
 }
 
 

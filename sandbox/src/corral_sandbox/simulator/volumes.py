@@ -16,7 +16,8 @@ from corral_sandbox.simulator import objects
 from corral_sandbox.simulator.context import ReconcileContext
 from corral_sandbox.simulator.objects import FINALIZER
 from corral_sandbox.simulator.rebuild import engine_modes, mark_failed_replicas
-from corral_sandbox.simulator.scope import ClusterFacts, VolumeScope, failed, running
+from corral_sandbox.simulator.scope import ClusterFacts, VolumeScope, alive, failed, running
+from corral_sandbox.simulator.switchover import step_switchover
 from corral_sandbox.simulator.upgrade import (
     finish_offline,
     settle_attached,
@@ -87,7 +88,9 @@ def _reconcile_volume(ctx: ReconcileContext, facts: ClusterFacts, scope: VolumeS
     # pending); an attached one's take the image its engine runs — ahead of currentImage between a
     # live upgrade's swap and the volume reporting it, so nothing made then is on the old image
     serving = (status(engine).get("currentImage") if running(engine) else "") or current_image
-    _replenish(ctx, facts, scope, vspec.get("image", "") if state == "detached" else serving)
+    if not (scope.data_engine == "v2" and status(volume).get("ownerID", "") in facts.upgrading):
+        # §5.4: a v2 volume owned by a node whose data engine is being upgraded is not replenished
+        _replenish(ctx, facts, scope, vspec.get("image", "") if state == "detached" else serving)
 
     want_node = vspec.get("nodeID", "")
     upgrading = vspec.get("image", "") != current_image
@@ -103,12 +106,12 @@ def _reconcile_volume(ctx: ReconcileContext, facts: ClusterFacts, scope: VolumeS
     elif state == "attaching":
         if not want_node:
             state = "detaching"
-        elif running(engine) and spec(engine).get("nodeID") == want_node:
+        elif alive(engine) and spec(engine).get("nodeID") == want_node:
             state = "attached"
             wanted["currentNodeID"] = want_node
     elif state == "attached" and want_node != vstatus.get("currentNodeID", ""):
         state = "detaching"
-    elif state == "attached" and not running(engine):
+    elif state == "attached" and not alive(engine):
         # the status says attached but the engine is not serving: a crash whose detach was not
         # recorded (the status write was refused, and the engine stopped meanwhile). Go the crash's
         # way — detach, finish any upgrade offline, reattach — rather than restart it where it was.
@@ -126,7 +129,14 @@ def _reconcile_volume(ctx: ReconcileContext, facts: ClusterFacts, scope: VolumeS
     _drive_instances(ctx, scope, state, want_node)
     modes = engine_modes(ctx, facts, scope) if state == "attached" and running(engine) else {}
     robustness = _robustness(scope, state, modes)
-    if state == "attached" and running(engine):
+    if state == "attached" and status(engine).get("currentState") == "suspended":
+        # a suspended v2 engine reports no replica modes: the robustness it had still holds
+        robustness = vstatus.get("robustness") or robustness
+    if state == "attached" and scope.data_engine == "v2" and alive(engine):
+        step_switchover(ctx, scope, wanted)
+        if not upgrading and running(engine):
+            settle_attached(ctx, scope, wanted)
+    elif state == "attached" and running(engine):
         if upgrading and vspec.get("dataEngine", "v1") == "v1":
             step_live_upgrade(ctx, scope, robustness, wanted)
         elif not upgrading:
@@ -204,18 +214,19 @@ def _replenish(ctx: ReconcileContext, facts: ClusterFacts, scope: VolumeScope, i
     wanted = int(spec(scope.volume).get("numberOfReplicas", 3) or 0)
     usable = [r for r in scope.active() if not failed(r)]
     taken = {str(spec(r)["nodeID"]) for r in usable if spec(r).get("nodeID")}
+    v2 = scope.data_engine == "v2"
     for replica in [r for r in usable if not spec(r).get("nodeID")]:
         if len(usable) > wanted:
             ctx.delete("replica", replica, "replica count lowered: unscheduled replica dropped")
             usable.remove(replica)
             continue
-        node = _place(facts, taken)
+        node = _place(facts, taken, v2=v2)
         if node:
             taken.add(node)
             facts.replicas_per_node[node] += 1
             ctx.patch_spec("replica", replica, {"nodeID": node}, "replica scheduled")
     for _ in range(wanted - len(usable)):
-        node = _place(facts, taken)
+        node = _place(facts, taken, v2=v2)
         if node:
             taken.add(node)
             facts.replicas_per_node[node] += 1
@@ -224,9 +235,12 @@ def _replenish(ctx: ReconcileContext, facts: ClusterFacts, scope: VolumeScope, i
         ctx.create("replica", replica, "replenish replica" if node else "replica cannot be scheduled")
 
 
-def _place(facts: ClusterFacts, taken: set[str]) -> str:
-    """Least-loaded schedulable node without a replica of this volume (hard anti-affinity)."""
-    candidates = [n for n in facts.schedulable if n not in taken]
+def _place(facts: ClusterFacts, taken: set[str], *, v2: bool = False) -> str:
+    """Least-loaded schedulable node without a replica of this volume (hard anti-affinity). A v2
+    replica also skips nodes whose data engine is being upgraded (§5.4, the scheduler filter as
+    intended: the prototype's inverted one schedules v2 replicas nowhere) or where v2 is disabled."""
+    skip = facts.upgrading | facts.v2_disabled if v2 else set()
+    candidates = [n for n in facts.schedulable if n not in taken and n not in skip]
     if not candidates:
         return ""
     return min(candidates, key=lambda n: (facts.replicas_per_node[n], n))
