@@ -31,7 +31,7 @@ from tests.fixtures.sandbox import Sandbox, fast_config
 from tests.fixtures.services import Running, decision_replica
 from tests.scenarios.engine_upgrade.conftest import actuator
 from tests.scenarios.engine_upgrade.conftest import watcher as kinds_watcher
-from tests.scenarios.v2_upgrade.io_ledger import IO_BUDGET_S, io_gaps
+from tests.scenarios.v2_upgrade.io_ledger import io_budget, io_gaps
 from tests.scenarios.v2_upgrade.observer import UpgradeObserver
 from tests.scenarios.v2_upgrade.scenario import v2_seed, v2_volume
 
@@ -67,7 +67,7 @@ def v2_upgrade_settings() -> dict[str, Any]:
 
 @pytest.fixture
 async def observer(sandbox: Sandbox) -> UpgradeObserver:
-    return UpgradeObserver(sandbox, io_gaps=io_gaps(sandbox), io_budget=IO_BUDGET_S)
+    return UpgradeObserver(sandbox, io_gaps=io_gaps(sandbox), io_budget=io_budget(sandbox))
 
 
 @pytest.fixture

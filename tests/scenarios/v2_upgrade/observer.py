@@ -13,7 +13,7 @@ interval each volume could not serve) against the switch-over budget.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from corral_model.kinds import CORRAL_GROUP, LONGHORN_GROUP
@@ -21,6 +21,7 @@ from tests.fixtures.sandbox import Sandbox
 from tests.scenarios.v2_upgrade.invariants import (
     MANAGERS,
     NODE_UPGRADES,
+    TERMINAL,
     UpgradeInvariants,
     Write,
     io_gap_violations,
@@ -33,6 +34,10 @@ WATCHED = (
     (LONGHORN_GROUP, "replicas"),
     (LONGHORN_GROUP, "instancemanagers"),
     ("", "pods"),
+    # not judged, kept for the history scenarios assert on
+    (LONGHORN_GROUP, "nodes"),
+    (LONGHORN_GROUP, "engines"),
+    (LONGHORN_GROUP, "snapshots"),
 )
 
 IoGaps = Callable[[], Awaitable[Mapping[str, Iterable[float]]]]
@@ -77,3 +82,65 @@ class UpgradeObserver:
         if self.io_gaps is not None:
             late = io_gap_violations(await self.io_gaps(), self.io_budget)
             assert not late, "\n".join(late)
+
+    # --- the history, for what a scenario asserts about the way (not only the end) ---------------------
+
+    def mark(self) -> int:
+        """Where the history stands now: pass it as `since=` to look only at later writes."""
+        return len(self.writes)
+
+    def versions(self, plural: str, name: str = "", since: int = 0) -> list[dict[str, Any]]:
+        """Every version written of `plural` objects (named `name`, when given), in write order."""
+        return [
+            w.new
+            for w in self.writes[since:]
+            if w.plural == plural and w.new is not None and (not name or w.name == name)
+        ]
+
+    def states(self, plural: str, name: str) -> list[str]:
+        """The `status.state` values the object passed through, each once per stay."""
+        out: list[str] = []
+        for version in self.versions(plural, name):
+            state = str((version.get("status") or {}).get("state", ""))
+            if not out or out[-1] != state:
+                out.append(state)
+        return out
+
+    def values(self, plural: str, name: str, *path: str) -> list[Any]:
+        """The values a field (`"spec", "targetNodeIDForLiveUpgrade"`, say) took, each once per stay."""
+        out: list[Any] = []
+        for version in self.versions(plural, name):
+            value: Any = version
+            for key in path:
+                value = (value or {}).get(key)
+            if not out or out[-1] != value:
+                out.append(value)
+        return out
+
+    def deleted(self, plural: str, since: int = 0) -> list[dict[str, Any]]:
+        """The objects of `plural` deleted, as they were just before, in order."""
+        return [
+            w.old
+            for w in self.writes[since:]
+            if w.plural == plural and w.operation == "DELETE" and w.old is not None
+        ]
+
+    def in_flight(self) -> Iterator[tuple[Write, str]]:
+        """Each write with the node whose upgrade was unfinished just before it ("" for none)."""
+        states: dict[str, tuple[str, str]] = {}
+        for write in self.writes:
+            busy = [node for node, state in states.values() if state not in TERMINAL]
+            yield write, busy[0] if busy else ""
+            if write.plural == NODE_UPGRADES:
+                if write.new is None:
+                    states.pop(write.name, None)
+                else:
+                    node = str(write.new["spec"].get("nodeID", ""))
+                    states[write.name] = (node, str((write.new.get("status") or {}).get("state", "")))
+
+    def created(self, plural: str, since: int = 0) -> list[dict[str, Any]]:
+        return [
+            w.new
+            for w in self.writes[since:]
+            if w.plural == plural and w.operation == "CREATE" and w.new is not None
+        ]

@@ -15,13 +15,13 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from kubernetes_asyncio import client
-
 from corral_model.kinds import CORRAL_GROUP, CORRAL_VERSION
+from corral_sandbox.control import SandboxControl
 from corral_sandbox.seeds import default_seed
 from corral_sandbox.seeds.model import NodeSeed, Seed, VolumeSeed
 from tests.fixtures.sandbox import Sandbox
 from tests.scenarios.v2_upgrade.invariants import MANAGERS, NODE_UPGRADES
+from tests.scenarios.v2_upgrade.observer import UpgradeObserver
 
 OLD_IM = "longhornio/longhorn-instance-manager:v1.10.0"
 NEW_IM = "longhornio/longhorn-instance-manager:v1.10.1"
@@ -76,22 +76,10 @@ def v2_seed(
 
 async def pull_image(sandbox: Sandbox, image: str, nodes: Iterable[str] = NODES) -> None:
     """The kubelet reports `image` among the node's pulled images (`status.images`), as after a
-    pre-pull DaemonSet ran there."""
-    core = client.CoreV1Api(sandbox.api)
+    pre-pull DaemonSet ran there (through the simulator's control, as any other SIM-K8S fact)."""
+    control = SandboxControl.from_kubeconfig(sandbox.cluster.kubeconfig_path)
     for node in nodes:
-        current = await core.read_node(node)
-        images: list[dict[str, Any]] = [
-            {"names": list(i.names or []), "sizeBytes": i.size_bytes or 0}
-            for i in current.status.images or []
-        ]
-        if any(image in i["names"] for i in images):
-            continue
-        images.append({"names": [image], "sizeBytes": 1})
-        await core.patch_node_status(
-            node,
-            {"status": {"images": images}},
-            _content_type="application/merge-patch+json",  # type: ignore[call-arg]
-        )
+        await control.set_node_images(node, add=[image])
 
 
 async def set_target_image(sandbox: Sandbox, image: str) -> None:
@@ -129,10 +117,28 @@ async def create_manager(
 async def start_upgrade(
     sandbox: Sandbox, image: str = NEW_IM, nodes: Iterable[str] = (), start_time: str = ""
 ) -> dict[str, Any]:
-    """The §5.4 fixture's operator: the new image pulled everywhere and set, then the manager."""
+    """The §5.4 fixture's operator: once the seeded volumes are settled, the new image pulled
+    everywhere and set, then the manager."""
+    await settled(sandbox)
     await pull_image(sandbox, image)
     await set_target_image(sandbox, image)
     return await create_manager(sandbox, nodes=nodes, start_time=start_time)
+
+
+async def settled(sandbox: Sandbox, within: float = 60.0) -> None:
+    """Every volume asked onto a node is attached and healthy there, every other one detached."""
+
+    async def probe() -> bool:
+        for volume in await sandbox.list("volumes"):
+            status = volume.get("status") or {}
+            if volume["spec"].get("nodeID"):
+                if status.get("state") != "attached" or status.get("robustness") != "healthy":
+                    return False
+            elif status.get("state") != "detached":
+                return False
+        return True
+
+    await sandbox.wait_for(probe, within=within, what="the seeded volumes settled")
 
 
 # --- reading the upgrade back -----------------------------------------------------------------------
@@ -168,3 +174,29 @@ async def v2_instance_managers(sandbox: Sandbox, node: str = "") -> list[dict[st
         for im in await sandbox.list("instancemanagers")
         if im["spec"].get("dataEngine") == "v2" and (not node or im["spec"]["nodeID"] == node)
     ]
+
+
+async def running_v2_im(sandbox: Sandbox, node: str, image: str) -> dict[str, Any] | None:
+    """The node's v2 IM on `image` once it runs."""
+    for im in await v2_instance_managers(sandbox, node):
+        if im["spec"]["image"] == image and (im.get("status") or {}).get("currentState") == "running":
+            return im
+    return None
+
+
+async def wait_manager(
+    sandbox: Sandbox, observer: UpgradeObserver, wanted: str = "completed", within: float = 60.0
+) -> dict[str, Any]:
+    """The manager once it reaches `wanted`, the invariants checked at every look; fails at once if
+    it ends in the other terminal state."""
+
+    async def probe() -> dict[str, Any] | None:
+        obj = await manager(sandbox)
+        now = state(obj)
+        if now in ("completed", "error") and now != wanted:
+            raise AssertionError(f"manager ended {now}: {(obj.get('status') or {}).get('message')}")
+        return obj if now == wanted else None
+
+    return await sandbox.wait_for(
+        probe, within=within, what=f"the manager {wanted}", invariant=observer.holds
+    )
