@@ -9,14 +9,22 @@ at least the sum, over the nodes, of what one node cannot overlap:
          + switch_over                               switching-over (its attached volumes at once)
          + im_restart                                upgrading-instance-manager (the new v2 IM starts)
          + switch_over                               switching-back
-         + replica_start + ceil(R / L) * rebuild     rebuilding-replica: R replicas it held, L rebuilds
-                                                     at once per node
+         + replica_start + ceil(O / (L * N)) * rebuild
+                                                     rebuilding-replica (below)
          (+ snapshot                                 initializing, with snapshot-before-upgrade on)
 
     switch_over = target_create + suspend + switch + resume
                                                      one volume's target moved (§5.5, last part): the
                                                      new target created, then the initiator suspended,
                                                      switched and resumed
+
+Rebuilding: Longhorn replaces the replicas deleted on the node, but the volumes the node owns are
+not replenished while it upgrades (SIM-V2, §5.4), so their O replicas are rebuilt only once the
+node reaches `rebuilding-replica`: at least one rebuild, and no more at once than L (the per-node
+rebuild limit) on each of the cluster's N nodes. The other volumes' replicas may be rebuilt on
+other nodes as soon as they are deleted, under the switch-over and the IM restart, so the bound
+counts nothing for them (with as many nodes as replicas they can only come back to the node, and
+the true minimum is higher: the bound stays a lower bound).
 
 A step that has nothing to do on a node costs nothing: no replica there, no failing or rebuild; no
 attached volume whose target it holds, no switch-over. Volumes of one step move in parallel, so
@@ -65,11 +73,14 @@ class DataPlaneDurations:
 
 @dataclass(frozen=True)
 class NodeLoad:
-    """What one node's upgrade has to move: the v2 replicas on it, and the attached v2 volumes
-    whose target (engine) it holds."""
+    """What one node's upgrade has to move: the v2 replicas on it (`owned_replicas` of them of
+    volumes it owns), the attached v2 volumes whose target (engine) it holds, and how many nodes
+    the cluster has to rebuild replicas on."""
 
     replicas: int
     switched_volumes: int
+    owned_replicas: int = 0
+    cluster_nodes: int = 1
 
 
 def node_steps(durations: DataPlaneDurations, load: NodeLoad, *, snapshots: bool = False) -> dict[str, float]:
@@ -77,8 +88,9 @@ def node_steps(durations: DataPlaneDurations, load: NodeLoad, *, snapshots: bool
     d = durations
     switch = d.switch_over_s if load.switched_volumes else 0.0
     rebuild = 0.0
-    if load.replicas:
-        rounds = math.ceil(load.replicas / d.rebuild_limit) if d.rebuild_limit > 0 else math.inf
+    if load.owned_replicas:
+        slots = d.rebuild_limit * load.cluster_nodes
+        rounds = math.ceil(load.owned_replicas / slots) if slots > 0 else math.inf
         rebuild = d.replica_start_s + rounds * d.rebuild_s
     return {
         "initializing": d.snapshot_s if snapshots and load.switched_volumes else 0.0,
@@ -116,16 +128,18 @@ def upgrade_bound(
 
 
 def loads_of(
-    replica_nodes: Iterable[str], target_nodes: Mapping[str, str], nodes: Iterable[str]
+    replicas: Iterable[tuple[str, str]], target_nodes: Mapping[str, str], nodes: Iterable[str]
 ) -> dict[str, NodeLoad]:
-    """Each node's load from where the v2 replicas are (one node per replica) and where each
+    """Each node's load from where the v2 replicas are ((volume, node) per replica) and where each
     attached v2 volume's target is (volume → node)."""
-    replicas: dict[str, int] = dict.fromkeys(nodes, 0)
-    volumes: dict[str, int] = dict.fromkeys(replicas, 0)
-    for node in replica_nodes:
-        if node in replicas:
-            replicas[node] += 1
+    held: dict[str, int] = dict.fromkeys(nodes, 0)
+    owned: dict[str, int] = dict.fromkeys(held, 0)
+    volumes: dict[str, int] = dict.fromkeys(held, 0)
+    for volume, node in replicas:
+        if node in held:
+            held[node] += 1
+            owned[node] += target_nodes.get(volume) == node
     for node in target_nodes.values():
         if node in volumes:
             volumes[node] += 1
-    return {node: NodeLoad(replicas[node], volumes[node]) for node in replicas}
+    return {node: NodeLoad(held[node], volumes[node], owned[node], len(held)) for node in held}
