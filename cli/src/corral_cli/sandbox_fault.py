@@ -8,6 +8,7 @@ or a chaos script can drive the cluster while corral runs against it:
 
     corral sandbox fault --kubeconfig run/sandbox/kubeconfig conflicts --rate 0.5
     corral sandbox fault crash-engine pvc-1
+    corral sandbox fault kill-v2-im node-2       # v2: block-target N, node-images N --remove I, io
     corral sandbox fault clear
 
 It prints the resulting fault state as JSON and exits 0; 1 when the sandbox refuses or cannot be
@@ -100,6 +101,35 @@ def register(actions: Any, default_kubeconfig: Path) -> None:
         lambda c, a: c.restart_instance_manager_container(a.pod),
         "an instance-manager container restarts",
     ).add_argument("pod")
+    # SIM-V2 / SIM-IO
+    for name, call, text in (
+        (
+            "block-target",
+            "block_target",
+            "no v2 engine target can be created on a node (a stalled relocation)",
+        ),
+        ("unblock-target", "unblock_target", "v2 targets may be created on the node again"),
+        ("kill-v2-im", "kill_v2_instance_manager", "a node's v2 instance manager dies and stays down"),
+        ("revive-v2-im", "revive_v2_instance_manager", "a node's v2 instance manager may come back"),
+    ):
+        add(name, _on_node(call), text).add_argument("node")
+    images = add("node-images", _node_images, "change the images a kube node reports pulled")
+    images.add_argument("node")
+    images.add_argument("--add", action="append", default=[], metavar="IMAGE", help="list it (repeatable)")
+    images.add_argument("--remove", action="append", default=[], metavar="IMAGE", help="drop it (repeatable)")
+    add("io", lambda c, a: c.io(), "print the I/O ledger: per volume its gaps and detaches")
+
+
+def _on_node(call: str) -> Action:
+    def apply(control: SandboxControl, args: argparse.Namespace) -> Awaitable[Any]:
+        action: Callable[[str], Awaitable[Any]] = getattr(control, call)
+        return action(args.node)
+
+    return apply
+
+
+def _node_images(control: SandboxControl, args: argparse.Namespace) -> Awaitable[Any]:
+    return control.set_node_images(args.node, add=args.add, remove=args.remove)
 
 
 def _rate(knob: str) -> Action:

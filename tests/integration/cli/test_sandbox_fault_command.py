@@ -39,3 +39,19 @@ async def test_sandbox_fault_sets_conflicts_and_reports_a_refusal(sandbox: Sandb
     )
     assert code == 1 and out == ""
     assert "404" in err and "no-such-volume" in err
+
+
+async def test_sandbox_fault_v2_faults_and_the_io_ledger(sandbox: Sandbox) -> None:
+    kubeconfig = str(sandbox.cluster.kubeconfig_path)
+    code, out, err = await corral("sandbox", "fault", "--kubeconfig", kubeconfig, "kill-v2-im", "node-2")
+    assert code == 0, err
+    assert json.loads(out)["v2InstanceManagersDown"] == ["node-2"]
+    assert sandbox.simulator.memory.v2_im_down == {"node-2"}
+
+    code, out, err = await corral("sandbox", "fault", "--kubeconfig", kubeconfig, "io")
+    assert code == 0, err
+    assert set(json.loads(out)) == {"now", "volumes"}
+
+    code, out, err = await corral("sandbox", "fault", "--kubeconfig", kubeconfig, "block-target", "node-9")
+    assert code == 1 and out == ""
+    assert "404" in err and "node-9" in err

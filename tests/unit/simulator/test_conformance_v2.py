@@ -555,3 +555,24 @@ def test_sc_v2_io_gap_budget_is_the_configured_durations_plus_the_slack() -> Non
     config = replace(SimConfig(), v2_suspend_seconds=1.0, v2_switch_seconds=2.0, v2_resume_seconds=3.0)
     assert config.switchover_io_gap_budget == 6.0 + config.io_gap_slack_seconds
     assert config.switchover_seconds == config.v2_target_create_seconds + 6.0
+
+
+def test_sc_v2_07_a_volume_detached_while_away_has_no_current_target_and_reattaches_home() -> None:
+    w = world(nodes=3, volumes=1)
+    request_upgrade(w)
+    point_volume(w, "v2-vol-001", "node-2", NEW)
+    w.settle()
+    w.patch("volume", "v2-vol-001", {"spec": {"nodeID": "", "targetNodeIDForLiveUpgrade": ""}})
+    w.settle()
+    volume = w.get("volume", "v2-vol-001")
+    assert volume["status"]["state"] == "detached"
+    assert volume["status"]["currentTargetNodeIDForLiveUpgrade"] == ""
+    assert engine(w, "v2-vol-001")["status"]["currentTargetNodeIDForLiveUpgrade"] == ""
+    w.patch("volume", "v2-vol-001", {"spec": {"nodeID": "node-1"}})
+    w.settle()
+    eng = engine(w, "v2-vol-001")
+    assert (
+        eng["status"]["currentState"] == "running"
+        and eng["status"]["currentTargetNodeIDForLiveUpgrade"] == ""
+    )
+    assert eng["status"]["targetIP"] == the_v2_im(w, "node-1")["status"]["ip"]

@@ -111,7 +111,7 @@ class SimConfig:
     snapshot_seconds: float = 0.02
     # SIM-IO: what a switch-over's I/O gap may exceed suspend + switch + resume by — the rounds
     # (a write and its watch echo each) between the steps, in simulated seconds
-    io_gap_slack_seconds: float = 0.5
+    io_gap_slack_seconds: float = 1.0
 
     @property
     def v2_im_start_seconds(self) -> float:

@@ -97,11 +97,12 @@ class ReconcileContext:
             self.deadlines.append(due)
         return False
 
-    def start_timer(self, key: str) -> None:
-        """Start `key`'s wait now, before anyone asks: a step that follows at once on this one
-        (a resume after a switch) is timed from this round, not from the round that sees it."""
+    def start_timer(self, key: str, seconds: float) -> None:
+        """Start `key`'s `seconds` wait now, before anyone asks: a step that follows at once on this
+        one (a resume after a switch) is timed from this round, not from the round that sees it."""
         self.touched.add(key)
         self.memory.timers[key] = self.now
+        self.deadlines.append(self.now + seconds)
 
     def forget_untouched_timers(self) -> None:
         for key in [k for k in self.memory.timers if k not in self.touched]:

@@ -96,7 +96,7 @@ def step_v2_engine(ctx: ReconcileContext, engine: Obj, managers: dict[tuple[str,
             f"v2-switch/{name}/{wanted_target}", ctx.config.v2_switch_seconds
         ):
             # the resume the volume controller asks for next is timed from the switch
-            ctx.start_timer(f"v2-resume/{name}")
+            ctx.start_timer(f"v2-resume/{name}", ctx.config.v2_resume_seconds)
             ctx.patch_status(
                 "engine",
                 engine,
@@ -123,7 +123,7 @@ def step_v2_engine(ctx: ReconcileContext, engine: Obj, managers: dict[tuple[str,
         ctx.patch_status("engine", engine, {"currentState": "suspended"}, "v2 engine suspended")
         if wanted_target != held_target:
             # suspended to switch: the switch is timed from here
-            ctx.start_timer(f"v2-switch/{name}/{wanted_target}")
+            ctx.start_timer(f"v2-switch/{name}/{wanted_target}", ctx.config.v2_switch_seconds)
     elif (
         desire == "running"
         and current == "suspended"

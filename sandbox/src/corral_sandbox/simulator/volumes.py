@@ -143,6 +143,8 @@ def _reconcile_volume(ctx: ReconcileContext, facts: ClusterFacts, scope: VolumeS
             settle_attached(ctx, scope, wanted)
         switch_engine_image(ctx, scope)
     _migration(ctx, scope, state, wanted)
+    if state == "detached" and status(volume).get("currentTargetNodeIDForLiveUpgrade"):
+        wanted["currentTargetNodeIDForLiveUpgrade"] = ""  # a detached v2 volume has no target anywhere
     wanted["state"] = state
     wanted["robustness"] = robustness
     wanted["ownerID"] = _owner(
