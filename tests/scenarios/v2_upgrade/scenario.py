@@ -12,13 +12,13 @@ DataEngineUpgradeManager is created.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from corral_model.kinds import CORRAL_GROUP, CORRAL_VERSION
 from corral_sandbox.control import SandboxControl
-from corral_sandbox.seeds import default_seed
-from corral_sandbox.seeds.model import NodeSeed, Seed, VolumeSeed
+from corral_sandbox.seeds.model import Seed, VolumeSeed
+from corral_sandbox.seeds.v2 import v2_seed as sandbox_v2_seed
 from tests.fixtures.sandbox import Sandbox
 from tests.scenarios.v2_upgrade.invariants import MANAGERS, NODE_UPGRADES
 from tests.scenarios.v2_upgrade.observer import UpgradeObserver
@@ -54,31 +54,25 @@ def v1_volume(name: str, owner: str = "node-1", replicas: int = 2) -> VolumeSeed
 def v2_seed(
     volumes: Iterable[VolumeSeed] = (), labels: dict[str, dict[str, str]] | None = None, nodes: int = 3
 ) -> Seed:
-    """Three v2-enabled nodes with hugepages, the old IM image, and exactly `volumes`.
-    `labels`: node → extra Kubernetes labels (the disable-v2 label, say)."""
-    base = default_seed()
+    """The sandbox's v2 cluster (`corral_sandbox.seeds.v2`: v2-enabled nodes with hugepages, the old
+    IM image) with exactly `volumes`; `labels`: node → extra Kubernetes labels (disable-v2, say)."""
+    base = sandbox_v2_seed(nodes=nodes, volumes=0)
     node_seeds = tuple(
-        NodeSeed(f"node-{i}", hugepages="4Gi", labels=(labels or {}).get(f"node-{i}", {}))
-        for i in range(1, nodes + 1)
+        dataclasses.replace(n, labels={**n.labels, **(labels or {}).get(n.name, {})}) for n in base.nodes
     )
-    return dataclasses.replace(
-        base,
-        nodes=node_seeds,
-        instance_manager_image=OLD_IM,
-        settings={**base.settings, "v2-data-engine": "true"},
-        volumes=tuple(volumes),
-        generate=dataclasses.replace(base.generate, volumes=0),
-    )
+    assert base.instance_manager_image == OLD_IM
+    return dataclasses.replace(base, nodes=node_seeds, volumes=tuple(volumes))
 
 
 # --- the operator's moves ---------------------------------------------------------------------------
 
 
-async def pull_image(sandbox: Sandbox, image: str, nodes: Iterable[str] = NODES) -> None:
-    """The kubelet reports `image` among the node's pulled images (`status.images`), as after a
-    pre-pull DaemonSet ran there (through the simulator's control, as any other SIM-K8S fact)."""
+async def pull_image(sandbox: Sandbox, image: str, nodes: Iterable[str] = ()) -> None:
+    """The kubelet reports `image` among the pulled images (`status.images`) of `nodes` (default:
+    every node), as after a pre-pull DaemonSet ran there (through the simulator's control, as any
+    other SIM-K8S fact)."""
     control = SandboxControl.from_kubeconfig(sandbox.cluster.kubeconfig_path)
-    for node in nodes:
+    for node in nodes or [n["metadata"]["name"] for n in await sandbox.list("nodes")]:
         await control.set_node_images(node, add=[image])
 
 
@@ -185,10 +179,19 @@ async def running_v2_im(sandbox: Sandbox, node: str, image: str) -> dict[str, An
 
 
 async def wait_manager(
-    sandbox: Sandbox, observer: UpgradeObserver, wanted: str = "completed", within: float = 60.0
+    sandbox: Sandbox,
+    observer: UpgradeObserver,
+    wanted: str = "completed",
+    within: float = 60.0,
+    also: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
-    """The manager once it reaches `wanted`, the invariants checked at every look; fails at once if
-    it ends in the other terminal state."""
+    """The manager once it reaches `wanted`, the invariants (and a scenario's own rule `also`)
+    checked at every look; fails at once if it ends in the other terminal state."""
+
+    async def invariant() -> None:
+        await observer.holds()
+        if also is not None:
+            also()
 
     async def probe() -> dict[str, Any] | None:
         obj = await manager(sandbox)

@@ -1,15 +1,16 @@
 """V2U-03: which nodes a manager covers (acceptance-scenarios.md §5.4).
 
-* `spec.nodes` empty: node-3 carries the disable-v2 label → `completed` "V2 data engine is disabled
-  for node node-3"; node-2's v2 IM has already been replaced by one on the new image (its old one
-  is gone) → `completed` "Old instance manager is not running"; node-1 → `pending`, then upgraded.
+* `spec.nodes` empty, four nodes: node-3 carries the disable-v2 label → `completed` "V2 data
+  engine is disabled for node node-3"; node-4 served nothing, so Longhorn already replaced its v2
+  IM with one on the new image → `completed` "Old instance manager is not running"; node-1 (the
+  engine) and node-2 (a replica) → `pending`, then upgraded.
 * No node pending (the target is the image every v2 IM already runs) → the manager is `completed`
   at once, with no node upgrade.
 * `spec.nodes` listed: only those, minus the disabled one, are pending; an unlisted node is not in
-  `upgradeNodes` at all and never upgraded.
+  `upgradeNodes` at all and its old IM keeps running.
 
-No volumes: the node set is the manager's business alone, and a node without volumes upgrades in a
-few writes.
+One two-replica volume on node-1 (its replicas on node-1 and node-2: v2 replicas skip the
+disabled node-3), so the IMs of node-1 and node-2 serve something and stay on the old image.
 """
 
 from __future__ import annotations
@@ -27,8 +28,13 @@ from tests.scenarios.v2_upgrade.observer import UpgradeObserver
 
 
 @pytest.fixture
-def sandbox_seed() -> Seed:
-    return scenario.v2_seed(labels={"node-3": {scenario.DISABLE_V2_LABEL: "true"}})
+def sandbox_seed(request: pytest.FixtureRequest) -> Seed:
+    nodes = 4 if request.function.__name__ == "test_empty_node_list_skips_disabled_and_replaced_nodes" else 3
+    return scenario.v2_seed(
+        [scenario.v2_volume("vol-1", replicas=2)],
+        labels={"node-3": {scenario.DISABLE_V2_LABEL: "true"}},
+        nodes=nodes,
+    )
 
 
 def first_node_set(observer: UpgradeObserver) -> dict[str, Any]:
@@ -40,31 +46,35 @@ def first_node_set(observer: UpgradeObserver) -> dict[str, Any]:
     raise AssertionError("the manager never wrote its node set")
 
 
-async def test_empty_node_list_skips_disabled_and_already_upgraded_nodes(
+async def test_empty_node_list_skips_disabled_and_replaced_nodes(
     sandbox: Sandbox, stack: list[Running], observer: UpgradeObserver
 ) -> None:
+    await scenario.settled(sandbox)
+    assert sorted(r["spec"]["nodeID"] for r in await sandbox.replicas_of("vol-1")) == ["node-1", "node-2"]
     await scenario.pull_image(sandbox, scenario.NEW_IM)
     await scenario.set_target_image(sandbox, scenario.NEW_IM)
-    # node-2's v2 IM was replaced already (it was idle): only one on the new image runs there
-    [old] = await scenario.v2_instance_managers(sandbox, "node-2")
-    await sandbox.delete("instancemanagers", old["metadata"]["name"])
 
-    async def replaced() -> dict[str, Any] | None:
-        return await scenario.running_v2_im(sandbox, "node-2", scenario.NEW_IM)
+    async def replaced() -> bool:
+        ims = await scenario.v2_instance_managers(sandbox, "node-4")
+        return [im["spec"]["image"] for im in ims] == [scenario.NEW_IM] and bool(
+            await scenario.running_v2_im(sandbox, "node-4", scenario.NEW_IM)
+        )
 
-    await sandbox.wait_for(replaced, within=30, what="node-2's new v2 IM")
+    await sandbox.wait_for(replaced, within=30, what="node-4's idle v2 IM replaced", invariant=observer.holds)
     await scenario.create_manager(sandbox)
 
-    manager = await scenario.wait_manager(sandbox, observer, "completed", within=90)
+    manager = await scenario.wait_manager(sandbox, observer, "completed", within=120)
     nodes = first_node_set(observer)
-    assert nodes["node-1"]["state"] == "pending"
-    assert nodes["node-2"] == {
-        "state": "completed",
-        "message": "Old instance manager is not running for node node-2",
-    }
+    assert nodes["node-1"]["state"] == nodes["node-2"]["state"] == "pending"
     assert nodes["node-3"] == {"state": "completed", "message": "V2 data engine is disabled for node node-3"}
-    assert [u["spec"]["nodeID"] for u in await scenario.node_upgrades(sandbox)] == ["node-1"]
-    assert manager["status"]["upgradeNodes"]["node-1"]["state"] == "completed"
+    assert nodes["node-4"] == {
+        "state": "completed",
+        "message": "Old instance manager is not running for node node-4",
+    }
+    assert [u["spec"]["nodeID"] for u in await scenario.node_upgrades(sandbox)] == ["node-1", "node-2"]
+    assert {n: e["state"] for n, e in manager["status"]["upgradeNodes"].items()} == dict.fromkeys(
+        ("node-1", "node-2", "node-3", "node-4"), "completed"
+    )
 
 
 async def test_nothing_pending_completes_at_once(
@@ -77,6 +87,9 @@ async def test_nothing_pending_completes_at_once(
     manager = await scenario.wait_manager(sandbox, observer, "completed", within=60)
     assert {n: e["state"] for n, e in manager["status"]["upgradeNodes"].items()} == dict.fromkeys(
         scenario.NODES, "completed"
+    )
+    assert manager["status"]["upgradeNodes"]["node-1"]["message"].startswith(
+        "Old instance manager is not running"
     )
     assert "upgradingNode" not in manager["status"] or not manager["status"]["upgradingNode"]
     assert await scenario.node_upgrades(sandbox) == []

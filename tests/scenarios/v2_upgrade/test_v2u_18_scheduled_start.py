@@ -3,7 +3,7 @@
 `spec.startTime` a few seconds ahead: the manager initialises, but no node upgrade exists before
 that time; then the normal flow runs. Once the first node has started (`status.startedAt`),
 moving `startTime` an hour ahead is ignored: the remaining nodes go on at once. Seconds of real
-time on the service's own clock (its `startTime` is RFC 3339, second precision), no volumes.
+time on the service's own clock (its `startTime` is RFC 3339, second precision).
 """
 
 from __future__ import annotations
@@ -12,10 +12,7 @@ import math
 import time
 from typing import Any
 
-import pytest
-
 from corral_model.kinds import CORRAL_GROUP, CORRAL_VERSION
-from corral_sandbox.seeds.model import Seed
 from corral_v2_upgrade.commands import rfc3339
 from corral_v2_upgrade.step import parse_time
 from tests.fixtures.sandbox import Sandbox
@@ -25,11 +22,6 @@ from tests.scenarios.v2_upgrade.invariants import MANAGERS, NODE_UPGRADES
 from tests.scenarios.v2_upgrade.observer import UpgradeObserver
 
 AHEAD_S = 3
-
-
-@pytest.fixture
-def sandbox_seed() -> Seed:
-    return scenario.v2_seed()
 
 
 async def test_nothing_starts_before_the_start_time_and_a_later_change_is_ignored(
