@@ -36,6 +36,9 @@ class Transition:
 class StateTimeline:
     clock: Callable[[], float] = time.monotonic
     transitions: list[Transition] = field(default_factory=list)
+    on_node_start: Callable[[str], None] | None = None
+    """Called with the node as each node upgrade is created (the bench reads the replica layout
+    then: each node's load is what it holds when its turn comes, not what it held at the start)."""
 
     def attach(self, emulator: Emulator) -> StateTimeline:
         for plural in ("dataengineupgrademanagers", "nodedataengineupgrades"):
@@ -53,6 +56,8 @@ class StateTimeline:
     def observe(self, plural: str, old: Obj | None, new: Obj | None) -> None:
         if new is None:
             return
+        if old is None and plural == "nodedataengineupgrades" and self.on_node_start is not None:
+            self.on_node_start(str((new.get("spec") or {}).get("nodeID") or ""))
         status = new.get("status") or {}
         state = str(status.get("state") or "")
         if old is not None and str((old.get("status") or {}).get("state") or "") == state:

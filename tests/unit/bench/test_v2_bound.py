@@ -77,7 +77,8 @@ def test_the_upgrade_is_the_sum_of_its_nodes_and_each_switched_volume_is_suspend
 
 def test_the_timeline_times_each_step_of_each_node_and_the_whole_upgrade() -> None:
     ticks = iter([0.0, 0.1, 0.3, 0.35, 1.0, 1.2, 1.5, 2.0, 9.0])
-    timeline = StateTimeline(clock=lambda: next(ticks))
+    started: list[str] = []
+    timeline = StateTimeline(clock=lambda: next(ticks), on_node_start=started.append)
     managers, nodes = "dataengineupgrademanagers", "nodedataengineupgrades"
 
     def cr(state: str, node: str = "", name: str = "upgrade") -> dict[str, object]:
@@ -93,6 +94,7 @@ def test_the_timeline_times_each_step_of_each_node_and_the_whole_upgrade() -> No
     timeline.observe(nodes, cr("", "n2", "u2"), cr("error", "n2", "u2"))  # 1.5
     timeline.observe(managers, cr(""), cr("completed"))  # 2.0
     assert timeline.wall_s() == 2.0
+    assert started == ["n1", "n2"]  # each node upgrade's creation, once
     steps = timeline.steps()
     assert steps.keys() == {"n1", "n2"}
     assert steps["n1"] == pytest.approx(
