@@ -576,3 +576,19 @@ def test_sc_v2_07_a_volume_detached_while_away_has_no_current_target_and_reattac
         and eng["status"]["currentTargetNodeIDForLiveUpgrade"] == ""
     )
     assert eng["status"]["targetIP"] == the_v2_im(w, "node-1")["status"]["ip"]
+
+
+def test_sc_v2_06_a_detach_while_the_upgrading_nodes_im_is_gone_completes() -> None:
+    w = world(nodes=3, volumes=1)
+    assert w.get("volume", "v2-vol-001")["status"]["state"] == "attached"
+    w.config = replace(w.config, v2_im_startup_seconds=60.0)  # the new IM takes a minute to come up
+    request_upgrade(w)
+    point_volume(w, "v2-vol-001", "node-2", NEW)
+    w.settle()
+    w.delete("instancemanager", the_v2_im(w, "node-1")["metadata"]["name"])
+    w.settle(horizon=5.0)
+    assert the_v2_im(w, "node-1")["status"]["currentState"] != "running", "the new IM still starting"
+    w.patch("volume", "v2-vol-001", {"spec": {"nodeID": "", "targetNodeIDForLiveUpgrade": ""}})
+    w.settle(horizon=5.0)
+    assert w.get("volume", "v2-vol-001")["status"]["state"] == "detached"
+    assert engine(w, "v2-vol-001")["status"]["currentState"] == "stopped"

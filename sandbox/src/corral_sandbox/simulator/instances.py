@@ -97,7 +97,11 @@ def _reconcile_instance(
     v2_engine = kind == "engine" and is_v2(obj)
     if current in ("running", "starting", "suspended") and im_name and im_name not in running_managers:
         if v2_engine and current in ALIVE and ispec.get("nodeID", "") in upgrading:
-            rehome_initiator(ctx, obj, managers)  # §5.4: tolerated on an upgrading node
+            # §5.4: tolerated on an upgrading node; one asked to stop (a detach) is simply gone
+            if (ispec.get("desireState") or "stopped") in ALIVE:
+                rehome_initiator(ctx, obj, managers)
+            else:
+                ctx.patch_status(kind, obj, _stopped(kind, v2_engine), f"{kind} stopped with its IM")
             return
         ctx.patch_status(kind, obj, {"currentState": "error"}, f"{kind} lost its instance manager")
         return
