@@ -1,7 +1,8 @@
 """The crash test against real processes: v2-upgrade killed with SIGKILL the instant each state of
 either machine is reached, restarted, and left to finish.
 
-The in-process test (tests/unit/v2_upgrade/test_crash.py) drops a decider's pass; this one kills
+The in-process test (tests/unit/v2_upgrade/test_crash.py, whose file name this one must not share:
+the suite imports test modules by path, and two of one name clash) drops a decider's pass; this one kills
 the service's process in the sandbox, where the data plane is the simulator's and every write goes
 through the actuator. The kill is fired inside the API server by the write that enters the state
 (crash.StateTrap), so the service never sees the state it reached: its successor (same instance,
