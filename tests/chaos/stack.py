@@ -36,6 +36,7 @@ MODULES = {
     "watcher": "corral_watcher",
     "actuator": "corral_actuator",
     "engine-upgrade": "corral_engine_upgrade",
+    "v2-upgrade": "corral_v2_upgrade",
 }
 
 

@@ -125,6 +125,10 @@ def test_an_orphaned_node_is_reset_to_pending_with_its_retries_kept_then_upgrade
     world.step(tick=1.0)
     node_1 = status(world).upgrade_nodes["node-1"]
     assert (node_1.state, node_1.retries, status(world).upgrading_node) == (S.PENDING, 1, "")
+    # The next attempt is a new object (a new name, so a new create command id), not the lost one
+    # again: the bus would drop a create with the lost one's id as a duplicate.
+    [create] = [c for c in world.step(tick=1.0) if c.verb is Verb.CREATE]
+    assert create.target.name != orphan.metadata.name
     assert world.run() == S.COMPLETED
     assert status(world).upgrade_nodes["node-1"].state == S.COMPLETED
 

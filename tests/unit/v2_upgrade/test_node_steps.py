@@ -99,6 +99,22 @@ def test_the_image_to_restore_is_recorded_before_the_volume_is_touched() -> None
     }
 
 
+def test_a_volume_switched_back_has_its_target_cleared_in_the_same_pass() -> None:
+    """The record of the switch back and the clear of the target go out together (one round trip
+    less per node); a restart between the two counts the volume as done."""
+    world = started(cluster(volumes={"vol-a": "node-1"}))
+    step_until(world, "node-1", S.SWITCHING_BACK)
+    world.step(tick=1.0)  # the target asked back to node-1; the data plane moves it
+    commands = world.step(tick=1.0)
+    [upgrade] = world.node_upgrades("node-1")
+    assert upgrade.status.volumes["vol-a"].state == S.SWITCHED_BACK
+    [clear] = [c for c in commands if c.target.kind == "Volume"]
+    assert {c.path: c.value for c in clear.changes} == {"/spec/targetNodeIDForLiveUpgrade": ""}
+    world.restart()
+    step_until(world, "node-1", S.REBUILDING_REPLICA)
+    assert world.node_upgrades("node-1")[0].status.volumes["vol-a"].state == S.COMPLETED
+
+
 def test_an_instance_manager_being_deleted_is_never_deleted_again() -> None:
     world = started(cluster(volumes={"vol-a": "node-1"}))
     step_until(world, "node-1", S.UPGRADING_INSTANCE_MANAGER)

@@ -147,9 +147,16 @@ def _upgrading(
         entry = nodes.get(upgrading, lh.UpgradeNodeStatus())
         current = _current_attempt(view, manager, upgrading, entry)
         if current is None:
-            # Orphaned (its node upgrade is gone): back to pending, the retry count kept.
+            # Orphaned (its node upgrade is gone): back to pending, the retry count kept. The lost
+            # attempt counts as finished, so the next one gets a name (and a create command id) of
+            # its own: the same name again would make the same command id, which JetStream drops as
+            # a duplicate of the lost attempt's create for its whole dedup window, and would find
+            # the lost attempt's snapshots by their label.
             nodes[upgrading] = msgspec.structs.replace(
-                entry, state=S.PENDING, message="node upgrade resource not found; will start again"
+                entry,
+                state=S.PENDING,
+                message="node upgrade resource not found; will start again",
+                attempts=entry.attempts + 1,
             )
             _write_nodes(step, manager, nodes)
             step.status["upgradingNode"] = ""

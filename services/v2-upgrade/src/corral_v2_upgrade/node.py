@@ -478,6 +478,13 @@ def _switching_back(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float,
             and spec.image == status.current_image
         ):
             _set(volumes, name, S.SWITCHED_BACK)
+            # The clear goes out with the record of the switch back, not a round trip after it (the
+            # bench's switching-back step); a restart between the two finds the target cleared and
+            # the volume on its image, which counts as done.
+            step.actions.append(
+                cmd.patch_volume(volume, None, "", f"switching-back: volume {name} done", now)
+            )
+            waiting = waiting or f"waiting for volume {name} to clear its live-upgrade target"
             continue
         elif entry.state != S.SWITCHING_BACK:
             _set(volumes, name, S.SWITCHING_BACK)

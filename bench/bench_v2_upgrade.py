@@ -1,0 +1,302 @@
+"""A v2 data-engine upgrade of 5 nodes and 50 attached v2 volumes, against the fastest the simulated
+data plane allows (issue 15). `python -m bench.bench_v2_upgrade` writes
+bench/results/v2_upgrade.json; about a minute.
+
+The real path runs in this process as the v2 scenarios run it (tests/scenarios/v2_upgrade): the
+sandbox (SIM-V2 data plane, SIM-IO ledger) → watcher → LH_OBJECTS → v2-upgrade (its deployed
+`debounce_s`) → LH_COMMANDS → actuator → the emulator. The operator's writes start it: the new
+instance-manager image pulled on every node and set as `default-instance-manager-image`, then a
+DataEngineUpgradeManager for every node.
+
+The cluster: 5 nodes, 50 v2 volumes of 3 replicas, attached round-robin (10 per node, each
+volume's engine on its node), the simulator's data-plane durations below (DURATIONS): long enough
+that the data plane, not the services, should dominate, as it does in a real cluster (where an IM
+restart and a rebuild take far longer still).
+
+Reported, each beside its lower bound (v2_bound.py, whose docstring gives the formula: per node,
+the sum of the steps that cannot overlap; the nodes one after another):
+* `wall_s`: the manager's creation to its `completed`, as the API server took those writes
+  (v2_timeline.py), against `bound_s`; `ratio` = wall / bound, floor ≤ 1.5;
+* `per_node`: each node upgrade's measured time and bound (its load read as its upgrade starts:
+  earlier nodes' rebuilds move replicas), and per step the measured time, the step's bound and the
+  difference (`overhead_s`): where the services' time goes; `overhead_by_step_s` sums it per step;
+* `bound_rebuilt_on_the_node_s`: the same bound with the node's own volumes' replicas rebuilt on
+  the node's rebuild slots alone, which is where the simulator's least-loaded scheduler puts them
+  (the strict bound lets them spread over every node);
+* `io_gap_s`: the longest interval each attached volume could not serve, from the SIM-IO ledger
+  (p50/p99/max over volumes, in seconds) against the bound of one switch-over's suspension; and
+  the detaches SIM-IO counted (0: no volume ever detached);
+* load average and the host-speed calibration (ns of an empty Python call) before and after, as
+  every bench records them, and how late the shared event loop ran a 10 ms sleep.
+Measures only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import math
+import os
+import time
+from typing import Any
+
+import msgspec
+
+from bench.bench_engine_upgrade import calibration_ns
+from bench.report import write_report
+from bench.v2_bound import DataPlaneDurations, NodeLoad, loads_of, node_steps, upgrade_bound
+from bench.v2_timeline import StateTimeline
+from bench.wave_timeline import summary
+from bench.wave_trace import LoopLag
+from corral_bus import connect, ensure_streams
+from corral_kube.client import api_client
+from corral_sandbox.cluster import SandboxCluster
+from corral_sandbox.seeds import Seed
+from corral_sandbox.seeds.v2 import v2_seed
+from corral_sandbox.simulator import SimConfig
+from corral_sandbox.simulator.io_ledger import io_report
+from corral_v2_upgrade.service import DEFINITION
+from tests.fixtures.nats import BinaryNats
+from tests.fixtures.processes import eventually
+from tests.fixtures.sandbox import Sandbox, fast_config
+from tests.scenarios.engine_upgrade.conftest import actuator
+from tests.scenarios.v2_upgrade.conftest import v2_upgrade, watcher
+from tests.scenarios.v2_upgrade.scenario import (
+    NEW_IM,
+    create_manager,
+    manager,
+    pull_image,
+    set_target_image,
+    settled,
+    state,
+)
+
+NODES, VOLUMES, REPLICAS = 5, 50, 3
+FLOOR = 1.5
+TIMEOUT_S = 300.0
+HISTORY = 100_000  # emulator watch history per kind: the whole upgrade stays readable
+DEPLOYED_DEBOUNCE_S = next(
+    f.default for f in msgspec.structs.fields(DEFINITION.config) if f.name == "debounce_s"
+)
+DURATIONS: dict[str, float] = {
+    "instance_start_seconds": 0.05,
+    "instance_stop_seconds": 0.1,
+    "v2_target_create_seconds": 0.1,
+    "v2_suspend_seconds": 0.05,
+    "v2_switch_seconds": 0.2,
+    "v2_resume_seconds": 0.05,
+    "v2_im_startup_seconds": 2.0,
+    "rebuild_seconds": 1.0,
+}
+"""Simulated seconds of each data-plane step (SimConfig fields), the bound's inputs."""
+
+
+NODE_NAMES = tuple(f"node-{i}" for i in range(1, NODES + 1))
+
+
+def bench_seed() -> Seed:
+    return v2_seed(nodes=NODES, volumes=VOLUMES, replicas=REPLICAS, attached_to=NODE_NAMES)
+
+
+def bench_config() -> SimConfig:
+    return fast_config(**DURATIONS)
+
+
+def durations_of(config: SimConfig, rebuild_limit: int) -> DataPlaneDurations:
+    return DataPlaneDurations(
+        replica_stop_s=config.instance_stop_seconds,
+        replica_delete_s=0.0,
+        target_create_s=config.v2_target_create_seconds,
+        suspend_s=config.v2_suspend_seconds,
+        switch_s=config.v2_switch_seconds,
+        resume_s=config.v2_resume_seconds,
+        im_restart_s=config.v2_im_start_seconds,
+        replica_start_s=config.instance_start_seconds,
+        rebuild_s=config.rebuild_seconds,
+        rebuild_limit=rebuild_limit,
+    )
+
+
+@dataclasses.dataclass
+class Run:
+    timeline: StateTimeline
+    loads: dict[str, Any]
+    targets: dict[str, str]
+    longest_gaps: dict[str, float]
+    detaches: int
+    rebuild_limit: int
+    lag: LoopLag
+    final: dict[str, Any]
+
+
+def io_ledger(cluster: SandboxCluster) -> tuple[dict[str, float], int]:
+    """Per volume the longest interval it could not serve (s), and the detaches, from SIM-IO."""
+    simulator = cluster.simulator
+    report = io_report(simulator.memory, simulator.clock.now())
+    longest = {name: float(v["longestGap"]) for name, v in report["volumes"].items()}
+    return longest, sum(int(v["detaches"]) for v in report["volumes"].values())
+
+
+async def run_upgrade(debounce_s: float) -> Run:
+    seed, config = bench_seed(), bench_config()
+    nats = BinaryNats()
+    nats.start()
+    try:
+        bus = await connect(nats.url, name="bench-v2-upgrade")
+        await ensure_streams(bus.js)
+        options = {"history_size": HISTORY}
+        async with SandboxCluster(seed, sim_config=config, emulator_options=options) as cluster:
+            kubeconfig = str(cluster.kubeconfig_path)
+            api = await api_client(kubeconfig)
+            sandbox = Sandbox(cluster, api, seed.namespace)
+            stack = [
+                watcher(kubeconfig, nats.url),
+                actuator(kubeconfig, nats.url),
+                v2_upgrade(nats.url, debounce_s=debounce_s, node_timeout_s=0.0),
+            ]
+            try:
+                await eventually(lambda: all(s.ready for s in stack), within=120, what="the stack to lead")
+                setting = await sandbox.get("settings", "concurrent-replica-rebuild-per-node-limit")
+                loads: dict[str, NodeLoad] = {}
+                targets: dict[str, str] = {}
+
+                def layout(node: str) -> None:
+                    """The node's load as its upgrade starts (earlier nodes' rebuilds moved replicas)."""
+                    emulator, ns = cluster.emulator, seed.namespace
+                    volumes = emulator.list("longhorn.io", "volumes", ns)
+                    owners = {
+                        v["metadata"]["name"]: v["spec"]["nodeID"] for v in volumes if v["spec"].get("nodeID")
+                    }
+                    targets.update(owners)
+                    replicas = [
+                        (r["spec"]["volumeName"], r["spec"]["nodeID"])
+                        for r in emulator.list("longhorn.io", "replicas", ns)
+                        if r["spec"].get("dataEngine") == "v2" and not r["metadata"].get("deletionTimestamp")
+                    ]
+                    loads[node] = loads_of(replicas, owners, NODE_NAMES)[node]
+
+                timeline = StateTimeline(on_node_start=layout).attach(cluster.emulator)
+                lag = LoopLag()
+                lag.start()
+                await settled(sandbox)
+                await pull_image(sandbox, NEW_IM, NODE_NAMES)
+                await set_target_image(sandbox, NEW_IM)
+                await create_manager(sandbox)
+
+                async def finished() -> dict[str, Any] | None:
+                    found = await manager(sandbox)
+                    return found if state(found) in ("completed", "error") else None
+
+                final = await eventually(
+                    finished, within=TIMEOUT_S, what="the upgrade to finish", interval=0.1
+                )
+                await lag.stop()
+                longest, detaches = io_ledger(cluster)
+            finally:
+                for service in reversed(stack):
+                    await service.stop()
+                await api.close()
+        await bus.close()
+    finally:
+        nats.stop()
+    return Run(timeline, loads, targets, longest, detaches, int(setting["value"]), lag, final)
+
+
+def figures(run: Run, debounce_s: float) -> dict[str, Any]:
+    config = bench_config()
+    durations = durations_of(config, run.rebuild_limit)
+    bound = upgrade_bound(durations, run.loads, run.targets)
+    # The simulator's scheduler puts the node's own volumes' replicas back on the node (the least
+    # loaded once its replicas are gone), so in practice they rebuild on its L slots alone.
+    on_the_node = {node: dataclasses.replace(load, cluster_nodes=1) for node, load in run.loads.items()}
+    placed = upgrade_bound(durations, on_the_node, run.targets)
+    wall = run.timeline.wall_s()
+    steps = run.timeline.steps()
+    per_node: dict[str, Any] = {}
+    for node, load in sorted(run.loads.items()):
+        step_bounds = node_steps(durations, load)
+        measured = steps.get(node, {})
+        per_node[node] = {
+            "replicas": load.replicas,
+            "replicas_of_owned_volumes": load.owned_replicas,
+            "switched_volumes": load.switched_volumes,
+            "measured_s": measured.get("total"),
+            "bound_s": bound.per_node_s[node],
+            "steps": {
+                name: {
+                    "measured_s": measured.get(name),
+                    "bound_s": round(step_bounds.get(name, 0.0), 3),
+                    "overhead_s": round(measured[name] - step_bounds.get(name, 0.0), 3)
+                    if name in measured
+                    else None,
+                }
+                for name in ("created", *step_bounds, "finalizing")
+            },
+        }
+    gaps = list(run.longest_gaps.values())
+    gap_bounds = list(bound.io_gap_s.values())
+    total_overhead = {
+        name: round(sum((n["steps"][name]["overhead_s"] or 0.0) for n in per_node.values()), 3)
+        for name in (
+            "created",
+            "initializing",
+            "failing-replicas",
+            "switching-over",
+            "upgrading-instance-manager",
+            "switching-back",
+            "rebuilding-replica",
+            "finalizing",
+        )
+    }
+    return {
+        "nodes": NODES,
+        "volumes": VOLUMES,
+        "replicas_per_volume": REPLICAS,
+        "debounce_s": debounce_s,
+        "simulated_durations_s": DURATIONS,
+        "rebuild_limit_per_node": run.rebuild_limit,
+        "manager": {"state": state(run.final), "message": run.final["status"].get("message", "")},
+        "wall_s": round(wall, 3) if wall is not None else None,
+        "bound_s": bound.total_s,
+        "ratio": round(wall / bound.total_s, 3)
+        if wall and bound.total_s and math.isfinite(bound.total_s)
+        else None,
+        "floor_met": bool(wall is not None and wall <= FLOOR * bound.total_s),
+        "bound_rebuilt_on_the_node_s": placed.total_s,
+        "ratio_vs_bound_rebuilt_on_the_node": round(wall / placed.total_s, 3) if wall else None,
+        "overhead_by_step_s": total_overhead,
+        "per_node": per_node,
+        "io_gap_s": {
+            "longest_per_volume": summary(gaps, scale=1.0),
+            "bound_per_volume": summary(gap_bounds, scale=1.0),
+            "ratio_max": round(max(gaps) / max(gap_bounds), 3) if gaps and gap_bounds else None,
+            "volumes_without_gap": sum(1 for g in gaps if g == 0.0),
+        },
+        "detaches": run.detaches,
+        "event_loop_lag_ms": summary(run.lag.lags),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--debounce-s", type=float, default=DEPLOYED_DEBOUNCE_S)
+    args = parser.parse_args()
+    calibration_before, load_before = calibration_ns(), os.getloadavg()[0]
+    started = time.monotonic()
+    run = asyncio.run(run_upgrade(args.debounce_s))
+    report = figures(run, args.debounce_s)
+    report["bench_wall_s"] = round(time.monotonic() - started, 1)
+    report["load_average_1m_before"] = round(load_before, 2)
+    report["load_average_1m_after"] = round(os.getloadavg()[0], 2)
+    report["calibration_empty_call_ns_before"] = round(calibration_before, 1)
+    report["calibration_empty_call_ns_after"] = round(calibration_ns(), 1)
+    write_report(
+        "v2_upgrade",
+        report,
+        floors={"ratio": f"<= {FLOOR} (wall time / the data plane's lower bound, v2_bound.py)"},
+    )
+
+
+if __name__ == "__main__":
+    main()
