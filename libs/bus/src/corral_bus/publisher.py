@@ -96,11 +96,11 @@ class Publisher(AckPipeline):
             attempts = self._attempts[token] = _Attempts(first_sent=item.sent_at)
         return attempts
 
-    def _after_store(self, token: int, item: Pending) -> None:
+    def _after_store(self, token: int, item: Pending, ack: bytes) -> None:
         if self._attempts:
             self._attempts.pop(token, None)
 
-    def _refused(self, token: int, item: Pending, error: str, *, retryable: bool) -> None:
+    def _refused(self, token: int, item: Pending, error: str, *, retryable: bool, err_code: int) -> None:
         if not retryable:
             self._fail(token, item, error)
             return
