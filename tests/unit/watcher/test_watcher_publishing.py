@@ -15,7 +15,7 @@ from typing import Any, cast
 
 from nats.js.errors import NotFoundError
 
-from corral_bus import Bus
+from corral_bus import Bus, tombstone_headers
 from corral_watcher.publishing import OrderedPublisher
 
 OK = b'{"stream":"LH_OBJECTS","seq":1}'
@@ -286,7 +286,7 @@ async def test_an_unknown_subject_expects_it_empty_and_learns_otherwise() -> Non
 
 async def test_a_tombstone_forgets_the_subjects_sequence() -> None:
     publisher, client = await started(ack_timeout=60)
-    await publisher.publish_batch([("s.a", b"", "volume:u1:5:deleted", None)])
+    await publisher.publish_batch([("s.a", b"", "volume:u1:5:deleted", tombstone_headers(60))])
     ack(publisher, client.sent[0][2], stored_at(6))
     async with asyncio.timeout(1):
         await publisher.flush()

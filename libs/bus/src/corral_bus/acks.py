@@ -438,15 +438,18 @@ def ack_sequence(ack: bytes) -> int:
     """The stream sequence a PubAck reports (0 when it says none), without decoding the whole
     JSON: this runs for every acknowledged message of the watcher. For a duplicate it is the
     sequence of the message stored first under that id."""
-    start = ack.find(b'"seq":')
+    start = ack.rfind(b'"seq":')
     if start < 0:
         return 0
-    start += 6
-    end = start
-    size = len(ack)
-    while end < size and ack[end] in b" 0123456789":
-        end += 1
     try:
-        return int(ack[start:end])
+        # The common ack ends with the sequence: {"stream":"LH_OBJECTS","seq":123}
+        return int(ack[start + 6 : -1])  # int() takes the spaces around the digits
+    except ValueError:
+        pass
+    end = ack.find(b",", start)
+    if end < 0:
+        end = len(ack)
+    try:
+        return int(ack[start + 6 : end])
     except ValueError:
         return 0

@@ -22,7 +22,7 @@ _BAD_SUBJECT = re.compile(r"[ \t\r\n]")
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _valid_names: set[str] = set()
 _ID_ONLY = len(b"NATS/1.0\r\nNats-Msg-Id: \r\n\r\n")
-_EXPECT_NAME = EXPECTED_LAST_SUBJECT_SEQ_HEADER.encode()
+_ID_AND_EXPECT = len(b"NATS/1.0\r\nNats-Msg-Id: \r\nNats-Expected-Last-Subject-Sequence: \r\n\r\n")
 
 
 def encode_headers(headers: Mapping[str, str]) -> bytes:
@@ -67,14 +67,12 @@ def frame(
         if headers is None and msg_id:
             # The watcher's common case, in one formatting step like the one below.
             encoded_id = msg_id.encode()
-            block = b"NATS/1.0\r\nNats-Msg-Id: %b\r\n%b: %d\r\n\r\n" % (encoded_id, _EXPECT_NAME, expect)
-            return b"HPUB %b %b %d %d\r\n%b%b\r\n" % (
-                subject.encode(),
-                reply,
-                len(block),
-                len(block) + len(payload),
-                block,
-                payload,
+            sequence = b"%d" % expect
+            size = _ID_AND_EXPECT + len(encoded_id) + len(sequence)
+            return (
+                b"HPUB %b %b %d %d\r\nNATS/1.0\r\nNats-Msg-Id: %b\r\n"
+                b"Nats-Expected-Last-Subject-Sequence: %b\r\n\r\n%b\r\n"
+                % (subject.encode(), reply, size, size + len(payload), encoded_id, sequence, payload)
             )
         headers = {**(headers or {}), EXPECTED_LAST_SUBJECT_SEQ_HEADER: str(expect)}
     if headers is None and msg_id:
