@@ -9,9 +9,10 @@ duplicate by `Nats-Msg-Id`, which is a success), or refused and why.
 
 What to do about a refused message, or one whose ack never comes, depends on the publisher, so it is
 left to a subclass (`_refused`, `_check`): `corral_bus.Publisher` re-sends that one message with the
-same `Nats-Msg-Id` and gives up after a while; the watcher's `OrderedPublisher` re-sends the newest
-message of each affected subject, in order, for as long as it lives. The window, the tokens, the
-framing, ack matching, `flush`, and the task that supervises what is overdue are shared here.
+same `Nats-Msg-Id` and gives up after a while; the watcher's `OrderedPublisher` chains each
+subject's messages with `Nats-Expected-Last-Subject-Sequence` (`Pending.expect`) and re-sends what
+is in flight, in order, for as long as it lives. The window, the tokens, the framing, ack matching,
+`flush`, and the task that supervises what is overdue are shared here.
 
 On a nats-py whose internals `corral_bus.natsinternals` knows, frames go straight into the client's
 send buffer and acks are handled inside the protocol parser; otherwise (or with `start(fast=False)`)

@@ -37,8 +37,8 @@ class Publisher(AckPipeline):
     Order: messages are stored in publish order unless one has to be re-sent (its ack was lost in
     a reconnect, or JetStream answered "unavailable"); a re-sent message can then land after later
     ones, of its own subject too. Where the newest message per subject must be the object's current
-    state (the watcher into LH_OBJECTS), use a publisher that collapses re-sends to the newest per
-    subject instead (corral_watcher.publishing.OrderedPublisher).
+    state (the watcher into LH_OBJECTS), use a publisher that chains each subject's messages with
+    the expected last subject sequence instead (corral_watcher.publishing.OrderedPublisher).
     """
 
     def __init__(
