@@ -38,10 +38,10 @@ class Recorder(AckPipeline):
     async def send_batch(self, messages: list[Message]) -> None:
         await self._submit_batch(messages, None)
 
-    def _after_store(self, token: int, item: Pending) -> None:
+    def _after_store(self, token: int, item: Pending, ack: bytes) -> None:
         self.stored_ids.append(item.msg_id)
 
-    def _refused(self, token: int, item: Pending, error: str, *, retryable: bool) -> None:
+    def _refused(self, token: int, item: Pending, error: str, *, retryable: bool, err_code: int) -> None:
         self.refusals[item.msg_id] = (error, retryable)
         self._forget(token)
 

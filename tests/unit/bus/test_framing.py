@@ -71,3 +71,14 @@ def test_sizes_in_the_frame_match_its_parts(payload: bytes, msg_id: str, headers
         block = body[: sizes[0]]
         assert block.startswith(b"NATS/1.0\r\n") and block.endswith(b"\r\n\r\n")
         assert block.count(b"\r\n") == 2 + bool(msg_id) + len(headers)
+
+
+def test_frame_with_an_expected_last_subject_sequence() -> None:
+    expected = {"Nats-Msg-Id": "1", "Nats-Expected-Last-Subject-Sequence": "42"}
+    framed = frame("lh.obj.a", b"r", "1", None, b"hello", expect=42)
+    block = encode_headers(expected)
+    assert framed == b"HPUB lh.obj.a r %d %d\r\n%bhello\r\n" % (len(block), len(block) + 5, block)
+    framed = frame("lh.obj.a", b"r", "1", {"Nats-TTL": "5s"}, b"", expect=0)
+    with_ttl = {"Nats-Msg-Id": "1", "Nats-TTL": "5s", "Nats-Expected-Last-Subject-Sequence": "0"}
+    assert framed.split(b"\r\n", 1)[1] == encode_headers(with_ttl) + b"\r\n"
+    assert b"Expected" not in frame("lh.obj.a", b"r", "1", None, b"", expect=-1)

@@ -9,6 +9,7 @@ import pytest
 from nats.js.api import RetentionPolicy
 
 from corral_bus import ConsumerSpec, PublishError, PublishFailure, StreamSettings, stream_configs
+from corral_bus.acks import ack_sequence
 from corral_bus.connection import server_list
 from corral_bus.deadletter import (
     MAX_KEPT_HEADER_VALUE,
@@ -169,3 +170,11 @@ def test_a_cluster_url_list_is_split_into_servers() -> None:
     ]
     assert server_list("nats://a:4222") == ["nats://a:4222"]
     assert server_list(["nats://a:1", "nats://b:2"]) == ["nats://a:1", "nats://b:2"]
+
+
+def test_ack_sequence_reads_the_stream_sequence_of_a_pub_ack() -> None:
+    assert ack_sequence(b'{"stream":"LH_OBJECTS","seq":1234}') == 1234
+    assert ack_sequence(b'{"stream":"LH_OBJECTS","seq":7,"duplicate": true}') == 7
+    assert ack_sequence(b'{"stream":"LH_OBJECTS","domain":"d","seq": 9}') == 9
+    assert ack_sequence(b'{"error":{"code":503},"seq":0}') == 0
+    assert ack_sequence(b"") == 0 and ack_sequence(b'{"seq":"x"}') == 0

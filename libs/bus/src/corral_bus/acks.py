@@ -9,9 +9,10 @@ duplicate by `Nats-Msg-Id`, which is a success), or refused and why.
 
 What to do about a refused message, or one whose ack never comes, depends on the publisher, so it is
 left to a subclass (`_refused`, `_check`): `corral_bus.Publisher` re-sends that one message with the
-same `Nats-Msg-Id` and gives up after a while; the watcher's `OrderedPublisher` re-sends the newest
-message of each affected subject, in order, for as long as it lives. The window, the tokens, the
-framing, ack matching, `flush`, and the task that supervises what is overdue are shared here.
+same `Nats-Msg-Id` and gives up after a while; the watcher's `OrderedPublisher` chains each
+subject's messages with `Nats-Expected-Last-Subject-Sequence` (`Pending.expect`) and re-sends what
+is in flight, in order, for as long as it lives. The window, the tokens, the framing, ack matching,
+`flush`, and the task that supervises what is overdue are shared here.
 
 On a nats-py whose internals `corral_bus.natsinternals` knows, frames go straight into the client's
 send buffer and acks are handled inside the protocol parser; otherwise (or with `start(fast=False)`)
@@ -35,7 +36,7 @@ from nats.errors import MaxPayloadError, OutboundBufferLimitError
 from corral_bus import natsinternals
 from corral_bus.connection import Bus
 from corral_bus.framing import frame
-from corral_bus.streams import MSG_ID_HEADER
+from corral_bus.streams import EXPECTED_LAST_SUBJECT_SEQ_HEADER, MSG_ID_HEADER
 
 log = logging.getLogger("corral.bus.acks")
 
@@ -78,6 +79,8 @@ class Pending:
     sent_at: float
     """Monotonic time of the latest send (a re-send moves it)."""
     on_stored: OnStored | None
+    expect: int = -1
+    """With 0 or more, the message carries `Nats-Expected-Last-Subject-Sequence: expect`."""
 
 
 class AckPipeline:
@@ -176,10 +179,11 @@ class AckPipeline:
         msg_id: str,
         headers: Mapping[str, str] | None,
         on_stored: OnStored | None = None,
+        expect: int = -1,
     ) -> None:
         """Send one message; returns once it is written and the window has room for the next.
         What cannot be written (closed connection, oversized payload, bad subject) raises and is
-        not left in flight."""
+        not left in flight. `expect`: see `Pending.expect`."""
         if self._sub is None:
             await self.start()
         if self._paused or len(self._pending) >= self._window:
@@ -187,7 +191,7 @@ class AckPipeline:
         self._next += 1
         token = self._next
         now = time.monotonic()
-        item = Pending(subject, payload, msg_id, headers, now, on_stored)
+        item = Pending(subject, payload, msg_id, headers, now, on_stored, expect)
         self._pending[token] = item
         self._drained.clear()
         try:
@@ -196,17 +200,27 @@ class AckPipeline:
             self._forget(token)
             raise
 
-    async def _submit_batch(self, messages: Sequence[Message], on_last_stored: OnStored | None) -> None:
+    async def _submit_batch(
+        self,
+        messages: Sequence[Message],
+        on_last_stored: OnStored | None,
+        expects: Sequence[int] | None = None,
+        callbacks: Sequence[OnStored | None] | None = None,
+    ) -> None:
         """Send messages in order, framed into the client's buffer a window at a time;
-        `on_last_stored` runs when the last one is stored."""
+        `on_last_stored` runs when the last one is stored. `expects`, one per message: see
+        `Pending.expect`; `callbacks`, one per message, replace `on_last_stored`."""
         if not messages:
             return
         if self._sub is None:
             await self.start()
         last = len(messages) - 1
+        if callbacks is None:
+            callbacks = [None] * last + [on_last_stored]
         if not self._fast:
             for i, (subject, payload, msg_id, headers) in enumerate(messages):
-                await self._submit(subject, payload, msg_id, headers, on_last_stored if i == last else None)
+                expect = -1 if expects is None else expects[i]
+                await self._submit(subject, payload, msg_id, headers, callbacks[i], expect)
             return
         pending = self._pending
         prefix = self._prefix_bytes
@@ -230,10 +244,9 @@ class AckPipeline:
                     raise MaxPayloadError
                 self._next += 1
                 token = self._next
-                frames.append(frame(subject, b"%b%d" % (prefix, token), msg_id, headers, payload))
-                pending[token] = Pending(
-                    subject, payload, msg_id, headers, now, on_last_stored if i == last else None
-                )
+                expect = -1 if expects is None else expects[i]
+                frames.append(frame(subject, b"%b%d" % (prefix, token), msg_id, headers, payload, expect))
+                pending[token] = Pending(subject, payload, msg_id, headers, now, callbacks[i], expect)
         finally:
             # Even when a message of the batch was refused: those before it are in the window.
             await self._write_frames(frames, first)
@@ -264,7 +277,7 @@ class AckPipeline:
                     if len(item.payload) > nc.max_payload:
                         raise MaxPayloadError
                     reply = b"%b%d" % (self._prefix_bytes, token)
-                    data = frame(item.subject, reply, item.msg_id, item.headers, item.payload)
+                    data = frame(item.subject, reply, item.msg_id, item.headers, item.payload, item.expect)
                     await natsinternals.write(nc, [data])
                 else:
                     await nc.publish(item.subject, item.payload, f"{self._prefix}{token}", _all_headers(item))
@@ -346,7 +359,7 @@ class AckPipeline:
         self._last_ack_at = time.monotonic()
         if token > self._max_acked:
             self._max_acked = token
-        self._after_store(token, item)
+        self._after_store(token, item, data)
         if pending:
             if len(pending) < self._window:
                 self._room.set()
@@ -368,28 +381,29 @@ class AckPipeline:
 
     def _refusal(self, token: int, item: Pending, data: bytes, no_responders: bool) -> None:
         if no_responders:
-            self._refused(token, item, NO_STREAM, retryable=True)
+            self._refused(token, item, NO_STREAM, retryable=True, err_code=0)
             return
         try:
             error = _ack_decoder.decode(data).error
         except msgspec.DecodeError:
-            self._refused(token, item, f"unreadable ack: {data[:200]!r}", retryable=False)
+            self._refused(token, item, f"unreadable ack: {data[:200]!r}", retryable=False, err_code=0)
             return
         if error is None:
-            self._refused(token, item, f"unreadable ack: {data[:200]!r}", retryable=False)
+            self._refused(token, item, f"unreadable ack: {data[:200]!r}", retryable=False, err_code=0)
             return
         description = f"{error.description} (err_code {error.err_code})"
-        self._refused(token, item, description, retryable=error.code == 503)
+        self._refused(token, item, description, retryable=error.code == 503, err_code=error.err_code)
 
     # Policy hooks
 
-    def _after_store(self, token: int, item: Pending) -> None:
-        """Called once the stream stored the message of `token` (already out of the window)."""
+    def _after_store(self, token: int, item: Pending, ack: bytes) -> None:
+        """Called once the stream stored the message of `token` (already out of the window);
+        `ack` is the PubAck's JSON (see `ack_sequence`)."""
 
-    def _refused(self, token: int, item: Pending, error: str, *, retryable: bool) -> None:
+    def _refused(self, token: int, item: Pending, error: str, *, retryable: bool, err_code: int) -> None:
         """An ack refused the message of `token` (still in the window). `retryable`: JetStream was
-        unavailable (503), so the same message may well be stored later. Default: keep it and let
-        `_check` decide soon."""
+        unavailable (503), so the same message may well be stored later; `err_code`: JetStream's
+        error code (0 when there is none). Default: keep it and let `_check` decide soon."""
         self._trouble.set()
 
     async def _check(self, urgent: bool) -> None:
@@ -413,9 +427,30 @@ class AckPipeline:
 
 
 def _all_headers(item: Pending) -> dict[str, str] | None:
-    if not item.msg_id:
-        return dict(item.headers) if item.headers else None
-    headers = {MSG_ID_HEADER: item.msg_id}
+    headers = {MSG_ID_HEADER: item.msg_id} if item.msg_id else {}
     if item.headers:
         headers.update(item.headers)
-    return headers
+    if item.expect >= 0:
+        headers[EXPECTED_LAST_SUBJECT_SEQ_HEADER] = str(item.expect)
+    return headers or None
+
+
+def ack_sequence(ack: bytes) -> int:
+    """The stream sequence a PubAck reports (0 when it says none), without decoding the whole
+    JSON: this runs for every acknowledged message of the watcher. For a duplicate it is the
+    sequence of the message stored first under that id."""
+    start = ack.rfind(b'"seq":')
+    if start < 0:
+        return 0
+    try:
+        # The common ack ends with the sequence: {"stream":"LH_OBJECTS","seq":123}
+        return int(ack[start + 6 : -1])  # int() takes the spaces around the digits
+    except ValueError:
+        pass
+    end = ack.find(b",", start)
+    if end < 0:
+        end = len(ack)
+    try:
+        return int(ack[start + 6 : end])
+    except ValueError:
+        return 0

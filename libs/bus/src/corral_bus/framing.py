@@ -15,13 +15,14 @@ from collections.abc import Mapping
 
 from nats.errors import BadSubjectError
 
-from corral_bus.streams import MSG_ID_HEADER
+from corral_bus.streams import EXPECTED_LAST_SUBJECT_SEQ_HEADER, MSG_ID_HEADER
 
 _HEADER_LINE = b"NATS/1.0\r\n"
 _BAD_SUBJECT = re.compile(r"[ \t\r\n]")
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _valid_names: set[str] = set()
 _ID_ONLY = len(b"NATS/1.0\r\nNats-Msg-Id: \r\n\r\n")
+_ID_AND_EXPECT = len(b"NATS/1.0\r\nNats-Msg-Id: \r\nNats-Expected-Last-Subject-Sequence: \r\n\r\n")
 
 
 def encode_headers(headers: Mapping[str, str]) -> bytes:
@@ -49,11 +50,31 @@ def check(subject: str, msg_id: str) -> None:
 
 
 def frame(
-    subject: str, reply: bytes, msg_id: str, headers: Mapping[str, str] | None, payload: bytes
+    subject: str,
+    reply: bytes,
+    msg_id: str,
+    headers: Mapping[str, str] | None,
+    payload: bytes,
+    expect: int = -1,
 ) -> bytes:
     """One publish of `payload` to `subject` asking for the answer on `reply`, carrying
-    `Nats-Msg-Id: msg_id` (unless empty) and `headers`. `subject` and `msg_id` as `check` passes
-    them (not checked again here: this runs once per message on the watcher's hot path)."""
+    `Nats-Msg-Id: msg_id` (unless empty) and `headers`; with `expect` ≥ 0, also
+    `Nats-Expected-Last-Subject-Sequence: expect` (the stream refuses the message unless the
+    subject's last stored message has that sequence, 0 for none). `subject` and `msg_id` as
+    `check` passes them (not checked again here: this runs once per message on the watcher's hot
+    path)."""
+    if expect >= 0:
+        if headers is None and msg_id:
+            # The watcher's common case, in one formatting step like the one below.
+            encoded_id = msg_id.encode()
+            sequence = b"%d" % expect
+            size = _ID_AND_EXPECT + len(encoded_id) + len(sequence)
+            return (
+                b"HPUB %b %b %d %d\r\nNATS/1.0\r\nNats-Msg-Id: %b\r\n"
+                b"Nats-Expected-Last-Subject-Sequence: %b\r\n\r\n%b\r\n"
+                % (subject.encode(), reply, size, size + len(payload), encoded_id, sequence, payload)
+            )
+        headers = {**(headers or {}), EXPECTED_LAST_SUBJECT_SEQ_HEADER: str(expect)}
     if headers is None and msg_id:
         # The common case in one formatting step: only the message id as header.
         encoded_id = msg_id.encode()

@@ -126,6 +126,9 @@ def _watcher() -> Permissions:
         f"{subjects.DEAD_PREFIX}.{subjects.OBJECTS_STREAM.lower()}.>",
         *_gate_events(),
         *_ephemeral_reads(subjects.OBJECTS_STREAM),
+        # The last message of one object's subject, from the stream leader: how the publisher
+        # settles a "wrong last sequence" refusal (corral_watcher.conflicts).
+        f"{_API}.STREAM.MSG.GET.{subjects.OBJECTS_STREAM}",
     ]
     return Permissions(WATCHER, tuple(publish), tuple(subscribe))
 

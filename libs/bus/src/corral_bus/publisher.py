@@ -37,8 +37,8 @@ class Publisher(AckPipeline):
     Order: messages are stored in publish order unless one has to be re-sent (its ack was lost in
     a reconnect, or JetStream answered "unavailable"); a re-sent message can then land after later
     ones, of its own subject too. Where the newest message per subject must be the object's current
-    state (the watcher into LH_OBJECTS), use a publisher that collapses re-sends to the newest per
-    subject instead (corral_watcher.publishing.OrderedPublisher).
+    state (the watcher into LH_OBJECTS), use a publisher that chains each subject's messages with
+    the expected last subject sequence instead (corral_watcher.publishing.OrderedPublisher).
     """
 
     def __init__(
@@ -96,11 +96,11 @@ class Publisher(AckPipeline):
             attempts = self._attempts[token] = _Attempts(first_sent=item.sent_at)
         return attempts
 
-    def _after_store(self, token: int, item: Pending) -> None:
+    def _after_store(self, token: int, item: Pending, ack: bytes) -> None:
         if self._attempts:
             self._attempts.pop(token, None)
 
-    def _refused(self, token: int, item: Pending, error: str, *, retryable: bool) -> None:
+    def _refused(self, token: int, item: Pending, error: str, *, retryable: bool, err_code: int) -> None:
         if not retryable:
             self._fail(token, item, error)
             return

@@ -31,6 +31,7 @@ from corral_model import subjects
 TTL_HEADER = "Nats-TTL"
 ROLLUP_HEADER = "Nats-Rollup"
 MSG_ID_HEADER = "Nats-Msg-Id"
+EXPECTED_LAST_SUBJECT_SEQ_HEADER = "Nats-Expected-Last-Subject-Sequence"
 _DAY = 24 * 3600.0
 # JetStream error code: "stream name already in use with a different configuration".
 _STREAM_NAME_IN_USE = 10058

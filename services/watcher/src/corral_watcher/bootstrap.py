@@ -5,6 +5,9 @@ republish every object, and, worse, an object deleted while no watcher ran would
 tombstone, so every consumer would keep it forever. Seeding the published view with the last event
 per object from LH_OBJECTS makes the first list publish exactly what changed meanwhile, DELETED for
 what vanished included.
+
+The same read tells the publisher the stream sequence of each subject's last message, which its
+first event of each object must expect (corral_watcher.publishing).
 """
 
 from __future__ import annotations
@@ -25,8 +28,12 @@ log = logging.getLogger("corral.watcher.bootstrap")
 _CLEANUP_S = 2.0
 
 
-async def last_published(bus: Bus, kind: KindInfo, namespace: str) -> dict[str, Any]:
-    """Name → object of the last event per object of `kind` in `namespace` (tombstones left out)."""
+async def last_published(
+    bus: Bus, kind: KindInfo, namespace: str, sequences: dict[str, int] | None = None
+) -> dict[str, Any]:
+    """Name → object of the last event per object of `kind` in `namespace` (tombstones left out).
+    `sequences`, when given, receives subject → stream sequence of every subject's last message
+    (tombstones and markers included)."""
     event_type = ObjectEvent[kind.struct]  # type: ignore[name-defined]
     objects: dict[str, Any] = {}
     complete = asyncio.Event()
@@ -34,6 +41,8 @@ async def last_published(bus: Bus, kind: KindInfo, namespace: str) -> dict[str, 
     async def on_message(message: StreamMessage) -> None:
         if not message.bootstrap:
             return
+        if sequences is not None:
+            sequences[message.subject] = message.stream_seq
         try:
             event = message.decode(event_type)
         except SchemaError as e:

@@ -140,9 +140,10 @@ class KindWatcher:
 
     async def bootstrap(self, bus: Bus) -> None:
         """Start from what LH_OBJECTS holds, so the first list publishes only what changed."""
+        sequences: dict[str, int] = {}
         try:
             async with asyncio.timeout(self.settings.bootstrap_timeout):
-                self.view.objects = await last_published(bus, self.kind, self.namespace)
+                self.view.objects = await last_published(bus, self.kind, self.namespace, sequences)
         except (TimeoutError, OSError, RuntimeError, nats.errors.Error) as e:
             # Not fatal: the first list then republishes everything (deduplicated by id), and only
             # tombstones for objects deleted while no watcher ran can be missed.
@@ -150,6 +151,8 @@ class KindWatcher:
                 "bootstrap of %s from LH_OBJECTS failed: %s: %s", self.kind.token, type(e).__name__, e
             )
             return
+        for subject, seq in sequences.items():
+            self.publisher.learn(subject, seq)
         log.info("%s: %d objects already on the bus", self.kind.token, len(self.view))
 
     async def relist(self, reason: str) -> None:
