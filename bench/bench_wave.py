@@ -55,6 +55,7 @@ import msgspec
 from bench.bench_engine_upgrade import calibration_ns
 from bench.report import write_report
 from bench.schedule import ideal, list_schedule, resync_schedule
+from bench.wave_stack import IN_LOOP, PROCESSES, running
 from bench.wave_timeline import Upgrade, slot_idle, summary, trigger_time, upgrades
 from bench.wave_trace import BusTap, LoopLag, hops
 from corral_bus import connect, ensure_streams
@@ -64,10 +65,7 @@ from corral_engine_upgrade.view import LIMIT_SETTING
 from corral_sandbox.cluster import SandboxCluster
 from corral_sandbox.seeds import Seed, default_seed, resized
 from tests.fixtures.nats import BinaryNats
-from tests.fixtures.processes import eventually
 from tests.fixtures.sandbox import UPGRADE_IMAGE, fast_config
-from tests.fixtures.services import decision_replica
-from tests.scenarios.engine_upgrade.conftest import actuator, watcher
 
 NODES, VOLUMES, LIMIT = 10, 200, 3
 LIVE_S, OFFLINE_S = 2.5, 1.0  # simulated seconds of one live / offline upgrade
@@ -92,9 +90,10 @@ class Run:
     tap: BusTap
     lag: LoopLag
     cpu_share: float
+    services_cpu_share: dict[str, float]
 
 
-async def run_wave(debounce_s: float) -> Run:
+async def run_wave(debounce_s: float, services: str = PROCESSES) -> Run:
     seed = wave_seed()
     config = fast_config(live_upgrade_seconds=LIVE_S, offline_upgrade_seconds=OFFLINE_S)
     nats = BinaryNats()
@@ -103,34 +102,31 @@ async def run_wave(debounce_s: float) -> Run:
         bus = await connect(nats.url, name="bench-wave")
         await ensure_streams(bus.js)
         options = {"history_size": HISTORY}
-        async with SandboxCluster(seed, sim_config=config, emulator_options=options) as cluster:
+        async with (
+            SandboxCluster(seed, sim_config=config, emulator_options=options) as cluster,
+            running(
+                services, str(cluster.kubeconfig_path), nats.url, debounce_s, cluster.kubeconfig_path.parent
+            ) as stack,
+        ):
             kubeconfig = str(cluster.kubeconfig_path)
-            stack = [
-                watcher(kubeconfig, nats.url),
-                actuator(kubeconfig, nats.url),
-                decision_replica(DEFINITION, nats.url, "eu-1", handover_delay_s=0.0, debounce_s=debounce_s),
-            ]
-            try:
-                await eventually(lambda: all(s.ready for s in stack), within=120, what="the stack to lead")
-                tap = BusTap(UPGRADE_IMAGE)
-                await tap.start(bus, seed.namespace)
-                lag = LoopLag()
-                lag.start()
-                cpu, wall = time.process_time(), time.monotonic()
-                await bring_engine_image(kubeconfig, seed.namespace, UPGRADE_IMAGE)
-                await tap.wait_all_on_image(VOLUMES, WAVE_TIMEOUT_S)
-                cpu_share = (time.process_time() - cpu) / (time.monotonic() - wall)
-                await lag.stop()
-                await tap.stop()
-                trigger = trigger_time(cluster.emulator, seed.namespace, DEFAULT_IMAGE_SETTING, UPGRADE_IMAGE)
-                wave = upgrades(cluster.emulator, seed.namespace, UPGRADE_IMAGE)
-            finally:
-                for service in reversed(stack):
-                    await service.stop()
+            tap = BusTap(UPGRADE_IMAGE)
+            await tap.start(bus, seed.namespace)
+            lag = LoopLag()
+            lag.start()
+            cpu, wall, services_cpu = time.process_time(), time.monotonic(), stack.cpu_s()
+            await bring_engine_image(kubeconfig, seed.namespace, UPGRADE_IMAGE)
+            await tap.wait_all_on_image(VOLUMES, WAVE_TIMEOUT_S)
+            elapsed = time.monotonic() - wall
+            cpu_share = (time.process_time() - cpu) / elapsed
+            services_share = {n: round((s - services_cpu[n]) / elapsed, 2) for n, s in stack.cpu_s().items()}
+            await lag.stop()
+            await tap.stop()
+            trigger = trigger_time(cluster.emulator, seed.namespace, DEFAULT_IMAGE_SETTING, UPGRADE_IMAGE)
+            wave = upgrades(cluster.emulator, seed.namespace, UPGRADE_IMAGE)
         await bus.close()
     finally:
         nats.stop()
-    return Run(wave, trigger, tap, lag, cpu_share)
+    return Run(wave, trigger, tap, lag, cpu_share, services_share)
 
 
 def nominal(upgrade: Upgrade) -> float:
@@ -142,7 +138,7 @@ def live_first(mine: list[Upgrade]) -> list[Upgrade]:
     return sorted(mine, key=lambda u: not u.live)
 
 
-def figures(run: Run, debounce_s: float) -> dict[str, Any]:
+def figures(run: Run, debounce_s: float, services: str = PROCESSES) -> dict[str, Any]:
     by_node: dict[str, list[Upgrade]] = collections.defaultdict(list)
     for upgrade in sorted(run.wave, key=lambda u: u.start):
         by_node[upgrade.owner].append(upgrade)
@@ -184,7 +180,8 @@ def figures(run: Run, debounce_s: float) -> dict[str, Any]:
         "live_upgrade_s": LIVE_S,
         "offline_upgrade_s": OFFLINE_S,
         "debounce_s": debounce_s,
-        "actuator_qps": "unlimited (the scenario stack's actuator)",
+        "services": services,
+        "actuator_qps": "unlimited (CORRAL_QPS=0, as the scenario stack's actuator)",
         "volumes_upgraded": len(run.wave),
         "upgrades_live": len(live),
         "upgrades_offline": len(offline),
@@ -242,6 +239,7 @@ def figures(run: Run, debounce_s: float) -> dict[str, Any]:
         ),
         "per_node": per_node,
         "process_cpu_share": round(run.cpu_share, 2),
+        "services_cpu_share": run.services_cpu_share,
         "event_loop_lag_ms": summary(run.lag.lags),
     }
 
@@ -249,10 +247,16 @@ def figures(run: Run, debounce_s: float) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--debounce-s", type=float, default=DEPLOYED_DEBOUNCE_S)
+    parser.add_argument(
+        "--services",
+        choices=(PROCESSES, IN_LOOP),
+        default=PROCESSES,
+        help="each service its own process, as deployed (default), or all in the bench's event loop",
+    )
     args = parser.parse_args()
     calibration_before, load_before = calibration_ns(), os.getloadavg()[0]
-    run = asyncio.run(run_wave(args.debounce_s))
-    report = figures(run, args.debounce_s)
+    run = asyncio.run(run_wave(args.debounce_s, args.services))
+    report = figures(run, args.debounce_s, args.services)
     report["load_average_1m_before"] = round(load_before, 2)
     report["load_average_1m_after"] = round(os.getloadavg()[0], 2)
     report["calibration_empty_call_ns_before"] = round(calibration_before, 1)

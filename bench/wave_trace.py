@@ -15,6 +15,12 @@ refill then splits into four hops that add up to its idle time:
 
 The tap also tells the bench when the wave is over: every expected volume reported on the target.
 
+The tap stamps a message when the bench's event loop gets to it. With the services in their own
+processes (wave_stack.py) that loop holds only the sandbox and the tap, but the sandbox keeps it
+busy, so a stamp can be late by the loop's lag: the watcher and publish hops then look longer and
+the decider hop shorter (even negative: the command's `createdAt` is the service's own clock) than
+they were. Their sum, the idle time, is measured on the emulator's commits and carries no such bias.
+
 `LoopLag` measures how late a 10 ms sleep wakes in the bench's event loop, which every service and
 the sandbox share here: a late wake-up delays every hop above, whichever service it falls in.
 """
