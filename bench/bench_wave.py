@@ -3,9 +3,11 @@
 Issue 18 part 2. In the sandbox, 200 volumes on 10 nodes, `concurrent-automatic-engine-upgrade-per-
 node-limit` 3, about half attached: an attached volume upgrades live (LIVE_S of simulated work), a
 detached one offline (OFFLINE_S), so which volumes are attached fixes each one's duration. The real
-path runs in this process as the scenario tests run it (tests/scenarios/engine_upgrade/conftest.py):
-sandbox → watcher → LH_OBJECTS → engine-upgrade (at its deployed `debounce_s` unless told) →
-LH_COMMANDS → actuator → the emulator. A Longhorn upgrade's writes start the wave
+path: sandbox (in this process) → watcher → LH_OBJECTS → engine-upgrade (at its deployed
+`debounce_s` unless told) → LH_COMMANDS → actuator → the emulator, the three services each in a
+process of its own as deployed (`--services processes`, the default) or all in this process's event
+loop as the scenario tests run them (`--services in-loop`; wave_stack.py says why the first is the
+honest one). A Longhorn upgrade's writes start the wave
 (corral_cli.demo.engine_wave.bring_engine_image: the new EngineImage, then the default-engine-image
 setting); the wave starts at that setting's commit.
 
@@ -24,19 +26,23 @@ Reported (bench/results/wave.json):
 * corral_order_no_idle_s / makespan_ratio_order_only: the same upgrades list-scheduled in the order
   corral started them per node, each freed slot refilled at once: the part of the gap that is the
   pick order (corral does not know durations; the optimum runs long upgrades first), not idle time.
-  `live_first_no_idle_s` is the same with attached volumes (live upgrades) picked first: a what-if
-  for a pick order that knows a live upgrade takes longer than an offline one.
+  `live_first_no_idle_s` is the same with attached volumes (live upgrades) picked first, the order
+  engine-upgrade now uses (services/engine-upgrade/.../pick_order.py), so the two agree but for
+  volumes that attached or detached meanwhile.
 * slot_idle_ms: for each slot freed while its node still had volumes waiting, the time until the
   next command for that node landed (p50, p99, max), and the hops that wait went to (wave_trace.py).
 * longhorn_resync_model: the same upgrades, in the same order per node, under a controller that
   fills freed slots only at its 30 s resync (slots freed between ticks idle until the next one): the
   bound of Longhorn's controller when no event wakes it. See `longhorn_note` for when one does.
 * load average and the host-speed calibration (ns of an empty Python call) before and after, as
-  the other benches record them, this process's CPU share during the wave and how late its event
-  loop wakes a 10 ms sleep (`event_loop_lag_ms`): everything, the sandbox included, shares one
-  event loop here, and a loaded loop delays every hop.
+  the other benches record them, this process's CPU share during the wave (`process_cpu_share`:
+  the sandbox and the tap, and the services with `in-loop`), each service process's
+  (`services_cpu_share`), and how late this process's event loop wakes a 10 ms sleep
+  (`event_loop_lag_ms`): the sandbox's loop holds the emulator, so its lag delays every write and
+  watch event of the wave.
 
-Run: `.venv/bin/python -m bench.bench_wave [--debounce-s S]`, about a minute. Measures only.
+Run: `.venv/bin/python -m bench.bench_wave [--debounce-s S] [--services processes|in-loop]`, one to
+three minutes. Measures only.
 """
 
 from __future__ import annotations
