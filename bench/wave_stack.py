@@ -3,9 +3,10 @@ the bench's event loop, as the scenario tests run them.
 
 Where they run changes what a slot's idle time measures. In the bench's loop, every hop of every
 service waits behind the sandbox (the API emulator and the simulated Longhorn controllers), which
-spends most of that loop's CPU during a wave (cProfile of a wave: the sandbox about three quarters
-of the loop's busy time, corral's services together under a tenth): the wait measured is the
-sandbox's, not corral's. Deployed, the watcher, engine-upgrade and the actuator are processes of
+spends most of that loop's CPU during a wave (cProfile of a wave: the sandbox's own modules about a
+third of the loop's busy time, more with the copying, JSON and HTTP serving they call; corral's
+services' own modules and the bus library about 3 %): much of the wait measured is the sandbox's,
+not corral's. Deployed, the watcher, engine-upgrade and the actuator are processes of
 their own, and the API server and Longhorn's controllers are somebody else's processes, so
 `processes` (the default of bench_wave.py) is the honest shape and `in-loop` the comparison.
 
