@@ -3,9 +3,11 @@
 Issue 18 part 2. In the sandbox, 200 volumes on 10 nodes, `concurrent-automatic-engine-upgrade-per-
 node-limit` 3, about half attached: an attached volume upgrades live (LIVE_S of simulated work), a
 detached one offline (OFFLINE_S), so which volumes are attached fixes each one's duration. The real
-path runs in this process as the scenario tests run it (tests/scenarios/engine_upgrade/conftest.py):
-sandbox → watcher → LH_OBJECTS → engine-upgrade (at its deployed `debounce_s` unless told) →
-LH_COMMANDS → actuator → the emulator. A Longhorn upgrade's writes start the wave
+path: sandbox (in this process) → watcher → LH_OBJECTS → engine-upgrade (at its deployed
+`debounce_s` unless told) → LH_COMMANDS → actuator → the emulator, the three services each in a
+process of its own as deployed (`--services processes`, the default) or all in this process's event
+loop as the scenario tests run them (`--services in-loop`; wave_stack.py says why the first is the
+honest one). A Longhorn upgrade's writes start the wave
 (corral_cli.demo.engine_wave.bring_engine_image: the new EngineImage, then the default-engine-image
 setting); the wave starts at that setting's commit.
 
@@ -13,27 +15,34 @@ Each volume's start (the actuator's spec.image patch) and end (status.currentIma
 are read from the emulator's own commit record (wave_timeline.py), so no watch delay is measured.
 Reported (bench/results/wave.json):
 * makespan_ratio: the wave's measured time (setting commit → last end) over the ideal makespan,
-  the max over owner nodes of the optimal schedule of that node's upgrades on `limit` slots with
-  the durations the upgrades actually took (schedule.py: the proven optimum, else the best
-  schedule its bounded search found; the lower bound beside it, and the ratio against it too).
+  the max over owner nodes of the optimal makespan of that node's upgrades on `limit` slots with
+  the durations the upgrades actually took (schedule.py). Per node that is the proven optimum
+  where the bounded search proves one, else a lower bound on it (max of the longest upgrade, the
+  total over the slots, the pair that must share a slot, LPT over Graham's 4/3 - 1/(3 limit)),
+  never the best schedule the search found: the ratio is never below the true one. The bracket
+  is reported beside it (`ideal_best_found_s`, `ideal_lower_bound_s`, the ratio against each).
   `ideal_nominal_s` is the same with the configured durations (what the simulator adds to each
   upgrade shows as `upgrade_duration_s` against them).
 * corral_order_no_idle_s / makespan_ratio_order_only: the same upgrades list-scheduled in the order
   corral started them per node, each freed slot refilled at once: the part of the gap that is the
   pick order (corral does not know durations; the optimum runs long upgrades first), not idle time.
-  `live_first_no_idle_s` is the same with attached volumes (live upgrades) picked first: a what-if
-  for a pick order that knows a live upgrade takes longer than an offline one.
+  `live_first_no_idle_s` is the same with attached volumes (live upgrades) picked first, the order
+  engine-upgrade now uses (services/engine-upgrade/.../pick_order.py), so the two agree but for
+  volumes that attached or detached meanwhile.
 * slot_idle_ms: for each slot freed while its node still had volumes waiting, the time until the
   next command for that node landed (p50, p99, max), and the hops that wait went to (wave_trace.py).
 * longhorn_resync_model: the same upgrades, in the same order per node, under a controller that
   fills freed slots only at its 30 s resync (slots freed between ticks idle until the next one): the
   bound of Longhorn's controller when no event wakes it. See `longhorn_note` for when one does.
 * load average and the host-speed calibration (ns of an empty Python call) before and after, as
-  the other benches record them, this process's CPU share during the wave and how late its event
-  loop wakes a 10 ms sleep (`event_loop_lag_ms`): everything, the sandbox included, shares one
-  event loop here, and a loaded loop delays every hop.
+  the other benches record them, this process's CPU share during the wave (`process_cpu_share`:
+  the sandbox and the tap, and the services with `in-loop`), each service process's
+  (`services_cpu_share`), and how late this process's event loop wakes a 10 ms sleep
+  (`event_loop_lag_ms`): the sandbox's loop holds the emulator, so its lag delays every write and
+  watch event of the wave.
 
-Run: `.venv/bin/python -m bench.bench_wave [--debounce-s S]`, about a minute. Measures only.
+Run: `.venv/bin/python -m bench.bench_wave [--debounce-s S] [--services processes|in-loop]`, one to
+three minutes. Measures only.
 """
 
 from __future__ import annotations
@@ -52,6 +61,7 @@ import msgspec
 from bench.bench_engine_upgrade import calibration_ns
 from bench.report import write_report
 from bench.schedule import ideal, list_schedule, resync_schedule
+from bench.wave_stack import IN_LOOP, PROCESSES, running
 from bench.wave_timeline import Upgrade, slot_idle, summary, trigger_time, upgrades
 from bench.wave_trace import BusTap, LoopLag, hops
 from corral_bus import connect, ensure_streams
@@ -61,10 +71,7 @@ from corral_engine_upgrade.view import LIMIT_SETTING
 from corral_sandbox.cluster import SandboxCluster
 from corral_sandbox.seeds import Seed, default_seed, resized
 from tests.fixtures.nats import BinaryNats
-from tests.fixtures.processes import eventually
 from tests.fixtures.sandbox import UPGRADE_IMAGE, fast_config
-from tests.fixtures.services import decision_replica
-from tests.scenarios.engine_upgrade.conftest import actuator, watcher
 
 NODES, VOLUMES, LIMIT = 10, 200, 3
 LIVE_S, OFFLINE_S = 2.5, 1.0  # simulated seconds of one live / offline upgrade
@@ -89,9 +96,10 @@ class Run:
     tap: BusTap
     lag: LoopLag
     cpu_share: float
+    services_cpu_share: dict[str, float]
 
 
-async def run_wave(debounce_s: float) -> Run:
+async def run_wave(debounce_s: float, services: str = PROCESSES) -> Run:
     seed = wave_seed()
     config = fast_config(live_upgrade_seconds=LIVE_S, offline_upgrade_seconds=OFFLINE_S)
     nats = BinaryNats()
@@ -100,34 +108,31 @@ async def run_wave(debounce_s: float) -> Run:
         bus = await connect(nats.url, name="bench-wave")
         await ensure_streams(bus.js)
         options = {"history_size": HISTORY}
-        async with SandboxCluster(seed, sim_config=config, emulator_options=options) as cluster:
+        async with (
+            SandboxCluster(seed, sim_config=config, emulator_options=options) as cluster,
+            running(
+                services, str(cluster.kubeconfig_path), nats.url, debounce_s, cluster.kubeconfig_path.parent
+            ) as stack,
+        ):
             kubeconfig = str(cluster.kubeconfig_path)
-            stack = [
-                watcher(kubeconfig, nats.url),
-                actuator(kubeconfig, nats.url),
-                decision_replica(DEFINITION, nats.url, "eu-1", handover_delay_s=0.0, debounce_s=debounce_s),
-            ]
-            try:
-                await eventually(lambda: all(s.ready for s in stack), within=120, what="the stack to lead")
-                tap = BusTap(UPGRADE_IMAGE)
-                await tap.start(bus, seed.namespace)
-                lag = LoopLag()
-                lag.start()
-                cpu, wall = time.process_time(), time.monotonic()
-                await bring_engine_image(kubeconfig, seed.namespace, UPGRADE_IMAGE)
-                await tap.wait_all_on_image(VOLUMES, WAVE_TIMEOUT_S)
-                cpu_share = (time.process_time() - cpu) / (time.monotonic() - wall)
-                await lag.stop()
-                await tap.stop()
-                trigger = trigger_time(cluster.emulator, seed.namespace, DEFAULT_IMAGE_SETTING, UPGRADE_IMAGE)
-                wave = upgrades(cluster.emulator, seed.namespace, UPGRADE_IMAGE)
-            finally:
-                for service in reversed(stack):
-                    await service.stop()
+            tap = BusTap(UPGRADE_IMAGE)
+            await tap.start(bus, seed.namespace)
+            lag = LoopLag()
+            lag.start()
+            cpu, wall, services_cpu = time.process_time(), time.monotonic(), stack.cpu_s()
+            await bring_engine_image(kubeconfig, seed.namespace, UPGRADE_IMAGE)
+            await tap.wait_all_on_image(VOLUMES, WAVE_TIMEOUT_S)
+            elapsed = time.monotonic() - wall
+            cpu_share = (time.process_time() - cpu) / elapsed
+            services_share = {n: round((s - services_cpu[n]) / elapsed, 2) for n, s in stack.cpu_s().items()}
+            await lag.stop()
+            await tap.stop()
+            trigger = trigger_time(cluster.emulator, seed.namespace, DEFAULT_IMAGE_SETTING, UPGRADE_IMAGE)
+            wave = upgrades(cluster.emulator, seed.namespace, UPGRADE_IMAGE)
         await bus.close()
     finally:
         nats.stop()
-    return Run(wave, trigger, tap, lag, cpu_share)
+    return Run(wave, trigger, tap, lag, cpu_share, services_share)
 
 
 def nominal(upgrade: Upgrade) -> float:
@@ -139,7 +144,7 @@ def live_first(mine: list[Upgrade]) -> list[Upgrade]:
     return sorted(mine, key=lambda u: not u.live)
 
 
-def figures(run: Run, debounce_s: float) -> dict[str, Any]:
+def figures(run: Run, debounce_s: float, services: str = PROCESSES) -> dict[str, Any]:
     by_node: dict[str, list[Upgrade]] = collections.defaultdict(list)
     for upgrade in sorted(run.wave, key=lambda u: u.start):
         by_node[upgrade.owner].append(upgrade)
@@ -155,6 +160,7 @@ def figures(run: Run, debounce_s: float) -> dict[str, Any]:
             "measured_s": round(max(u.end for u in mine) - run.trigger, 3),
             "ideal_s": round(best.makespan_s, 3),
             "ideal_exact": best.exact,
+            "ideal_best_found_s": round(best.best_found_s, 3),
             "ideal_lower_bound_s": round(best.lower_bound_s, 3),
             "ideal_lpt_s": round(best.lpt_s, 3),
             "ideal_nominal_s": round(ideal([nominal(u) for u in mine], LIMIT).makespan_s, 3),
@@ -165,6 +171,7 @@ def figures(run: Run, debounce_s: float) -> dict[str, Any]:
     measured = max(u.end for u in run.wave) - run.trigger
     ideal_s = max(n["ideal_s"] for n in per_node.values())
     lower = max(n["ideal_lower_bound_s"] for n in per_node.values())
+    best_found = max(n["ideal_best_found_s"] for n in per_node.values())
     ideal_nominal = max(n["ideal_nominal_s"] for n in per_node.values())
     resync_s = max(n["longhorn_resync_s"] for n in per_node.values())
     corral_order = max(n["corral_order_s"] for n in per_node.values())
@@ -179,7 +186,8 @@ def figures(run: Run, debounce_s: float) -> dict[str, Any]:
         "live_upgrade_s": LIVE_S,
         "offline_upgrade_s": OFFLINE_S,
         "debounce_s": debounce_s,
-        "actuator_qps": "unlimited (the scenario stack's actuator)",
+        "services": services,
+        "actuator_qps": "unlimited (CORRAL_QPS=0, as the scenario stack's actuator)",
         "volumes_upgraded": len(run.wave),
         "upgrades_live": len(live),
         "upgrades_offline": len(offline),
@@ -198,8 +206,15 @@ def figures(run: Run, debounce_s: float) -> dict[str, Any]:
         "ideal_makespan_s": ideal_s,
         "ideal_exact_on_every_node": all(n["ideal_exact"] for n in per_node.values()),
         "ideal_lower_bound_s": lower,
+        "ideal_best_found_s": best_found,
+        "ideal_semantics": (
+            "per owner node: the proven optimal makespan on `limit` slots with the measured "
+            "durations, else a lower bound on it (max(longest, total/limit, the pair sharing a slot, "
+            "LPT*3L/(4L-1))); the wave's ideal is the max over nodes, so never above the optimum"
+        ),
         "makespan_ratio": round(measured / ideal_s, 4),
         "makespan_ratio_vs_lower_bound": round(measured / lower, 4),
+        "makespan_ratio_vs_best_found": round(measured / best_found, 4),
         "ideal_nominal_s": ideal_nominal,
         "corral_order_no_idle_s": corral_order,
         "makespan_ratio_order_only": round(corral_order / ideal_s, 4),
@@ -230,6 +245,7 @@ def figures(run: Run, debounce_s: float) -> dict[str, Any]:
         ),
         "per_node": per_node,
         "process_cpu_share": round(run.cpu_share, 2),
+        "services_cpu_share": run.services_cpu_share,
         "event_loop_lag_ms": summary(run.lag.lags),
     }
 
@@ -237,10 +253,16 @@ def figures(run: Run, debounce_s: float) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--debounce-s", type=float, default=DEPLOYED_DEBOUNCE_S)
+    parser.add_argument(
+        "--services",
+        choices=(PROCESSES, IN_LOOP),
+        default=PROCESSES,
+        help="each service its own process, as deployed (default), or all in the bench's event loop",
+    )
     args = parser.parse_args()
     calibration_before, load_before = calibration_ns(), os.getloadavg()[0]
-    run = asyncio.run(run_wave(args.debounce_s))
-    report = figures(run, args.debounce_s)
+    run = asyncio.run(run_wave(args.debounce_s, args.services))
+    report = figures(run, args.debounce_s, args.services)
     report["load_average_1m_before"] = round(load_before, 2)
     report["load_average_1m_after"] = round(os.getloadavg()[0], 2)
     report["calibration_empty_call_ns_before"] = round(calibration_before, 1)

@@ -3,12 +3,22 @@
 An engine-upgrade wave is, per owner node, a set of jobs (one per volume, each with its upgrade
 duration) run on `limit` parallel slots. The fastest any orchestrator could finish a node is the
 optimal makespan of those jobs on `limit` identical machines (P||Cmax). That problem is NP-hard in
-general, so this module brackets it (the lower bound max(longest job, total / limit, the two jobs
-that must share a slot among the limit + 1 longest) and LPT list scheduling, at most 4/3 of the
-optimum, as the upper bound) and then narrows the bracket with a bounded branch-and-bound. With
-two distinct durations it proves the optimum at once; with measured, all-different durations it
-usually finds a schedule within a fraction of a percent of the lower bound but may run out of
-budget before proving it optimal. The caller learns which one it got (`Ideal.exact`).
+general, so this module brackets it and then narrows the bracket with a bounded branch-and-bound:
+
+* below, a valid lower bound: the largest of the longest job, the total spread evenly over the
+  slots, the two jobs that must share a slot among the limit + 1 longest, and the LPT schedule
+  divided by Graham's factor 4/3 - 1/(3 limit) (LPT is never longer than that times the optimum);
+* above, the best schedule found: LPT (longest processing time first) list scheduling to start
+  with, improved by the search.
+
+`Ideal.makespan_s`, the yardstick a wave is divided by, is the proven optimum when the search
+finished (`exact`), and otherwise the lower bound, never the best schedule found: a heuristic
+schedule is longer than the optimum by an unknown amount, and dividing by it would flatter the
+wave (and an orchestrator that happened to pick in LPT order would look perfect by construction).
+So a ratio against `makespan_s` is never below the ratio against the true optimum. With two
+distinct durations the search proves the optimum at once; with measured, all-different durations
+it usually ends within a fraction of a percent of the lower bound without proving it, and then the
+bound is used.
 
 `resync_schedule` replays the same jobs under a controller that fills freed slots only at periodic
 resync ticks: the bound of a controller that looks again only on its resync when no event wakes it.
@@ -30,20 +40,23 @@ SEARCH_BUDGET = 200_000  # branch-and-bound steps per node before settling for t
 class Ideal:
     """The optimal makespan of one node's jobs on `limit` slots, or the bracket around it."""
 
-    makespan_s: float  # the proven optimum when `exact`, else the best schedule found (<= LPT's)
+    makespan_s: float  # the proven optimum when `exact`, else `lower_bound_s`: never above the optimum
+    best_found_s: float  # the shortest schedule the search found (<= LPT's): never below the optimum
     lower_bound_s: float  # see lower_bound()
     lpt_s: float  # longest-processing-time-first list schedule
-    exact: bool  # `makespan_s` is proven optimal
+    exact: bool  # `best_found_s` is proven optimal (and `makespan_s` is it)
 
 
 def lower_bound(durations: Sequence[float], limit: int) -> float:
     """No schedule is shorter than its longest job, than the total spread evenly over the slots,
-    or than two of the limit + 1 longest jobs run one after the other (two of them share a slot)."""
+    than two of the limit + 1 longest jobs run one after the other (two of them share a slot), or
+    than LPT's makespan over Graham's bound on LPT (4/3 - 1/(3 limit) times the optimum)."""
     if not durations:
         return 0.0
     jobs = sorted(durations, reverse=True)
     pair = jobs[limit - 1] + jobs[limit] if len(jobs) > limit else 0.0
-    return max(jobs[0], sum(jobs) / limit, pair)
+    graham = lpt(jobs, limit) * 3 * limit / (4 * limit - 1)  # = LPT / (4/3 - 1/(3 limit))
+    return max(jobs[0], sum(jobs) / limit, pair, graham)
 
 
 def list_schedule(durations: Sequence[float], limit: int) -> float:
@@ -62,12 +75,13 @@ def lpt(durations: Sequence[float], limit: int) -> float:
 
 def ideal(durations: Sequence[float], limit: int, budget: int = SEARCH_BUDGET) -> Ideal:
     """The optimal makespan, searched depth-first from the LPT schedule down (longest job first;
-    slots with equal load are tried once; a branch is cut when it cannot beat the best found)."""
+    slots with equal load are tried once; a branch is cut when it cannot beat the best found).
+    Past `budget` steps the optimum is not proven and `makespan_s` is the lower bound."""
     if limit < 1:
         raise ValueError("a node needs at least one slot")
     floor, best = lower_bound(durations, limit), lpt(durations, limit)
     if best <= floor + EPS:
-        return Ideal(best, floor, best, exact=True)
+        return Ideal(best, best, floor, best, exact=True)
     jobs = sorted(durations, reverse=True)
     remaining = [0.0] * (len(jobs) + 1)
     for i in range(len(jobs) - 1, -1, -1):
@@ -102,8 +116,8 @@ def ideal(durations: Sequence[float], limit: int, budget: int = SEARCH_BUDGET) -
                 return True  # the bound is met: nothing can be shorter
         return True
 
-    exact = search(0)
-    return Ideal(upper, floor, best, exact=exact)
+    exact = search(0) or upper <= floor + EPS
+    return Ideal(upper if exact else floor, upper, floor, best, exact=exact)
 
 
 @dataclass(frozen=True)

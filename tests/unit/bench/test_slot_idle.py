@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.wave_timeline import Upgrade, slot_idle, summary
+from bench.wave_timeline import Refill, Upgrade, slot_idle, summary
+from bench.wave_trace import BusTap, hops
 
 
 def up(name: str, start: float, end: float, owner: str = "node-1") -> Upgrade:
@@ -38,3 +39,28 @@ def test_nodes_are_separate_and_overshoot_is_counted() -> None:
 def test_summary_in_ms() -> None:
     assert summary([0.1, 0.2, 0.3]) == {"count": 3, "p50": 200.0, "p99": 300.0, "max": 300.0, "mean": 200.0}
     assert summary([]) == {"count": 0}
+
+
+def test_hops_split_a_refill_at_the_stored_event_and_the_command() -> None:
+    # wave_trace.hops: the freeing event as LH_OBJECTS stored it, the command's createdAt, the
+    # tap's sight of the command; the four hops add up to the idle time, command_to_patch to the
+    # last two
+    freed, filled = up("a", 0.0, 1.0), up("b", 1.25, 3.0)
+    tap = BusTap("new")
+    tap.on_image_stored["a"] = 1.01
+    tap.commands["b"] = (1.05, 1.07)  # (createdAt, seen)
+    split = hops([Refill(freed, filled), Refill(filled, up("c", 3.5, 4.0))], tap)  # c: no messages
+    ms = {name: figures["p50"] for name, figures in split.items()}
+    assert ms == pytest.approx(
+        {
+            "watcher_ms": 10.0,
+            "decider_ms": 40.0,
+            "publish_ms": 20.0,
+            "actuator_ms": 180.0,
+            "command_to_patch_ms": 200.0,
+        }
+    )
+    assert sum(ms[h] for h in ("watcher_ms", "decider_ms", "publish_ms", "actuator_ms")) == pytest.approx(
+        250.0
+    )
+    assert split["watcher_ms"]["count"] == 1

@@ -368,6 +368,34 @@ def test_commands_come_out_in_a_deterministic_order() -> None:
     assert [name for _, name in outputs[0]] == ["a", "b", "c"]
 
 
+def test_live_upgrades_take_free_slots_before_offline_ones() -> None:
+    # pick_order.py: an attached volume (a live upgrade, the long kind) goes first, whatever its name
+    clock = Clock()
+    decider, feed = ready_cluster(clock, limit="2")
+    for name in ("a-off", "b-off", "c-live", "d-off", "e-live"):
+        state = "attached" if name.endswith("live") else "detached"
+        feed.volume_with_replicas(volume(name, state=state))
+    assert names(decider.decide()) == ["c-live", "e-live"]
+    feed.put(upgraded(volume("c-live"), NEW, done=True))
+    assert names(decider.decide()) == ["a-off"]
+
+
+def test_a_waiting_volume_that_attaches_moves_ahead_and_one_that_detaches_back() -> None:
+    clock = Clock()
+    decider, feed = ready_cluster(clock, limit="1")
+    feed.volume_with_replicas(volume("a", state="attached"))
+    for name in ("b", "c", "d"):
+        feed.volume_with_replicas(volume(name, state="detached"))
+    assert names(decider.decide()) == ["a"]  # b, c and d wait: judged, queued as offline
+    feed.put(volume("d", state="attached"))
+    feed.put(upgraded(volume("a"), NEW, done=True))
+    assert names(decider.decide()) == ["d"]
+    feed.put(volume("b", state="attached"))
+    feed.put(volume("b", state="detached"))  # back to offline: name order again, b before c
+    feed.put(upgraded(volume("d", state="attached"), NEW, done=True))
+    assert names(decider.decide()) == ["b"]
+
+
 def test_bad_events_raise_a_clear_error_and_change_nothing() -> None:
     clock = Clock()
     decider, _ = ready_cluster(clock)

@@ -1,7 +1,8 @@
 """Property tests of selection against brute force: after any sequence of events — including the
 ones that re-judge everything lazily (a new default image, engine images changing readiness) —
 `decide()` leaves no owner node with a free slot and an eligible volume, and it chooses each node's
-eligible volumes in name order."""
+eligible volumes in pick order: live (attached) before offline, then by name — also when volumes
+attach or detach while they wait."""
 
 from __future__ import annotations
 
@@ -34,16 +35,17 @@ IMAGES = [OLD, NEW, NEWER]
 
 
 def eligible_by_owner(decider: EngineUpgradeDecider, now: float) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = defaultdict(list)
+    """Each owner node's eligible volumes in pick order, computed from scratch."""
+    out: dict[str, list[tuple[bool, str]]] = defaultdict(list)
     for v in decider.view.volumes():
         if volume_reason(v, decider.view, now) is None:
-            out[v.owner].append(v.name)
-    return {node: sorted(names) for node, names in out.items()}
+            out[v.owner].append((v.state != "attached", v.name))
+    return {node: [name for _, name in sorted(keys)] for node, keys in out.items()}
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.data())
-def test_decide_fills_every_free_slot_in_name_order(data: st.DataObject) -> None:
+def test_decide_fills_every_free_slot_in_pick_order(data: st.DataObject) -> None:
     clock = Clock()
     decider = EngineUpgradeDecider(clock)
     feed = Feed(decider)
@@ -121,7 +123,7 @@ def test_decide_fills_every_free_slot_in_name_order(data: st.DataObject) -> None
                 chosen[record.owner].append(record.name)
             limit = decider.view.limit
             for node, names in chosen.items():
-                # the first eligible volumes of that node, by name
+                # the first eligible volumes of that node: live ones first, then by name
                 assert names == before[node][: len(names)], (node, names, before[node])
             after = eligible_by_owner(decider, clock.now)
             in_flight = decider.in_flight_by_node()

@@ -7,7 +7,8 @@ It re-implements the auto-upgrade step of Longhorn's EngineImage controller (lon
   when the rules change for everybody (a new default image, bootstrap) the re-evaluation is lazy,
   node by node, in the order slots are filled (slots.py);
 * `decide()` fills the free slots of the owner nodes whose state changed, `limit - in flight`
-  each, with candidates in (namespace, name) order, and returns the commands;
+  each, with candidates live upgrades first, then by (namespace, name) (pick_order.py), and
+  returns the commands;
 * `record_result(result)` settles the expectation a command created.
 
 In flight on an owner node = volumes the view shows upgrading (spec.image != status.currentImage,
@@ -36,6 +37,7 @@ import msgspec
 from corral_decision.decider import Clock, Explanation, Pending
 from corral_engine_upgrade.announce import BLOCKING, Announcer
 from corral_engine_upgrade.eligibility import step_gate, volume_reason
+from corral_engine_upgrade.pick_order import rank
 from corral_engine_upgrade.reasons import Reason
 from corral_engine_upgrade.records import Expectation, VolumeRecord
 from corral_engine_upgrade.slots import Owners
@@ -386,7 +388,11 @@ class EngineUpgradeDecider:
                 return False
             volume.expectation = None  # observed (see _refresh)
         owner = volume.owner
-        if volume.member_of != owner or volume.candidate_node is not None:
+        if (
+            volume.member_of != owner
+            or volume.candidate_node is not None
+            or volume.member_rank != rank(volume)
+        ):
             return False
         spec_image = volume.spec_image
         if spec_image != volume.current_image:
@@ -403,8 +409,13 @@ class EngineUpgradeDecider:
         A volume not yet judged under the current rules that stays on its owner node is ahead of
         that node's cursor (slots.py): the walk judges it when it gets there, from the state it will
         then have, so judging it now would be wasted. Only the in-flight count is eager, so only
-        whether it holds a slot follows the event. Any other volume is judged again now."""
-        if volume.epoch == self._owners.epoch or volume.member_of != volume.owner:
+        whether it holds a slot follows the event. Any other volume (one that changed owner node or
+        pick-order rank moves in the members, possibly behind the cursor) is judged again now."""
+        if (
+            volume.epoch == self._owners.epoch
+            or volume.member_of != volume.owner
+            or volume.member_rank != rank(volume)
+        ):
             self._refresh(volume)
             return
         expectation = volume.expectation
@@ -439,6 +450,7 @@ class EngineUpgradeDecider:
                 and volume.member_of == owner
                 and volume.slot_node is None
                 and volume.candidate_node is None
+                and volume.member_rank == rank(volume)
             ):
                 return True  # the walk takes it: nothing to place
             slot, candidate = None, owner
@@ -450,7 +462,7 @@ class EngineUpgradeDecider:
             slot = candidate = None
         if volume.slot_node != slot or volume.candidate_node != candidate:
             owners.place(volume, slot, candidate)
-        if volume.member_of != owner:
+        if volume.member_of != owner or volume.member_rank != rank(volume):
             owners.track(volume)
         return False
 

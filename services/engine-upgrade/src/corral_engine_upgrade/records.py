@@ -108,6 +108,7 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
     candidate_node: str | None = None  # the owner node whose candidate queue holds this volume
     queue_seq: int = 0  # which candidate-queue entry is the live one (older entries are stale)
     member_of: str | None = None  # the owner node whose member list holds this volume
+    member_rank: int = 1  # the pick-order rank it is filed under there (pick_order.py)
     epoch: int = -1  # the rules epoch this volume was last judged under (see slots.py)
     alive: bool = True
     # What the volume's Events last said (announce.py): "" nothing, STARTED, or the blocking reason.

@@ -2,8 +2,10 @@
 for a slot. This is what makes a decision cost O(what it touches) instead of a scan of every volume.
 
 Every owner node keeps:
-* `members`: all its volumes sorted by (namespace, name), the deterministic order in which slots
-  are filled (Longhorn takes candidates in Go map order, which is unspecified, §1.3 step 5);
+* `members`: all its volumes sorted by (pick-order rank, namespace, name), the deterministic order
+  in which slots are filled: live upgrades first, the long kind (pick_order.py; Longhorn takes
+  candidates in Go map order, which is unspecified, §1.3 step 5). A volume whose rank changes
+  (it attached or detached) is moved, as one whose owner changes is;
 * `in_flight`: volumes holding one of its slots (exact at all times, maintained eagerly);
 * `queue`: a heap of volumes known to be candidates under the current rules, with lazy deletion (an
   entry whose volume moved on is recognised as stale by a sequence number and skipped);
@@ -24,16 +26,19 @@ import heapq
 import itertools
 from collections.abc import Callable, Iterator
 
+from corral_engine_upgrade.pick_order import rank
 from corral_engine_upgrade.records import VolumeRecord
 
-_QueueEntry = tuple[str, str, int, VolumeRecord]
+_QueueEntry = tuple[int, str, str, int, VolumeRecord]  # (rank, namespace, name, seq, volume)
 # Applies the rules to a volume and places it (slot, queue, nothing). Called with False for the
 # member a walk has reached: a qualifying volume is then not queued; True says "take it now".
 Classify = Callable[[VolumeRecord, bool], bool]
 
 
-def _order(volume: VolumeRecord) -> tuple[str, str]:
-    return (volume.namespace, volume.name)
+def _order(volume: VolumeRecord) -> tuple[int, str, str]:
+    """Where `volume` is filed in its owner's members: by the rank it was filed under (its state
+    may have changed since; `track` moves it)."""
+    return (volume.member_rank, volume.namespace, volume.name)
 
 
 class OwnerNode:
@@ -69,9 +74,11 @@ class Owners:
     # --- membership ---------------------------------------------------------------------------------
 
     def track(self, volume: VolumeRecord) -> None:
-        """Keep `volume` in its owner's members (call after its owner may have changed or it died)."""
+        """Keep `volume` in its owner's members, at its rank (call after its owner or its state may
+        have changed, or it died). A queued candidate whose rank changed is queued again."""
         owner = volume.owner if volume.alive else None
-        if volume.member_of == owner:
+        now_rank = rank(volume)
+        if volume.member_of == owner and volume.member_rank == now_rank:
             return
         if volume.member_of is not None:
             node = self.nodes[volume.member_of]
@@ -79,6 +86,10 @@ class Owners:
             del node.members[index]
             if index < node.cursor:
                 node.cursor -= 1
+        reranked = volume.member_rank != now_rank
+        volume.member_rank = now_rank
+        if reranked and volume.candidate_node is not None:
+            self._enqueue(self.nodes[volume.candidate_node], volume, now_rank)
         if owner is not None:
             node = self._node(owner)
             index = bisect.bisect_right(node.members, _order(volume), key=_order)
@@ -121,18 +132,25 @@ class Owners:
             if candidate_node is not None:
                 node = nodes.get(candidate_node) or self._node(candidate_node)
                 node.candidate_count += 1
-                seq = volume.queue_seq = next(self._seq)
-                queue = node.queue
-                heapq.heappush(queue, (volume.namespace, volume.name, seq, volume))
-                if len(queue) > 2 * node.candidate_count + 32:
-                    # Drop stale entries, in place: a walk in progress (take) holds this very list.
-                    queue[:] = [e for e in queue if _live(e, candidate_node)]
-                    heapq.heapify(queue)
+                volume.candidate_node = candidate_node
+                self._enqueue(node, volume, rank(volume))
                 dirty.add(candidate_node)
             volume.candidate_node = candidate_node
 
+    def _enqueue(self, node: OwnerNode, volume: VolumeRecord, volume_rank: int) -> None:
+        """Queue `volume` on `node` (its candidate_node) at `volume_rank`; an older entry goes stale."""
+        seq = volume.queue_seq = next(self._seq)
+        queue = node.queue
+        heapq.heappush(queue, (volume_rank, volume.namespace, volume.name, seq, volume))
+        if len(queue) > 2 * node.candidate_count + 32:
+            # Drop stale entries, in place: a walk in progress (take) holds this very list.
+            name = volume.candidate_node
+            queue[:] = [e for e in queue if _live(e, name)]
+            heapq.heapify(queue)
+
     def take(self, name: str, count: int, classify: Classify) -> list[VolumeRecord]:
-        """Remove and return up to `count` candidates of owner `name`, first by (namespace, name).
+        """Remove and return up to `count` candidates of owner `name`, first by (rank, namespace,
+        name).
 
         Walks the queue and the not yet classified members in order; `classify` applies the rules
         to a volume (and places it); the member reached, when it qualifies, is taken directly.
@@ -149,19 +167,15 @@ class Owners:
             head: _QueueEntry | None = None
             while queue:
                 head = queue[0]
-                volume = head[3]
-                if volume.queue_seq == head[2] and volume.candidate_node == name and volume.alive:
+                volume = head[4]
+                if volume.queue_seq == head[3] and volume.candidate_node == name and volume.alive:
                     break  # the live entry (see _live)
                 heappop(queue)
                 head = None
             cursor = node.cursor
             member = members[cursor] if cursor < len(members) else None
-            if head is not None and (
-                member is None
-                or head[0] < member.namespace
-                or (head[0] == member.namespace and head[1] <= member.name)
-            ):
-                volume = head[3]
+            if head is not None and (member is None or head[:3] <= _order(member)):
+                volume = head[4]
                 if volume.epoch != epoch:
                     classify(volume, True)  # queued under older rules: check it still qualifies
                     continue
@@ -220,6 +234,6 @@ def _find(members: list[VolumeRecord], volume: VolumeRecord) -> int:
     return index
 
 
-def _live(entry: _QueueEntry, node: str) -> bool:
-    volume = entry[3]
-    return volume.queue_seq == entry[2] and volume.candidate_node == node and volume.alive
+def _live(entry: _QueueEntry, node: str | None) -> bool:
+    volume = entry[4]
+    return volume.queue_seq == entry[3] and volume.candidate_node == node and volume.alive
