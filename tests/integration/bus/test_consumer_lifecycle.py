@@ -171,3 +171,19 @@ async def test_a_message_that_ran_out_of_deliveries_while_no_replica_listened_is
     [msg] = await psub.fetch(1, timeout=5)
     letter = codec.decode(msg.data, DeadLetter)
     assert letter.payload == "m0" and letter.reason.startswith("max-deliveries:")
+
+
+async def test_an_idle_advisory_reader_waits_quietly(bus: Bus, caplog: pytest.LogCaptureFixture) -> None:
+    """No advisory for a while is the normal case: the reader keeps waiting without a warning
+    (nats-py ends some idle fetches with a plain TimeoutError, which was logged as a failure)."""
+
+    async def handle(delivery: Delivery) -> None:
+        pass
+
+    spec = ConsumerSpec(stream=subjects.COMMANDS_STREAM, durable="quiet", fetch_wait=0.02)
+    consumer = Consumer(bus, spec, handle)
+    with caplog.at_level("WARNING", logger="corral.bus.consumer"):
+        consumer.start()
+        await asyncio.sleep(3.0)
+        await consumer.stop()
+    assert [r.getMessage() for r in caplog.records if "advisories" in r.getMessage()] == []

@@ -446,7 +446,9 @@ class Consumer:
                     bound_at = self.bus.reconnects
                 try:
                     messages = await pull.fetch(16, timeout=self.spec.fetch_wait)
-                except NatsTimeoutError:
+                except (NatsTimeoutError, TimeoutError):
+                    # nats-py's batch fetch ends an idle wait with either, depending on when the
+                    # deadline passes; both only mean "no advisory yet".
                     continue
                 for message in messages:
                     if await self._park(message.data):
