@@ -63,6 +63,24 @@ def test_a_node_that_is_not_ready_waits() -> None:
     assert world.node_upgrades("node-1")[0].status.message == "node node-1 is not ready"
 
 
+def test_a_node_that_times_out_keeps_its_blocker_in_its_message() -> None:
+    """The manager's failure summary quotes the attempt's last message: it says why the node failed."""
+    world = cluster(volumes={"vol-a": "node-1"}, config=DeciderConfig(node_timeout=3, max_retries=1))
+    node = world.get("node", "node-1")
+    world.put(
+        msgspec.structs.replace(
+            node, status=lh.NodeStatus(conditions=(lh.Condition(type="Ready", status="False"),))
+        )
+    )
+    started(world)
+    upgrade = step_until(world, "node-1", S.ERROR)
+    assert (upgrade.status.abort_reason, upgrade.status.aborted_in) == ("timeout", S.INITIALIZING)
+    assert upgrade.status.message == "aborted (timeout) in initializing: node node-1 is not ready"
+    world.run()
+    summary = world.get("dataengineupgrademanager", "upgrade").status.upgrade_nodes["node-1"].message
+    assert summary == "failed 1 times, last: aborted (timeout) in initializing: node node-1 is not ready"
+
+
 def test_only_v2_replicas_on_the_node_are_stopped_then_deleted() -> None:
     """§5.6: the prototype stopped and deleted every replica on the node, v1 ones included."""
     world = cluster(volumes={"vol-a": "node-1"})

@@ -155,6 +155,11 @@ def _start_abort(nu: lh.NodeDataEngineUpgrade, reason: str, step: Step) -> Step:
         # The data plane is back on the node: nothing to restore, only the timeout ends it.
         message = f"timed out in {state}"
         next_state = S.ERROR
+    if reason == AbortReason.TIMEOUT and nu.status.message:
+        # What the attempt was stuck on is why it timed out: an attempt that ends here (from
+        # `initializing`, `rebuilding-replica`, `finalizing`) keeps it in its final message, which
+        # the manager's failure summary quotes ("node node-2 is not ready").
+        message = f"{message}: {nu.status.message}"
     step.status.update(abortReason=str(reason), abortedIn=state, state=str(next_state), message=message)
     return step
 
