@@ -53,7 +53,9 @@ async def test_nodes_one_at_a_time_and_a_failed_node_does_not_hold_the_rest(
     assert nodes["node-3"]["state"] == "completed"
     assert nodes["node-2"]["state"] == "error"
     assert nodes["node-2"]["retries"] == RETRIES
-    assert nodes["node-2"]["message"] == f"failed {RETRIES} times, last: aborted (timeout) in initializing"
+    assert nodes["node-2"]["message"] == (
+        f"failed {RETRIES} times, last: aborted (timeout) in initializing: node node-2 is not ready"
+    )
     assert "2 of 3 nodes upgraded; failed: node-2" in manager["status"]["message"]
 
     for attempt in observer.created(NODE_UPGRADES)[1 : 1 + RETRIES]:

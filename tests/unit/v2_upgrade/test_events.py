@@ -124,7 +124,10 @@ def test_a_failing_node_is_aborted_retried_then_failed_each_a_warning() -> None:
         ("DataEngineUpgradeManager", "UpgradeCompleted"),  # with a failed node: a warning
     ]
     aborted = next(m for _, _, r, m in events if r == "Aborted")
-    assert aborted == "node node-1: aborted (timeout) in switching-over; switching-back to restore"
+    assert aborted == (
+        "node node-1: aborted (timeout) in switching-over: volume vol-a is not switched over to node-2;"
+        " switching-back to restore"
+    )
     retried = next(m for _, _, r, m in events if r == "NodeUpgradeRetried")
     assert retried.startswith("node node-1: attempt failed, will retry: aborted (timeout)")
     assert retried.endswith("(failed attempts: 1)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgspec
 
 from corral_model import longhorn as lh
-from corral_model.envelopes import Verb
+from corral_model.envelopes import Command, Verb
 from corral_v2_upgrade.commands import rfc3339
 from corral_v2_upgrade.config import DeciderConfig
 from corral_v2_upgrade.states import UpgradeState
@@ -61,6 +61,24 @@ def test_a_node_that_is_not_ready_waits() -> None:
     for _ in range(5):
         world.step(tick=1.0)
     assert world.node_upgrades("node-1")[0].status.message == "node node-1 is not ready"
+
+
+def test_a_node_that_times_out_keeps_its_blocker_in_its_message() -> None:
+    """The manager's failure summary quotes the attempt's last message: it says why the node failed."""
+    world = cluster(volumes={"vol-a": "node-1"}, config=DeciderConfig(node_timeout=3, max_retries=1))
+    node = world.get("node", "node-1")
+    world.put(
+        msgspec.structs.replace(
+            node, status=lh.NodeStatus(conditions=(lh.Condition(type="Ready", status="False"),))
+        )
+    )
+    started(world)
+    upgrade = step_until(world, "node-1", S.ERROR)
+    assert (upgrade.status.abort_reason, upgrade.status.aborted_in) == ("timeout", S.INITIALIZING)
+    assert upgrade.status.message == "aborted (timeout) in initializing: node node-1 is not ready"
+    world.run()
+    summary = world.get("dataengineupgrademanager", "upgrade").status.upgrade_nodes["node-1"].message
+    assert summary == "failed 1 times, last: aborted (timeout) in initializing: node node-1 is not ready"
 
 
 def test_only_v2_replicas_on_the_node_are_stopped_then_deleted() -> None:
@@ -286,3 +304,88 @@ def test_an_abort_after_the_old_im_is_gone_brings_the_volume_back_on_the_new_ima
         NEW,
         "",
     )
+
+
+def _abort_after_the_old_im_is_gone(world: World) -> None:
+    """node-1's first attempt times out in switching-back, its old IM already deleted: the restore
+    brings vol-a home on the new image, and the attempt ends in `error`."""
+    upgrade = step_until(world, "node-1", S.SWITCHING_BACK)
+    created = parse_time(upgrade.metadata.creation_timestamp)
+    assert created is not None
+    world.clock.now = created + 31
+    step_until(world, "node-1", S.ERROR)
+    vol = world.get("volume", "vol-a")
+    assert (vol.spec.image, vol.status.current_image, vol.spec.target_node_id_for_live_upgrade) == (
+        NEW,
+        NEW,
+        "",
+    )
+
+
+def _retry(world: World) -> lh.NodeDataEngineUpgrade:
+    [retry] = [u for u in world.node_upgrades("node-1") if not u.status.abort_reason]
+    return retry
+
+
+def _retry_reaches(world: World, state: str) -> lh.NodeDataEngineUpgrade:
+    for _ in range(30):
+        retries = [u for u in world.node_upgrades("node-1") if not u.status.abort_reason]
+        if retries and retries[0].status.state == state:
+            return retries[0]
+        world.step(tick=1.0)
+    raise AssertionError(
+        f"node-1's retry never reached {state}: {[u.status for u in world.node_upgrades('node-1')]}"
+    )
+
+
+def _targets_asked(commands: list[Command]) -> list[str]:
+    return [
+        str(c.value)
+        for command in commands
+        if command.target.kind == "Volume"
+        for c in command.changes
+        if c.path == "/spec/targetNodeIDForLiveUpgrade" and c.value
+    ]
+
+
+def test_a_retry_counts_a_volume_already_on_the_new_image_as_switched_without_a_target() -> None:
+    """V2U-19's retry: the aborted attempt restored vol-a at home on the new image, and §5.3 refuses
+    a target for a volume already on it ("already using instance manager image"), so the retry asks
+    for none: the volume is done in switching-over, and the node completes."""
+    world = started(cluster(volumes={"vol-a": "node-1"}, config=DeciderConfig(node_timeout=30)))
+    _abort_after_the_old_im_is_gone(world)
+    before = len(world.applied)
+    assert world.run() == S.COMPLETED
+    assert _targets_asked(world.applied[before:]) == []
+    retry = _retry(world)
+    assert retry.status.state == S.COMPLETED
+    assert retry.status.volumes["vol-a"].state == S.COMPLETED
+    assert retry.status.volumes["vol-a"].message == f"already on instance manager image {NEW}"
+
+
+def test_a_volume_on_the_new_image_whose_engine_is_not_in_its_im_yet_is_waited_for() -> None:
+    """The image is new but the engine is not (yet) listed by a running IM of it at home: no target
+    asked (§5.3 would refuse it), the attempt waits, and goes on once the IM holds the engine."""
+    world = started(cluster(volumes={"vol-a": "node-1"}, config=DeciderConfig(node_timeout=30)))
+    _abort_after_the_old_im_is_gone(world)
+    [new_im] = [
+        im for im in world.all("instancemanager") if im.spec.node_id == "node-1" and im.spec.image == NEW
+    ]
+    held = new_im.status.instance_engines
+    world.put(
+        msgspec.structs.replace(new_im, status=msgspec.structs.replace(new_im.status, instance_engines={}))
+    )
+    before = len(world.applied)
+    _retry_reaches(world, S.SWITCHING_OVER)
+    for _ in range(3):
+        world.step(tick=1.0)
+    retry = _retry(world)
+    assert retry.status.state == S.SWITCHING_OVER
+    assert retry.status.message == f"volume vol-a is on image {NEW}, its engine not running there yet"
+    assert _targets_asked(world.applied[before:]) == []
+    new_im = world.get("instancemanager", new_im.metadata.name)
+    world.put(
+        msgspec.structs.replace(new_im, status=msgspec.structs.replace(new_im.status, instance_engines=held))
+    )
+    assert world.run() == S.COMPLETED
+    assert _targets_asked(world.applied[before:]) == []

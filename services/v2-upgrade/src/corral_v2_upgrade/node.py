@@ -155,6 +155,11 @@ def _start_abort(nu: lh.NodeDataEngineUpgrade, reason: str, step: Step) -> Step:
         # The data plane is back on the node: nothing to restore, only the timeout ends it.
         message = f"timed out in {state}"
         next_state = S.ERROR
+    if reason == AbortReason.TIMEOUT and nu.status.message:
+        # What the attempt was stuck on is why it timed out: an attempt that ends here (from
+        # `initializing`, `rebuilding-replica`, `finalizing`) keeps it in its final message, which
+        # the manager's failure summary quotes ("node node-2 is not ready").
+        message = f"{message}: {nu.status.message}"
     step.status.update(abortReason=str(reason), abortedIn=state, state=str(next_state), message=message)
     return step
 
@@ -328,6 +333,20 @@ def temporary_target(view: UpgradeView, nu: lh.NodeDataEngineUpgrade) -> str:
     return min(candidates)[1] if candidates else ""
 
 
+def _engine_held_at_home(view: UpgradeView, volume: lh.Volume, image: str) -> bool:
+    """The volume's engine runs on its own node, in a running v2 IM of `image` that lists it."""
+    engine = view.current_engine(volume)
+    home = volume.spec.node_id
+    if engine is None or engine.status.current_state != "running" or engine.spec.node_id != home:
+        return False
+    return any(
+        im.spec.image == image
+        and im.status.current_state == "running"
+        and engine.metadata.name in im.status.instance_engines
+        for im in view.v2_instance_managers_on(home)
+    )
+
+
 def _switching_over(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float, step: Step) -> Step:
     image, message = nu.spec.instance_manager_image, nu.status.message
     rescued = _rescue(view, nu, now, step)
@@ -337,6 +356,7 @@ def _switching_over(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float,
     if not temp:
         return step.wait("failed to find available node for target", message)
     volumes = dict(nu.status.volumes)
+    waiting = ""
     for name in sorted(volumes):
         entry = volumes[name]
         if entry.state in _SETTLED or entry.state == S.SWITCHED_OVER:
@@ -348,6 +368,15 @@ def _switching_over(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float,
             _set(volumes, name, S.COMPLETED, "Volume is detached, so no need to switch over")
         elif not attached(volume):
             _set(volumes, name, S.ERROR, f"Volume {name} is in neither detached nor attached state")
+        elif volume.spec.image == image and not volume.spec.target_node_id_for_live_upgrade:
+            # Already on the new image at home (a previous attempt, aborted once the old IM was
+            # gone, restored it there): no switch-over to do, and §5.3 refuses a target for it
+            # ("volume V is already using instance manager image I"). Done once its engine runs in
+            # the new IM; until then (the data plane catching up) only waited for.
+            if volume.status.current_image == image and _engine_held_at_home(view, volume, image):
+                _set(volumes, name, S.COMPLETED, f"already on instance manager image {image}")
+            else:
+                waiting = waiting or f"volume {name} is on image {image}, its engine not running there yet"
         elif entry.state != S.SWITCHING_OVER:
             # Record the image to restore before touching the volume (an abort needs it).
             volumes[name] = lh.VolumeUpgradeStatus(
@@ -369,8 +398,10 @@ def _switching_over(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float,
     _write_volumes(step, nu, volumes)
     if all(v.state in _SETTLED or v.state == S.SWITCHED_OVER for v in volumes.values()):
         return _transition(step, nu, S.UPGRADING_INSTANCE_MANAGER, volumes)
-    waiting = next(n for n, v in sorted(volumes.items()) if v.state == S.SWITCHING_OVER)
-    return step.wait(f"volume {waiting} is not switched over to {temp}", message)
+    switching = next((n for n, v in sorted(volumes.items()) if v.state == S.SWITCHING_OVER), "")
+    if switching:
+        waiting = f"volume {switching} is not switched over to {temp}"
+    return step.wait(waiting, message)
 
 
 # --- upgrading-instance-manager ------------------------------------------------------------------------
