@@ -146,23 +146,33 @@ class DecisionRunner:
     # --- inputs -----------------------------------------------------------------------------------
 
     async def _follow_objects(self) -> None:
+        """Apply LH_OBJECTS a batch at a time (what arrived since the last look), then wake the
+        decisions once: per event only the decode and the decider's own apply remain."""
         handled = 0
         decode, apply, events = self.decode_event, self.decider.apply, self.metrics.events
         traces = self.traces
-        async for message in self.objects:
-            try:
-                event = decode(message)
-                apply(event)
-                events.labels(event.kind).inc()
-                if traces is not None:
-                    traces.applied(message)
-            except (SchemaError, InvalidEvent) as e:
-                # Nothing was applied; the next event for that object (or a resync) brings it in.
-                self.metrics.bad_events.inc()
-                self.log.warning("skipping an unreadable object event", subject=message.subject, error=str(e))
+        counted: dict[str, int] = {}
+        async for batch in self.objects.batches():
+            for message in batch:
+                try:
+                    event = decode(message)
+                    apply(event)
+                    counted[event.kind] = counted.get(event.kind, 0) + 1
+                    if traces is not None:
+                        traces.applied(message)
+                except (SchemaError, InvalidEvent) as e:
+                    # Nothing was applied; the next event for that object (or a resync) brings it in.
+                    self.metrics.bad_events.inc()
+                    self.log.warning(
+                        "skipping an unreadable object event", subject=message.subject, error=str(e)
+                    )
+            for kind, count in counted.items():
+                events.labels(kind).inc(count)
+            counted.clear()
             self._wake.set()
-            handled += 1
-            if handled % 1000 == 0:
+            handled += len(batch)
+            if handled >= 1000:
+                handled = 0
                 await asyncio.sleep(0)  # a long burst must not starve the decision loop
 
     async def _follow_results(self) -> None:
