@@ -319,13 +319,15 @@ class DecisionRunner:
         self._decided_at = time.monotonic()
 
     def _sleep_for(self) -> float:
-        """Until the decider's next timer or a periodic round of idle work (a handover delay is
-        waited in takeover.py)."""
+        """Until the decider's next timer or, on a standby, a periodic round of idle work (a
+        handover delay is waited in takeover.py). A leader does no idle work, so it does not ask
+        how much there is: that count can be a scan of the view (engine-upgrade: every owner node)
+        and this runs after every decision pass."""
         delays = [5.0]
         due = self.decider.next_due()
         if due is not None:
             delays.append(max(0.0, due - time.time()))
-        if self.config.idle_batch and self.decider.idle_work(0):
+        if self.config.idle_batch and not self._may_decide() and self.decider.idle_work(0):
             delays.append(0.5)
         return min(delays)
 
