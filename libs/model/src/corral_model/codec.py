@@ -79,12 +79,15 @@ def decode(data: bytes, type_: type[T]) -> T:
     """Decode `data` as `type_` (e.g. `Command`, `ObjectEvent[Volume]`), refusing other envelopes
     and unknown major versions."""
     plan = _plan(type_)
-    if not (data.startswith(plan.prefix) and data[len(plan.prefix) : len(plan.prefix) + 1] in (b",", b"}")):
+    prefixed = data.startswith(plan.prefix) and data[len(plan.prefix) : len(plan.prefix) + 1] in (b",", b"}")
+    if not prefixed:
         _check_schema(data, plan)
     try:
         result: T = plan.decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise SchemaError(f"invalid {plan.want_name} message: {e}") from e
+    if prefixed and result.schema != plan.expected:  # type: ignore[attr-defined]
+        _check_schema(data, plan)  # the field given twice, the last one another version: refused
     return result
 
 
