@@ -51,7 +51,7 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,6 +110,18 @@ class Service:
     def pid(self) -> int:
         assert self.process.proc is not None
         return self.process.proc.pid
+
+    async def decisions(self, session: aiohttp.ClientSession) -> float:
+        """Decision passes so far (a decision service's `*_decision_seconds_count`; 0 otherwise)."""
+        try:
+            async with session.get(f"http://127.0.0.1:{self.port}/metrics") as response:
+                text = await response.text()
+        except aiohttp.ClientError:
+            return 0.0
+        for line in text.splitlines():
+            if line.startswith("corral_") and "_decision_seconds_count" in line:
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
 
     async def ready(self, session: aiohttp.ClientSession) -> bool:
         try:
@@ -222,7 +234,17 @@ class Pipeline:
 
     async def _drain_startup(self) -> None:
         """Wait until the start-up work is done: every volume published, engine-upgrade's first
-        Events (one per blocked volume) made and the actuator's work queue empty for a second."""
+        decision pass made (its first Events: one per blocked volume) and the actuator's work
+        queue empty for a second. (Its first pass comes after its lease and takeover, seconds
+        after it answers ready at 100 k volumes.)"""
+        decider = self.services.get("engine-upgrade")
+        if decider is not None:
+            await eventually(
+                lambda: _positive(decider.decisions(self.session)),
+                within=600,
+                interval=0.2,
+                what="first decision pass",
+            )
         quiet_since = time.monotonic()
         last: tuple[int, int] = (-1, -1)
         self.startup_commands = 0
@@ -438,6 +460,10 @@ class Pipeline:
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def _positive(count: Awaitable[float]) -> bool:
+    return await count > 0
 
 
 async def measure(volumes: int, quick: bool) -> dict[str, Any]:
