@@ -35,8 +35,11 @@ TEST_WORKERS ?= 2
 	fi
 	.tools/bin/uv --version
 
+# --compile-bytecode: every service is a fresh process, and where PYTHONDONTWRITEBYTECODE is set (as
+# on these machines) each start compiled kubernetes-asyncio's ~700 modules again: 3.9 s of CPU per
+# actuator or watcher start against 1.2 s from compiled files, on cores the other services share.
 $(VENV)/.synced: $(if $(filter .tools/bin/uv,$(UV)),.tools/bin/uv) pyproject.toml $(wildcard */pyproject.toml */*/pyproject.toml) $(wildcard uv.lock)
-	$(UV) sync --all-packages --quiet
+	$(UV) sync --all-packages --quiet --compile-bytecode
 	touch $@
 
 setup: $(VENV)/.synced

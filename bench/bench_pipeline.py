@@ -12,11 +12,16 @@ one change in a hundred makes a volume eligible. For each of those:
   the actuator's `spec.image` patch (its write log), p50/p99/max; each stage's share from where the
   bench saw the volume's event on LH_OBJECTS and its command on LH_COMMANDS (core NATS subscriptions
   on those subjects, the volume's own: watch + watcher, then engine-upgrade, then the actuator);
-* CPU per change of every process (from /proc), at 500 and 2 000 changes/s;
+* CPU per change of every process (from /proc), at 500 and 2 000 changes/s, and summed: corral's
+  own (watcher + engine-upgrade + actuator) apart from the sandbox's API emulator and nats-server,
+  which share the same two cores;
 * `max_events_per_s`: rates rising until p99 exceeds 100 ms or engine-upgrade's LH_OBJECTS consumer
   falls behind (pending growing over the step); the highest rate that held, with the rate the
   emulator and the load generator actually achieved (on 2 shared cores the emulator is part of the
   same CPU budget);
+* `ceiling`: the same load on emulator + nats-server + watcher alone (no decision service, no
+  actuator), latency up to the event on LH_OBJECTS, and the rates rising until its p99 exceeds
+  100 ms: what the rest of the chain could ever reach on this host;
 * `cold_start_s` at 100 k volumes: a new engine-upgrade process, started with one eligible volume
   waiting, from its start to its command (bootstrap from LH_OBJECTS included); and a warm standby
   taking over: from SIGKILL of the leader to the command for a volume made eligible at that moment
@@ -24,6 +29,12 @@ one change in a hundred makes a volume eligible. For each of those:
 * `rss_mb` of every process at 100 k volumes; `bytes_per_volume`: the decision state engine-upgrade
   keeps per volume (bench_engine_upgrade.retained_bytes, tracemalloc, 3 replicas each) and, beside
   it, the marginal RSS of the running process between 10 k and 100 k volumes.
+
+Every phase starts once the start-up work is done (`startup_drain_s`): engine-upgrade reports each
+volume it finds blocked as a Kubernetes Event (announce.py), so with every volume degraded its first
+passes make one Event command per volume, and the actuator creates them for a while (10 k volumes:
+seconds; 100 k: about a minute on a busy host); measured during that, the actuator looked like it
+cost hundreds of µs per change.
 
 Load average and the host-speed calibration are recorded before and after: the machine is shared.
 Run: `.venv/bin/python -m bench.bench_pipeline [--sizes 10000,100000] [--quick]`. Measures only;
@@ -40,7 +51,7 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,6 +111,18 @@ class Service:
         assert self.process.proc is not None
         return self.process.proc.pid
 
+    async def decisions(self, session: aiohttp.ClientSession) -> float:
+        """Decision passes so far (a decision service's `*_decision_seconds_count`; 0 otherwise)."""
+        try:
+            async with session.get(f"http://127.0.0.1:{self.port}/metrics") as response:
+                text = await response.text()
+        except aiohttp.ClientError:
+            return 0.0
+        for line in text.splitlines():
+            if line.startswith("corral_") and "_decision_seconds_count" in line:
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
     async def ready(self, session: aiohttp.ClientSession) -> bool:
         try:
             async with session.get(f"http://127.0.0.1:{self.port}/readyz") as response:
@@ -139,9 +162,11 @@ class Tap:
 class Pipeline:
     """The five processes around one cluster size."""
 
-    def __init__(self, volumes: int, workdir: Path) -> None:
+    def __init__(self, volumes: int, workdir: Path, deciding: bool = True) -> None:
+        """`deciding` False: the ceiling, emulator + nats-server + watcher alone."""
         self.volumes = volumes
         self.workdir = workdir
+        self.deciding = deciding
         self.churn = Churn(volumes, NODES)
         self.services: dict[str, Service] = {}
         self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2))
@@ -189,17 +214,49 @@ class Pipeline:
     async def _start_services(self) -> None:
         started = time.perf_counter()
         kube = {"CORRAL_KUBECONFIG": self.kubeconfig}
-        for service in (
-            self._service("watcher", "corral_watcher", CORRAL_KINDS=KINDS, CORRAL_INSTANCE="w-1", **kube),
-            self._service("actuator", "corral_actuator", CORRAL_QPS="0", CORRAL_INSTANCE="a-1", **kube),
-            self._service("engine-upgrade", "corral_engine_upgrade", CORRAL_INSTANCE="eu-1"),
-        ):
+        services = [
+            self._service("watcher", "corral_watcher", CORRAL_KINDS=KINDS, CORRAL_INSTANCE="w-1", **kube)
+        ]
+        if self.deciding:
+            services += [
+                self._service("actuator", "corral_actuator", CORRAL_QPS="0", CORRAL_INSTANCE="a-1", **kube),
+                self._service("engine-upgrade", "corral_engine_upgrade", CORRAL_INSTANCE="eu-1"),
+            ]
+        for service in services:
             await service.process.start()
         for service in self.services.values():
             await eventually(
                 functools.partial(service.ready, self.session), within=600, what=f"{service.name} ready"
             )
         self.start_s = time.perf_counter() - started
+        await self._drain_startup()
+        self.drain_s = time.perf_counter() - started - self.start_s
+
+    async def _drain_startup(self) -> None:
+        """Wait until the start-up work is done: every volume published, engine-upgrade's first
+        decision pass made (its first Events: one per blocked volume) and the actuator's work
+        queue empty for a second. (Its first pass comes after its lease and takeover, seconds
+        after it answers ready at 100 k volumes.)"""
+        decider = self.services.get("engine-upgrade")
+        if decider is not None:
+            await eventually(
+                lambda: _positive(decider.decisions(self.session)),
+                within=600,
+                interval=0.2,
+                what="first decision pass",
+            )
+        quiet_since = time.monotonic()
+        last: tuple[int, int] = (-1, -1)
+        self.startup_commands = 0
+        while time.monotonic() - quiet_since < 1.0:
+            await asyncio.sleep(0.2)
+            objects = await self.bus.js.stream_info("LH_OBJECTS")
+            commands = await self.bus.js.stream_info("LH_COMMANDS")
+            now = (objects.state.last_seq, commands.state.last_seq)
+            if now != last or commands.state.messages or await self.pending():
+                quiet_since = time.monotonic()
+            last = now
+            self.startup_commands = commands.state.last_seq
 
     def pids(self) -> dict[str, int]:
         assert self.nats.proc is not None
@@ -207,6 +264,17 @@ class Pipeline:
             "emulator": self.emulator_pid,
             "nats": self.nats.proc.pid,
             **{name: s.pid for name, s in self.services.items()},
+        }
+
+    def corral_cpu(self, per_event: dict[str, float]) -> dict[str, float]:
+        """CPU µs per change: corral's own processes summed, apart from the sandbox's emulator and
+        nats-server (which are not corral, but share the cores)."""
+        corral = sum(v for name, v in per_event.items() if name not in ("emulator", "nats"))
+        return {
+            "corral": round(corral, 1),
+            "emulator": per_event["emulator"],
+            "nats": per_event["nats"],
+            "all": round(sum(per_event.values()), 1),
         }
 
     async def write(self, count: int, eligible_share: float) -> list[str]:
@@ -217,7 +285,8 @@ class Pipeline:
         return healthy
 
     async def pending(self) -> int:
-        """Messages engine-upgrade's LH_OBJECTS consumers have not been delivered yet."""
+        """Messages engine-upgrade's LH_OBJECTS consumers have not been delivered yet (none in the
+        ceiling: there a queue growing shows as the watch latency growing)."""
         infos = await self.bus.js.consumers_info("LH_OBJECTS")
         return sum(info.num_pending or 0 for info in infos)
 
@@ -248,8 +317,14 @@ class Pipeline:
         elapsed = time.perf_counter() - began
         cpu = {name: cpu_s(pid) - cpu0[name] for name, pid in self.pids().items()}
         pending.append(await self.pending())
-        patched = await self._patched(eligible, began_wall)
-        figures = self._latency(await self._flipped(eligible, began_wall), patched)
+        if self.deciding:
+            patched = await self._patched(eligible, began_wall)
+            figures = self._latency(await self._flipped(eligible, began_wall), patched)
+        else:
+            seen = await self._seen(eligible)
+            patched = seen
+            figures = self._watch_latency(await self._flipped(eligible, began_wall), seen)
+        per_event = {name: round(s / max(sent, 1) * 1e6, 1) for name, s in cpu.items()}
         third = max(1, len(pending) // 3)
         figures.update(
             target_events_per_s=rate,
@@ -258,7 +333,8 @@ class Pipeline:
             patched=len(patched),
             pending_first_third=round(statistics.mean(pending[:third])),
             pending_last_third=round(statistics.mean(pending[-third:])),
-            cpu_us_per_event={name: round(s / max(sent, 1) * 1e6, 1) for name, s in cpu.items()},
+            cpu_us_per_event=per_event,
+            cpu_us_per_event_by_part=self.corral_cpu(per_event),
             cpu_share={name: round(s / elapsed, 2) for name, s in cpu.items()},
         )
         return figures
@@ -274,6 +350,20 @@ class Pipeline:
                 if record.name in wanted:
                     patched.setdefault(record.name, record.at)
         return patched
+
+    async def _seen(self, eligible: list[str], within: float = 30.0) -> dict[str, float]:
+        """The ceiling's end point: when the bench saw each eligible volume's event on LH_OBJECTS."""
+        give_up = time.monotonic() + within
+        while time.monotonic() < give_up:
+            if all(n in self.tap.seen_event for n in eligible):
+                break
+            await asyncio.sleep(0.1)
+        return {n: self.tap.seen_event[n] for n in eligible if n in self.tap.seen_event}
+
+    def _watch_latency(self, flipped: dict[str, float], seen: dict[str, float]) -> dict[str, Any]:
+        """Commit of the change → its event on LH_OBJECTS (the ceiling has nothing after that)."""
+        watch = [(at - flipped[name]) * 1e3 for name, at in seen.items() if name in flipped]
+        return {"latency_ms": _ms(watch), "stage_ms": {"watch": _ms(watch)}}
 
     async def _flipped(self, names: list[str], since: float) -> dict[str, float]:
         """When the emulator committed each volume's change to healthy (its last update: the churn
@@ -372,6 +462,10 @@ async def _true(value: bool) -> bool:
     return value
 
 
+async def _positive(count: Awaitable[float]) -> bool:
+    return await count > 0
+
+
 async def measure(volumes: int, quick: bool) -> dict[str, Any]:
     seconds = 4.0 if quick else 10.0
     with tempfile.TemporaryDirectory(prefix="corral-pipeline-") as tmp:
@@ -381,6 +475,8 @@ async def measure(volumes: int, quick: bool) -> dict[str, Any]:
                 "nodes": NODES,
                 "load_s": round(pipeline.load_s, 1),
                 "services_ready_s": round(pipeline.start_s, 1),
+                "startup_drain_s": round(pipeline.drain_s, 1),
+                "startup_commands": pipeline.startup_commands,
             }
             for rate in LATENCY_RATES:
                 print(f"{volumes} volumes: steady {rate}/s", flush=True)
@@ -391,7 +487,22 @@ async def measure(volumes: int, quick: bool) -> dict[str, Any]:
             if volumes >= 100_000:
                 print(f"{volumes} volumes: cold start", flush=True)
                 figures["cold_start_s"] = await pipeline.cold_start()
-            return figures
+    figures["ceiling"] = await ceiling(volumes, quick)
+    return figures
+
+
+async def ceiling(volumes: int, quick: bool) -> dict[str, Any]:
+    """The same load on emulator + nats-server + watcher alone: what the chain could ever reach."""
+    with tempfile.TemporaryDirectory(prefix="corral-pipeline-ceiling-") as tmp:
+        async with Pipeline(volumes, Path(tmp), deciding=False).running() as pipeline:
+            print(f"{volumes} volumes: ceiling (emulator, nats-server, watcher)", flush=True)
+            steady = await pipeline.steady(LATENCY_RATES[-1], 4.0 if quick else 10.0)
+            rising = await pipeline.throughput(4.0 if quick else 6.0)
+            return {
+                f"steady_{LATENCY_RATES[-1]}": steady,
+                "max_events_per_s": rising["max_events_per_s"],
+                "throughput": rising,
+            }
 
 
 def main() -> None:
@@ -413,6 +524,10 @@ def main() -> None:
         latency_ms_p50=at_2000.get("p50"),
         latency_ms_p99=at_2000.get("p99"),
         max_events_per_s=min(f["throughput"]["max_events_per_s"] for f in by_size.values()),
+        ceiling_max_events_per_s=min(f["ceiling"]["max_events_per_s"] for f in by_size.values()),
+        cpu_us_per_event_at_2000={
+            str(size): f["steady_2000"]["cpu_us_per_event_by_part"] for size, f in by_size.items()
+        },
         cold_start_s=biggest.get("cold_start_s", {}).get("decision_service_s"),
         rss_mb=biggest["rss_mb"],
     )

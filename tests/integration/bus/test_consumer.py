@@ -189,3 +189,92 @@ async def test_a_message_too_large_to_dead_letter_whole_is_cut_and_leaves_the_qu
     assert kept == payload[: len(kept)] and 0 < len(kept) < len(payload)
     assert (await bus.js.stream_info(subjects.COMMANDS_STREAM)).state.messages == 0
     await publisher.close()
+
+
+async def test_concurrent_handlers_settle_each_message_by_its_own_outcome(bus: Bus) -> None:
+    """`concurrency` handlers at once from one feed: never more, and each message still acked,
+    retried or dead-lettered by how its own handler returned."""
+    running = 0
+    most = 0
+    release = asyncio.Event()
+    handled: list[str] = []
+    failed_once: set[str] = set()
+
+    async def handle(delivery: Delivery) -> None:
+        nonlocal running, most
+        name = delivery.decode(Command).target.name
+        running += 1
+        most = max(most, running)
+        try:
+            await release.wait()
+            if name == "flaky" and name not in failed_once:
+                failed_once.add(name)
+                raise TransientError("not yet", delay=0.05)
+            handled.append(name)
+        finally:
+            running -= 1
+
+    publisher = Publisher(bus)
+    names = [f"v{i}" for i in range(10)] + ["flaky"]
+    for name in names:
+        command = _command(name)
+        await publisher.publish(
+            f"{subjects.COMMANDS_PREFIX}.engine-upgrade.volume.ns.{name}",
+            codec.encode(command),
+            msg_id=command.id,
+        )
+    await publisher.publish(
+        f"{subjects.COMMANDS_PREFIX}.engine-upgrade.volume.ns.p", b"\xff", msg_id="poison"
+    )
+    await publisher.flush()
+
+    spec = ConsumerSpec(stream=subjects.COMMANDS_STREAM, durable="actuator", batch=16, concurrency=4)
+    consumer = Consumer(bus, spec, handle)
+    consumer.start()
+    await eventually(lambda: running == 4, what="four handlers running at once")
+    release.set()
+    await eventually(lambda: consumer.stats.acked == len(names), what="every command handled")
+    await consumer.stop()
+    assert most == 4
+    assert sorted(handled) == sorted(names)
+    assert consumer.stats.redelivering == 1 and consumer.stats.dead_lettered == 1
+    assert [d.subject.rsplit(".", 1)[1] for d in await _dead_letters(bus)] == ["p"]
+    info = await bus.js.stream_info(subjects.COMMANDS_STREAM)
+    assert info.state.messages == 0
+
+
+async def test_stop_cuts_off_concurrent_handlers_and_their_messages_come_again(bus: Bus) -> None:
+    """Handlers still running when stop's grace runs out are cancelled; their messages are naked
+    and delivered again to the next consumer, none lost."""
+    started: list[str] = []
+
+    async def hang(delivery: Delivery) -> None:
+        started.append(delivery.subject)
+        await asyncio.Event().wait()
+
+    publisher = Publisher(bus)
+    for i in range(3):
+        command = _command(f"h{i}")
+        await publisher.publish(
+            f"{subjects.COMMANDS_PREFIX}.engine-upgrade.volume.ns.h{i}",
+            codec.encode(command),
+            msg_id=command.id,
+        )
+    await publisher.flush()
+    spec = ConsumerSpec(stream=subjects.COMMANDS_STREAM, durable="actuator", batch=8, concurrency=3)
+    first = Consumer(bus, spec, hang)
+    first.start()
+    await eventually(lambda: len(started) == 3, what="three handlers hanging")
+    await first.stop(grace=0.1)
+    assert first.stats.acked == 0
+
+    seen: list[str] = []
+
+    async def handle(delivery: Delivery) -> None:
+        seen.append(delivery.subject)
+
+    second = Consumer(bus, spec, handle)
+    second.start()
+    await eventually(lambda: second.stats.acked == 3, what="the cut-off commands delivered again")
+    await second.stop()
+    assert sorted(seen) == sorted(started)

@@ -7,7 +7,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from corral_bus.connection import Bus
-from corral_bus.pull import PullFeed
+from corral_bus.pull import PullFeed, delivery_position, parse_headers
 
 
 def _feed(batch: int = 10) -> PullFeed:
@@ -76,3 +76,31 @@ async def test_a_refused_request_is_forgotten_and_reported(caplog: pytest.LogCap
     await feed._on_msg(_status("409", "Exceeded MaxRequestBatch of 5"))
     assert feed.outstanding == 0
     assert "refused: 409 Exceeded MaxRequestBatch" in caplog.text
+
+
+def _raw_feed(batch: int = 10) -> PullFeed:
+    nc = NATS()
+    return PullFeed(Bus(nc=nc, js=nc.jetstream(), name="unit"), "S", "c", batch=batch, raw=True)
+
+
+async def test_a_raw_feed_takes_deliveries_from_the_parser_and_declines_statuses() -> None:
+    feed = _raw_feed()
+    feed._outstanding = 10
+    block = b"NATS/1.0\r\nNats-Msg-Id: volume:u1:7\r\ntraceparent: 00-ab-cd-01\r\n\r\n"
+    assert feed._on_raw(b"lh.obj.volume.ns.a", b"$JS.ACK.S.c.1.41.41.0.3", b"{}", block)
+    assert feed._on_raw(b"lh.obj.volume.ns.b", b"$JS.ACK.S.c.1.42.42.0.2", b"{}", None)
+    heartbeat = b"NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: 0\r\n\r\n"
+    assert not feed._on_raw(b"_INBOX.x", b"", b"", heartbeat)  # goes to nats-py, then _on_msg
+    assert feed.outstanding == 8
+    first, second = await feed.take(0.0)
+    assert (first.subject, first.data) == ("lh.obj.volume.ns.a", b"{}")
+    assert dict(first.headers) == {"Nats-Msg-Id": "volume:u1:7", "traceparent": "00-ab-cd-01"}
+    assert "traceparent" in first.headers and not second.headers
+    assert delivery_position(first.reply) == (41, 3)
+    assert await feed.take(0.0) == []
+
+
+def test_header_blocks_parse_as_nats_py_keeps_them() -> None:
+    block = b"NATS/1.0\r\nA: 1\r\nB:  two words \r\nA: again\r\nbroken line\r\n\r\n"
+    assert parse_headers(block) == {"A": "1", "B": "two words"}
+    assert delivery_position("$JS.ACK.domain.hash.S.c.2.9.8.1700000000.5.token") == (9, 5)

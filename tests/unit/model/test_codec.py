@@ -158,3 +158,17 @@ def test_the_lease_term_travels_but_stays_out_of_the_command_id() -> None:
     assert b'"term":7' in encode(make(7))
     # An older producer's command (no term) decodes as unfenced.
     assert decode(encode(make(7)).replace(b',"term":7', b""), Command).term == 0
+
+
+def test_the_schema_is_checked_however_the_payload_begins() -> None:
+    """corral's own payloads start with the expected schema and skip a separate look at it; any
+    other start, or the field given again later with another version, is checked as ever."""
+    encoded = encode(_event())
+    assert encoded.startswith(b'{"schema":"corral.event/v1",')
+    body = encoded[len(b'{"schema":"corral.event/v1",') :]
+    assert decode(b'{"schema":"corral.event/v1.2",' + body, ObjectEvent[Volume]).name == "pvc-1"
+    assert decode(b'{"name":"pvc-1","schema":"corral.event/v1",' + body, ObjectEvent[Volume]).uid == "u1"
+    with pytest.raises(SchemaError, match="unsupported schema version"):
+        decode(encoded[:-1] + b',"schema":"corral.event/v2"}', ObjectEvent[Volume])
+    with pytest.raises(SchemaError, match=r"is not a corral\.command message"):
+        decode(encoded, Command)

@@ -7,6 +7,9 @@ unacknowledged pull consumer, marks the messages of the initial snapshot, and se
 snapshot has been handed out (the consumer's pending count reached zero), so the service knows when
 its view is complete enough to decide on.
 
+`batches()` hands out what has arrived a batch at a time, for a reader that applies a whole batch
+before it looks up (a decision service's view); iterating the reader hands out one message at a time.
+
 If the server-side consumer is lost (server restarted, connection gone for long), it is re-created
 from the sequence after the last message handed out, so nothing is skipped and nothing repeated;
 lost during the snapshot, the snapshot starts over (a level-triggered view takes repeats in stride).
@@ -22,14 +25,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 from opentelemetry.context import Context
 
 from corral_bus.connection import Bus
-from corral_bus.pull import PullFeed, ack_metadata
+from corral_bus.pull import PullFeed, RawMessage, delivery_position
 from corral_bus.tracing import extract_trace
 from corral_model import codec, subjects
 
@@ -88,6 +90,7 @@ class BootstrapReader:
         self.batch = batch
         self.fetch_wait = fetch_wait
         self.ready = asyncio.Event()
+        self._snapshot_read = False  # the snapshot's last message taken (`ready`: handed out)
         self.last_seq = 0
         self.recreated = 0
         self._feed: PullFeed | None = None
@@ -96,7 +99,7 @@ class BootstrapReader:
         self._closed = False
 
     def _config(self) -> ConsumerConfig:
-        if self.ready.is_set():
+        if self._snapshot_read:
             policy, start = DeliverPolicy.BY_START_SEQUENCE, self.last_seq + 1
         else:
             policy, start = DeliverPolicy.LAST_PER_SUBJECT, None
@@ -116,12 +119,15 @@ class BootstrapReader:
         info = await self.bus.js.add_consumer(self.stream, self._config())
         assert info.name is not None
         self._consumer = info.name
-        feed = PullFeed(self.bus, self.stream, info.name, batch=self.batch, expires=5.0, heartbeat=1.0)
+        feed = PullFeed(
+            self.bus, self.stream, info.name, batch=self.batch, expires=5.0, heartbeat=1.0, raw=True
+        )
         await feed.start()
         self._feed = feed
         self._bound_at_reconnects = self.bus.reconnects
         self.recreated += 1
-        if not self.ready.is_set() and not info.num_pending:
+        if not self._snapshot_read and not info.num_pending:
+            self._snapshot_read = True
             self.ready.set()  # nothing to bootstrap from
 
     async def start(self) -> None:
@@ -146,17 +152,17 @@ class BootstrapReader:
         self._closed = True
         await self._unbind()
 
-    async def _next(self) -> Msg | None:
+    async def _take(self) -> list[RawMessage]:
         feed = self._feed
         if feed is None or feed.consumer_deleted or self._bound_at_reconnects != self.bus.reconnects:
             await self._bind()
             feed = self._feed
             assert feed is not None
-        msg = await feed.next(self.fetch_wait)
-        if msg is None and feed.stale:
+        taken = await feed.take(self.fetch_wait)
+        if not taken and feed.stale:
             log.info("bootstrap reader %s: pull went quiet; re-creating", self.stream)
             await self._unbind()
-        return msg
+        return taken
 
     async def _consumer_exists(self) -> bool:
         try:
@@ -165,15 +171,30 @@ class BootstrapReader:
         except NotFoundError:
             return False
 
+    async def batches(self) -> AsyncIterator[list[StreamMessage]]:
+        """What has arrived, in order, a non-empty batch at a time (at most about `batch`); `ready`
+        is set as the batch holding the snapshot's last message is handed out."""
+        async for batch in self._batches():
+            if any(m.caught_up for m in batch):
+                self.ready.set()
+            yield batch
+
     async def __aiter__(self) -> AsyncIterator[StreamMessage]:
+        async for batch in self._batches():
+            for message in batch:
+                if message.caught_up:
+                    self.ready.set()
+                yield message
+
+    async def _batches(self) -> AsyncIterator[list[StreamMessage]]:
         retry = 0.1
         idle = 0
         while not self._closed:
             _raise_if_cancelled()
             try:
-                msg = await self._next()
+                taken = await self._take()
                 retry = 0.1
-                if msg is None:
+                if not taken:
                     idle += 1
                     if idle % 5 == 0 and self._feed is not None and not await self._consumer_exists():
                         log.warning("bootstrap reader %s: consumer vanished; re-creating", self.stream)
@@ -189,22 +210,23 @@ class BootstrapReader:
                 retry = min(2 * retry, 5.0)
                 continue
             idle = 0
-            _, _, seq, num_pending = ack_metadata(msg.reply)
-            if seq <= self.last_seq and self.ready.is_set():
+            batch = self._messages(taken)
+            if batch:
+                yield batch
+
+    def _messages(self, taken: list[RawMessage]) -> list[StreamMessage]:
+        messages: list[StreamMessage] = []
+        for msg in taken:
+            seq, num_pending = delivery_position(msg.reply)
+            if seq <= self.last_seq and self._snapshot_read:
                 continue  # a re-created consumer overlapping what was already handed out
             self.last_seq = max(self.last_seq, seq)
-            bootstrap = not self.ready.is_set()
+            bootstrap = not self._snapshot_read
             caught_up = bootstrap and num_pending == 0
             if caught_up:
-                self.ready.set()
-            yield StreamMessage(
-                subject=msg.subject,
-                data=msg.data,
-                headers=msg.headers or {},
-                stream_seq=seq,
-                bootstrap=bootstrap,
-                caught_up=caught_up,
-            )
+                self._snapshot_read = True
+            messages.append(StreamMessage(msg.subject, msg.data, msg.headers, seq, bootstrap, caught_up))
+        return messages
 
 
 def _raise_if_cancelled() -> None:

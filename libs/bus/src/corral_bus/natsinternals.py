@@ -9,6 +9,10 @@ frames into the client's own send buffer, where its flusher, reconnect buffering
 them exactly as a `publish` of its own, and takes the acks of its inbox subscription straight from
 the protocol parser, before nats-py builds anything for them.
 
+The same parser hook hands a decision service's LH_OBJECTS deliveries to `corral_bus.pull.PullFeed`
+(`route_messages`): a `Msg`, its parsed headers, a queue hop and a task switch per event cost more
+than the decision itself.
+
 That needs private members of nats-py, listed below and nowhere else in corral: written against and
 checked on nats-py 2.16.0. `tests/unit/bus/test_natsinternals.py` fails when the installed nats-py
 is outside `SUPPORTED` or any member (and the signature it is called with) is missing, so upgrading
@@ -46,6 +50,10 @@ SUBSCRIPTION_MEMBERS = ("_id",)
 
 AckHandler = Callable[[bytes, bytes, bytes | None], None]
 """(reply subject the ack was sent to, payload, raw header block or None)"""
+
+MessageHandler = Callable[[bytes, bytes, bytes, bytes | None], bool]
+"""(subject, reply subject, payload, raw header block or None) -> True when taken; False hands the
+message to nats-py as usual (a `Msg` for the subscription's callback)."""
 
 
 def installed_version() -> tuple[int, ...]:
@@ -114,8 +122,10 @@ class _Router:
         client: Any = nc
         self.nc = client
         self.routes: dict[int, AckHandler] = {}
+        self.message_routes: dict[int, MessageHandler] = {}
         original: Callable[..., Awaitable[None]] = client._process_msg
         routes = self.routes
+        message_routes = self.message_routes
         # The parser awaits what _process_msg returns: an already finished future costs nothing to
         # await, where a coroutine per ack would be created, run and thrown away.
         finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -125,10 +135,13 @@ class _Router:
             sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None
         ) -> Awaitable[None]:
             handler = routes.get(sid)
-            if handler is None:
-                return original(sid, subject, reply, data, headers)
-            handler(subject, data, headers)
-            return finished
+            if handler is not None:
+                handler(subject, data, headers)
+                return finished
+            taker = message_routes.get(sid)
+            if taker is not None and taker(subject, reply, data, headers):
+                return finished
+            return original(sid, subject, reply, data, headers)
 
         client._process_msg = process_msg
 
@@ -149,12 +162,26 @@ def route_acks(nc: Client, sub: Subscription, handler: AckHandler) -> None:
     router.routes[subscription_id(sub)] = handler
 
 
+def route_messages(nc: Client, sub: Subscription, handler: MessageHandler) -> None:
+    """Offer `sub`'s messages to `handler(subject, reply, data, raw headers)` inside the protocol
+    parser first (no `Msg`, no header parsing, no task); what it declines (returns False) goes on to
+    the subscription's callback. Call from the running event loop; the handler must not raise."""
+    router = _routers.get(nc)
+    if router is None:
+        router = _routers[nc] = _Router(nc)
+    router.message_routes[subscription_id(sub)] = handler
+
+
 def unroute_acks(nc: Client, sub: Subscription) -> None:
     """Give `sub`'s messages back to nats-py; the last route gone restores the client untouched."""
     router = _routers.get(nc)
     if router is None:
         return
     router.routes.pop(subscription_id(sub), None)
-    if not router.routes:
+    router.message_routes.pop(subscription_id(sub), None)
+    if not router.routes and not router.message_routes:
         router.remove()
         del _routers[nc]
+
+
+unroute_messages = unroute_acks

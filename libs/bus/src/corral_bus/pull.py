@@ -9,6 +9,13 @@ ended and how many of its messages will not come, "Consumer Deleted" says to re-
 
 `stale` turns true when requests are outstanding but nothing (not even a heartbeat) came for three
 heartbeat intervals: the server restarted or the connection dropped, and the owner re-binds.
+
+A feed whose messages are never acked (`raw=True`: the bootstrap reader's) takes them straight from
+nats-py's protocol parser (corral_bus.natsinternals.route_messages) as `RawMessage`s, headers left
+unparsed until asked for, and hands them out a batch at a time (`take`): a decision service follows
+LH_OBJECTS at one event per change of the cluster, and nats-py's `Msg`, header parsing, queue and
+callback task per message cost it more than its decision did. Status messages still take nats-py's
+path, which is rare and keeps one parser of them.
 """
 
 from __future__ import annotations
@@ -19,10 +26,12 @@ import json
 import logging
 import time
 from collections import deque
+from collections.abc import Iterator, Mapping
 
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
+from corral_bus import natsinternals
 from corral_bus.connection import Bus
 
 log = logging.getLogger("corral.bus.pull")
@@ -30,6 +39,61 @@ log = logging.getLogger("corral.bus.pull")
 _STATUS = "Status"
 _DESCRIPTION = "Description"
 _PENDING_MSGS = "Nats-Pending-Messages"
+_STATUS_LINE = b"NATS/1.0 "
+
+
+class RawHeaders(Mapping[str, str]):
+    """A message's header block, parsed on first look (most readers never look)."""
+
+    __slots__ = ("_block", "_parsed")
+
+    def __init__(self, block: bytes) -> None:
+        self._block = block
+        self._parsed: dict[str, str] | None = None
+
+    def _headers(self) -> dict[str, str]:
+        parsed = self._parsed
+        if parsed is None:
+            parsed = self._parsed = parse_headers(self._block)
+        return parsed
+
+    def __getitem__(self, key: str) -> str:
+        return self._headers()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._headers())
+
+    def __len__(self) -> int:
+        return len(self._headers())
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._headers()
+
+
+def parse_headers(block: bytes) -> dict[str, str]:
+    """`NATS/1.0` header lines as a dict (the first value of a repeated name, as nats-py keeps)."""
+    headers: dict[str, str] = {}
+    for line in block.decode(errors="replace").split("\r\n")[1:]:
+        name, colon, value = line.partition(":")
+        name = name.strip()
+        if colon and name and name not in headers:
+            headers[name] = value.strip()
+    return headers
+
+
+class RawMessage:
+    """One delivery taken from the parser: what a reader of an unacknowledged feed needs."""
+
+    __slots__ = ("data", "headers", "reply", "subject")
+
+    def __init__(self, subject: str, reply: str, data: bytes, headers: Mapping[str, str]) -> None:
+        self.subject = subject
+        self.reply = reply
+        self.data = data
+        self.headers = headers
+
+
+_NO_HEADERS: Mapping[str, str] = {}
 
 
 class PullFeed:
@@ -44,7 +108,9 @@ class PullFeed:
         batch: int = 256,
         expires: float = 10.0,
         heartbeat: float = 1.0,
+        raw: bool = False,
     ) -> None:
+        """`raw`: the messages are never acked; read them with `take` (see the module docstring)."""
         self.bus = bus
         self.stream = stream
         self.consumer = consumer
@@ -54,6 +120,8 @@ class PullFeed:
         self.consumer_deleted = False
         # Received, not yet taken, with the time each arrived (its ack timer runs from then).
         self._buffer: deque[tuple[Msg, float]] = deque()
+        self.raw = raw
+        self._raw: list[RawMessage] = []
         self._arrived = asyncio.Event()
         self._outstanding = 0
         self._last_activity = time.monotonic()
@@ -65,9 +133,13 @@ class PullFeed:
     async def start(self) -> None:
         self._inbox = self.bus.nc.new_inbox()
         self._sub = await self.bus.nc.subscribe(self._inbox, cb=self._on_msg, pending_msgs_limit=0)
+        if self.raw and natsinternals.supported(self.bus.nc):
+            natsinternals.route_messages(self.bus.nc, self._sub, self._on_raw)
 
     async def close(self) -> None:
         if self._sub is not None:
+            if self.raw:
+                natsinternals.unroute_messages(self.bus.nc, self._sub)
             with contextlib.suppress(Exception):
                 await self._sub.unsubscribe()
             self._sub = None
@@ -96,6 +168,25 @@ class PullFeed:
         self._buffer.clear()
         return taken
 
+    def _on_raw(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> bool:
+        """A delivery straight from the parser (raw feeds); status messages are declined, so they
+        come to `_on_msg` as nats-py parses them. Runs inside nats-py's reading loop: never raises."""
+        if headers is not None and headers.startswith(_STATUS_LINE):
+            return False
+        self._last_activity = time.monotonic()
+        if self._outstanding > 0:
+            self._outstanding -= 1
+        self._raw.append(
+            RawMessage(
+                subject.decode(),
+                reply.decode(),
+                data,
+                RawHeaders(headers) if headers is not None else _NO_HEADERS,
+            )
+        )
+        self._arrived.set()
+        return True
+
     async def _on_msg(self, msg: Msg) -> None:
         self._last_activity = time.monotonic()
         headers = msg.headers
@@ -103,7 +194,10 @@ class PullFeed:
         if not status:
             if self._outstanding > 0:  # after a reset, stragglers of forgotten requests still come
                 self._outstanding -= 1
-            self._buffer.append((msg, self._last_activity))
+            if self.raw:  # nats-py's internals not routable here: the same, the slow way
+                self._raw.append(RawMessage(msg.subject, msg.reply, msg.data, headers or _NO_HEADERS))
+            else:
+                self._buffer.append((msg, self._last_activity))
             self._arrived.set()
             return
         if status == "100":
@@ -154,6 +248,15 @@ class PullFeed:
             return self._buffer.popleft()[0]
         return None
 
+    async def take(self, wait: float) -> list[RawMessage]:
+        """Every message received so far (raw feeds), waiting up to `wait` seconds for one."""
+        if self._outstanding <= self.batch // 2 and len(self._raw) <= self.batch // 2:
+            await self._request()
+        if not self._raw:
+            await self.wait_arrival(wait)
+        taken, self._raw = self._raw, []
+        return taken
+
     def take_ready(self) -> Msg | None:
         """A message already received, without waiting (None if there is none)."""
         return self._buffer.popleft()[0] if self._buffer else None
@@ -161,6 +264,16 @@ class PullFeed:
     def waiting_since(self, before: float) -> list[Msg]:
         """Messages received before `before` (monotonic) and still waiting to be taken."""
         return [msg for msg, arrived in self._buffer if arrived < before]
+
+
+def delivery_position(reply: str) -> tuple[int, int]:
+    """(stream_seq, num_pending) of a JetStream delivery, from its reply subject: what a reader
+    that never acks needs of `ack_metadata`."""
+    tokens = reply.split(".")
+    if len(tokens) == 9 and tokens[1] == "ACK":
+        return int(tokens[5]), int(tokens[8])
+    _, _, seq, pending = ack_metadata(reply)
+    return seq, pending
 
 
 def ack_metadata(reply: str) -> tuple[str, int, int, int]:

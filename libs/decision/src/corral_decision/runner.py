@@ -146,23 +146,33 @@ class DecisionRunner:
     # --- inputs -----------------------------------------------------------------------------------
 
     async def _follow_objects(self) -> None:
+        """Apply LH_OBJECTS a batch at a time (what arrived since the last look), then wake the
+        decisions once: per event only the decode and the decider's own apply remain."""
         handled = 0
         decode, apply, events = self.decode_event, self.decider.apply, self.metrics.events
         traces = self.traces
-        async for message in self.objects:
-            try:
-                event = decode(message)
-                apply(event)
-                events.labels(event.kind).inc()
-                if traces is not None:
-                    traces.applied(message)
-            except (SchemaError, InvalidEvent) as e:
-                # Nothing was applied; the next event for that object (or a resync) brings it in.
-                self.metrics.bad_events.inc()
-                self.log.warning("skipping an unreadable object event", subject=message.subject, error=str(e))
+        counted: dict[str, int] = {}
+        async for batch in self.objects.batches():
+            for message in batch:
+                try:
+                    event = decode(message)
+                    apply(event)
+                    counted[event.kind] = counted.get(event.kind, 0) + 1
+                    if traces is not None:
+                        traces.applied(message)
+                except (SchemaError, InvalidEvent) as e:
+                    # Nothing was applied; the next event for that object (or a resync) brings it in.
+                    self.metrics.bad_events.inc()
+                    self.log.warning(
+                        "skipping an unreadable object event", subject=message.subject, error=str(e)
+                    )
+            for kind, count in counted.items():
+                events.labels(kind).inc(count)
+            counted.clear()
             self._wake.set()
-            handled += 1
-            if handled % 1000 == 0:
+            handled += len(batch)
+            if handled >= 1000:
+                handled = 0
                 await asyncio.sleep(0)  # a long burst must not starve the decision loop
 
     async def _follow_results(self) -> None:
@@ -309,13 +319,15 @@ class DecisionRunner:
         self._decided_at = time.monotonic()
 
     def _sleep_for(self) -> float:
-        """Until the decider's next timer or a periodic round of idle work (a handover delay is
-        waited in takeover.py)."""
+        """Until the decider's next timer or, on a standby, a periodic round of idle work (a
+        handover delay is waited in takeover.py). A leader does no idle work, so it does not ask
+        how much there is: that count can be a scan of the view (engine-upgrade: every owner node)
+        and this runs after every decision pass."""
         delays = [5.0]
         due = self.decider.next_due()
         if due is not None:
             delays.append(max(0.0, due - time.time()))
-        if self.config.idle_batch and self.decider.idle_work(0):
+        if self.config.idle_batch and not self._may_decide() and self.decider.idle_work(0):
             delays.append(0.5)
         return min(delays)
 

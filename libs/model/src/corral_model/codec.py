@@ -39,14 +39,31 @@ _SCHEMAS: dict[type[Any], str] = {
     CommandResult: RESULT_SCHEMA,
     DeadLetter: "corral.dead/v1",
 }
-_decoders: dict[Any, msgspec.json.Decoder[Any]] = {}
 
 
-def _decoder(type_: Any) -> msgspec.json.Decoder[Any]:
-    decoder = _decoders.get(type_)
-    if decoder is None:
-        decoder = _decoders[type_] = msgspec.json.Decoder(type_)
-    return decoder
+class _Plan:
+    """How one type is decoded: its decoder, the schema it expects, and the exact bytes a payload
+    of that schema starts with when corral encoded it (the `schema` field first, as the envelopes
+    declare it): such a payload needs no separate look at its schema, which was a second parse of
+    the whole message (a decision service decodes one per change of the cluster)."""
+
+    __slots__ = ("decoder", "expected", "prefix", "want_major", "want_name")
+
+    def __init__(self, type_: Any) -> None:
+        self.decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(type_)
+        self.expected = _SCHEMAS[get_origin(type_) or type_]
+        self.want_name, self.want_major = _major(self.expected)
+        self.prefix = b'{"schema":' + msgspec.json.encode(self.expected)
+
+
+_plans: dict[Any, _Plan] = {}
+
+
+def _plan(type_: Any) -> _Plan:
+    plan = _plans.get(type_)
+    if plan is None:
+        plan = _plans[type_] = _Plan(type_)
+    return plan
 
 
 def encode(message: msgspec.Struct) -> bytes:
@@ -61,7 +78,21 @@ def _major(schema: str) -> tuple[str, str]:
 def decode(data: bytes, type_: type[T]) -> T:
     """Decode `data` as `type_` (e.g. `Command`, `ObjectEvent[Volume]`), refusing other envelopes
     and unknown major versions."""
-    expected = _SCHEMAS[get_origin(type_) or type_]
+    plan = _plan(type_)
+    prefixed = data.startswith(plan.prefix) and data[len(plan.prefix) : len(plan.prefix) + 1] in (b",", b"}")
+    if not prefixed:
+        _check_schema(data, plan)
+    try:
+        result: T = plan.decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise SchemaError(f"invalid {plan.want_name} message: {e}") from e
+    if prefixed and result.schema != plan.expected:  # type: ignore[attr-defined]
+        _check_schema(data, plan)  # the field given twice, the last one another version: refused
+    return result
+
+
+def _check_schema(data: bytes, plan: _Plan) -> None:
+    expected = plan.expected
     try:
         schema = _peek.decode(data).schema
     except msgspec.DecodeError as e:
@@ -69,13 +100,7 @@ def decode(data: bytes, type_: type[T]) -> T:
     if not schema:
         raise SchemaError(f"missing schema field; expected {expected}")
     name, major = _major(schema)
-    want_name, want_major = _major(expected)
-    if name != want_name:
-        raise SchemaError(f"schema {schema!r} is not a {want_name} message")
-    if major != want_major:
+    if name != plan.want_name:
+        raise SchemaError(f"schema {schema!r} is not a {plan.want_name} message")
+    if major != plan.want_major:
         raise SchemaError(f"unsupported schema version {schema!r}; this build reads {expected}")
-    try:
-        result: T = _decoder(type_).decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        raise SchemaError(f"invalid {want_name} message: {e}") from e
-    return result

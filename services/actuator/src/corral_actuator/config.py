@@ -26,8 +26,9 @@ class ActuatorConfig(ServiceConfig, frozen=True, kw_only=True):
     """Client-side rate limit on API requests; 0 turns the limiter off."""
     burst: Annotated[int, msgspec.Meta(ge=1)] = 100
     concurrency: Annotated[int, msgspec.Meta(ge=1, le=1024)] = 32
-    """Commands in flight at once (each a pull subscriber of the one durable consumer)."""
+    """Commands in flight at once (handlers of the one pull subscriber of the durable consumer)."""
     fetch_batch: Annotated[int, msgspec.Meta(ge=1)] = 4
+    """Commands received ahead per handler (the pull asks for concurrency times this)."""
     ack_wait_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
     max_deliver: Annotated[int, msgspec.Meta(ge=2)] = 5
     max_command_age_s: Annotated[float, msgspec.Meta(ge=0)] = DEFAULT_MAX_COMMAND_AGE
