@@ -82,13 +82,15 @@ async def test_commands_follow_the_limit_and_a_refusal_is_redecided_from_fresh_s
             # a refusal read first would free the slot while the view still holds only the state the
             # command was decided on — vol-a would then wait out its backoff and vol-b (same owner
             # node) would rightly take the slot, which is not what this test is about.
-            await cluster.put(volume("vol-a", state="detached"))
+            # vol-b detaches too: a node's free slot goes to live (attached) upgrades first, so with
+            # vol-b still attached it, not the refused vol-a, would rightly be next.
+            await cluster.put(volume("vol-a", state="detached"), volume("vol-b", state="detached"))
 
             async def detach_in_view() -> bool:
-                record = decider(one).view.volume(NS, "vol-a")
-                return record is not None and record.state == "detached"
+                records = [decider(one).view.volume(NS, name) for name in ("vol-a", "vol-b")]
+                return all(r is not None and r.state == "detached" for r in records)
 
-            await eventually(detach_in_view, what="the service's view to show vol-a detached")
+            await eventually(detach_in_view, what="the service's view to show both volumes detached")
             # Fresher state alone frees nothing: the command is still pending, so the slot stays taken.
             assert [c.target.name for _, c in seen] == ["vol-a"]
             refusal = CommandResult(

@@ -306,7 +306,7 @@ CORRAL = "corral.longhorn.io/v1alpha1"
 
 
 def node_data_engine_upgrade(
-    name: str, namespace: str, *, node: str, image: str, manager: str = "", state: str = ""
+    name: str, namespace: str, *, node: str, image: str, manager: str = "data-engine-upgrade", state: str = ""
 ) -> Obj:
     """A NodeDataEngineUpgrade as the v2-upgrade service creates it (labels of §5.2), for tests that
     play its part against the simulator; `state` goes into the status as given."""
