@@ -315,6 +315,14 @@ class Simulator:
         if write.observed is not None:
             self.view.upsert(write.kind, write.observed)
 
+    def _note_stop_asked(self, kind: str, obj: dict[str, Any]) -> None:
+        """An instance whose desireState turns to stopped: note when (Memory.stop_asked)."""
+        if kind not in ("replica", "engine") or (obj.get("spec") or {}).get("desireState") != "stopped":
+            return
+        held = self.view.get(kind, name_of(obj))
+        if held is not None and (held.get("spec") or {}).get("desireState") != "stopped":
+            self.memory.stop_asked.setdefault(f"{kind}/{name_of(obj)}", self.clock.now())
+
     async def _resync(self) -> None:
         while not self._stopping:
             await asyncio.sleep(self._resync_seconds)
@@ -339,6 +347,7 @@ class Simulator:
                     if event == "DELETED":
                         self.view.remove(kind, name_of(obj), resource_version(obj))
                     else:
+                        self._note_stop_asked(kind, obj)
                         self.view.upsert(kind, obj)
                     self._wake.set()
             except asyncio.CancelledError:
