@@ -2,11 +2,13 @@
 data plane allows (issue 15). `python -m bench.bench_v2_upgrade` writes
 bench/results/v2_upgrade.json; about a minute.
 
-The real path runs in this process as the v2 scenarios run it (tests/scenarios/v2_upgrade): the
-sandbox (SIM-V2 data plane, SIM-IO ledger) → watcher → LH_OBJECTS → v2-upgrade (its deployed
-`debounce_s`) → LH_COMMANDS → actuator → the emulator. The operator's writes start it: the new
-instance-manager image pulled on every node and set as `default-instance-manager-image`, then a
-DataEngineUpgradeManager for every node.
+The real path: the sandbox in this process (SIM-V2 data plane, SIM-IO ledger) → watcher →
+LH_OBJECTS → v2-upgrade (its deployed `debounce_s`) → LH_COMMANDS → actuator → the emulator, the
+three services each in a process of its own as deployed (`--services processes`, the default) or
+all in this process's event loop as the v2 scenarios run them (`--services in-loop`; wave_stack.py
+says why the first is the honest one: in the loop every hop waits behind the sandbox). The
+operator's writes start it: the new instance-manager image pulled on every node and set as
+`default-instance-manager-image`, then a DataEngineUpgradeManager for every node.
 
 The cluster: 5 nodes, 50 v2 volumes of 3 replicas, attached round-robin (10 per node, each
 volume's engine on its node), the simulator's data-plane durations below (DURATIONS): long enough
@@ -27,7 +29,8 @@ the sum of the steps that cannot overlap; the nodes one after another):
   (p50/p99/max over volumes, in seconds) against the bound of one switch-over's suspension; and
   the detaches SIM-IO counted (0: no volume ever detached);
 * load average and the host-speed calibration (ns of an empty Python call) before and after, as
-  every bench records them, and how late the shared event loop ran a 10 ms sleep.
+  every bench records them, how late this process's event loop (the sandbox's) ran a 10 ms sleep,
+  and each service process's CPU share during the upgrade (`services_cpu_share`).
 Measures only.
 """
 
@@ -47,6 +50,7 @@ from bench.bench_engine_upgrade import calibration_ns
 from bench.report import write_report
 from bench.v2_bound import DataPlaneDurations, NodeLoad, loads_of, node_steps, upgrade_bound
 from bench.v2_timeline import StateTimeline
+from bench.wave_stack import IN_LOOP, PROCESSES, running, v2_upgrade
 from bench.wave_timeline import summary
 from bench.wave_trace import LoopLag
 from corral_bus import connect, ensure_streams
@@ -60,8 +64,6 @@ from corral_v2_upgrade.service import DEFINITION
 from tests.fixtures.nats import BinaryNats
 from tests.fixtures.processes import eventually
 from tests.fixtures.sandbox import Sandbox, fast_config
-from tests.scenarios.engine_upgrade.conftest import actuator
-from tests.scenarios.v2_upgrade.conftest import v2_upgrade, watcher
 from tests.scenarios.v2_upgrade.scenario import (
     NEW_IM,
     create_manager,
@@ -128,6 +130,7 @@ class Run:
     rebuild_limit: int
     lag: LoopLag
     final: dict[str, Any]
+    services_cpu_share: dict[str, float]
 
 
 def io_ledger(cluster: SandboxCluster) -> tuple[dict[str, float], int]:
@@ -138,7 +141,7 @@ def io_ledger(cluster: SandboxCluster) -> tuple[dict[str, float], int]:
     return longest, sum(int(v["detaches"]) for v in report["volumes"].values())
 
 
-async def run_upgrade(debounce_s: float) -> Run:
+async def run_upgrade(debounce_s: float, services: str = PROCESSES) -> Run:
     seed, config = bench_seed(), bench_config()
     nats = BinaryNats()
     nats.start()
@@ -150,60 +153,62 @@ async def run_upgrade(debounce_s: float) -> Run:
             kubeconfig = str(cluster.kubeconfig_path)
             api = await api_client(kubeconfig)
             sandbox = Sandbox(cluster, api, seed.namespace)
-            stack = [
-                watcher(kubeconfig, nats.url),
-                actuator(kubeconfig, nats.url),
-                v2_upgrade(nats.url, debounce_s=debounce_s, node_timeout_s=0.0),
-            ]
+            decider = v2_upgrade(node_timeout_s=0.0)
+            workdir = cluster.kubeconfig_path.parent
             try:
-                await eventually(lambda: all(s.ready for s in stack), within=120, what="the stack to lead")
-                setting = await sandbox.get("settings", "concurrent-replica-rebuild-per-node-limit")
-                loads: dict[str, NodeLoad] = {}
-                targets: dict[str, str] = {}
+                async with running(services, kubeconfig, nats.url, debounce_s, workdir, decider) as stack:
+                    setting = await sandbox.get("settings", "concurrent-replica-rebuild-per-node-limit")
+                    loads: dict[str, NodeLoad] = {}
+                    targets: dict[str, str] = {}
 
-                def layout(node: str) -> None:
-                    """The node's load as its upgrade starts (earlier nodes' rebuilds moved replicas)."""
-                    emulator, ns = cluster.emulator, seed.namespace
-                    volumes = emulator.list("longhorn.io", "volumes", ns)
-                    owners = {
-                        v["metadata"]["name"]: v["spec"]["nodeID"] for v in volumes if v["spec"].get("nodeID")
-                    }
-                    targets.update(owners)
-                    replicas = [
-                        (r["spec"]["volumeName"], r["spec"]["nodeID"])
-                        for r in emulator.list("longhorn.io", "replicas", ns)
-                        if r["spec"].get("dataEngine") == "v2" and not r["metadata"].get("deletionTimestamp")
-                    ]
-                    loads[node] = loads_of(replicas, owners, NODE_NAMES)[node]
+                    def layout(node: str) -> None:
+                        """The node's load as its upgrade starts (earlier nodes' rebuilds moved replicas)."""
+                        emulator, ns = cluster.emulator, seed.namespace
+                        volumes = emulator.list("longhorn.io", "volumes", ns)
+                        owners = {
+                            v["metadata"]["name"]: v["spec"]["nodeID"]
+                            for v in volumes
+                            if v["spec"].get("nodeID")
+                        }
+                        targets.update(owners)
+                        replicas = [
+                            (r["spec"]["volumeName"], r["spec"]["nodeID"])
+                            for r in emulator.list("longhorn.io", "replicas", ns)
+                            if r["spec"].get("dataEngine") == "v2"
+                            and not r["metadata"].get("deletionTimestamp")
+                        ]
+                        loads[node] = loads_of(replicas, owners, NODE_NAMES)[node]
 
-                timeline = StateTimeline(on_node_start=layout).attach(cluster.emulator)
-                lag = LoopLag()
-                lag.start()
-                await settled(sandbox)
-                await pull_image(sandbox, NEW_IM, NODE_NAMES)
-                await set_target_image(sandbox, NEW_IM)
-                await create_manager(sandbox)
+                    timeline = StateTimeline(on_node_start=layout).attach(cluster.emulator)
+                    lag = LoopLag()
+                    lag.start()
+                    await settled(sandbox)
+                    await pull_image(sandbox, NEW_IM, NODE_NAMES)
+                    await set_target_image(sandbox, NEW_IM)
+                    cpu_before, started = stack.cpu_s(), time.monotonic()
+                    await create_manager(sandbox)
 
-                async def finished() -> dict[str, Any] | None:
-                    found = await manager(sandbox)
-                    return found if state(found) in ("completed", "error") else None
+                    async def finished() -> dict[str, Any] | None:
+                        found = await manager(sandbox)
+                        return found if state(found) in ("completed", "error") else None
 
-                final = await eventually(
-                    finished, within=TIMEOUT_S, what="the upgrade to finish", interval=0.1
-                )
-                await lag.stop()
-                longest, detaches = io_ledger(cluster)
+                    final = await eventually(
+                        finished, within=TIMEOUT_S, what="the upgrade to finish", interval=0.1
+                    )
+                    await lag.stop()
+                    elapsed = time.monotonic() - started
+                    cpu_share = {n: round((s - cpu_before[n]) / elapsed, 2) for n, s in stack.cpu_s().items()}
+                    longest, detaches = io_ledger(cluster)
             finally:
-                for service in reversed(stack):
-                    await service.stop()
                 await api.close()
         await bus.close()
     finally:
         nats.stop()
-    return Run(timeline, loads, targets, longest, detaches, int(setting["value"]), lag, final)
+    rebuild_limit = int(setting["value"])
+    return Run(timeline, loads, targets, longest, detaches, rebuild_limit, lag, final, cpu_share)
 
 
-def figures(run: Run, debounce_s: float) -> dict[str, Any]:
+def figures(run: Run, debounce_s: float, services: str = PROCESSES) -> dict[str, Any]:
     config = bench_config()
     durations = durations_of(config, run.rebuild_limit)
     bound = upgrade_bound(durations, run.loads, run.targets)
@@ -253,6 +258,7 @@ def figures(run: Run, debounce_s: float) -> dict[str, Any]:
         "nodes": NODES,
         "volumes": VOLUMES,
         "replicas_per_volume": REPLICAS,
+        "services": services,
         "debounce_s": debounce_s,
         "simulated_durations_s": DURATIONS,
         "rebuild_limit_per_node": run.rebuild_limit,
@@ -275,17 +281,24 @@ def figures(run: Run, debounce_s: float) -> dict[str, Any]:
         },
         "detaches": run.detaches,
         "event_loop_lag_ms": summary(run.lag.lags),
+        "services_cpu_share": run.services_cpu_share,
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--debounce-s", type=float, default=DEPLOYED_DEBOUNCE_S)
+    parser.add_argument(
+        "--services",
+        choices=(PROCESSES, IN_LOOP),
+        default=PROCESSES,
+        help="each service in its own process, as deployed, or all in this event loop",
+    )
     args = parser.parse_args()
     calibration_before, load_before = calibration_ns(), os.getloadavg()[0]
     started = time.monotonic()
-    run = asyncio.run(run_upgrade(args.debounce_s))
-    report = figures(run, args.debounce_s)
+    run = asyncio.run(run_upgrade(args.debounce_s, args.services))
+    report = figures(run, args.debounce_s, args.services)
     report["bench_wall_s"] = round(time.monotonic() - started, 1)
     report["load_average_1m_before"] = round(load_before, 2)
     report["load_average_1m_after"] = round(os.getloadavg()[0], 2)

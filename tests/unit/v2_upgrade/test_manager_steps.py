@@ -147,7 +147,7 @@ def test_a_target_image_changed_mid_flight_aborts_and_resets_without_a_retry() -
             break
     world.put(setting(DEFAULT_IM_IMAGE, NEWER))
     assert world.run(limit=400) == S.COMPLETED
-    first, *later = sorted(world.node_upgrades("node-1"), key=lambda u: u.metadata.resource_version)
+    first, *later = sorted(world.node_upgrades("node-1"), key=lambda u: int(u.metadata.resource_version))
     assert first.status.abort_reason == "target-image-changed" and first.status.state == S.ERROR
     assert first.spec.instance_manager_image == NEW
     assert [u.spec.instance_manager_image for u in later] == [NEWER]

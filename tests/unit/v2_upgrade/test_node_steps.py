@@ -101,11 +101,17 @@ def test_only_v2_replicas_on_the_node_are_stopped_then_deleted() -> None:
 
 
 def test_the_image_to_restore_is_recorded_before_the_volume_is_touched() -> None:
+    """The record goes out with the transition into switching-over (one round trip less per node),
+    the volume's patch only in the pass after it."""
     world = started(cluster(volumes={"vol-a": "node-1"}))
-    step_until(world, "node-1", S.SWITCHING_OVER)
-    first = world.step(tick=1.0)
-    assert [c.target.kind for c in first if c.target.kind == "Volume"] == []
+    step_until(world, "node-1", S.FAILING_REPLICAS)
+    for _ in range(10):
+        transition = world.step(tick=1.0)
+        if world.node_upgrades("node-1")[0].status.state == S.SWITCHING_OVER:
+            break
+    assert [c.target.kind for c in transition if c.target.kind == "Volume"] == []
     [upgrade] = world.node_upgrades("node-1")
+    assert upgrade.status.state == S.SWITCHING_OVER
     assert upgrade.status.volumes["vol-a"] == lh.VolumeUpgradeStatus(
         state=S.SWITCHING_OVER, previous_image=OLD, since=rfc3339(world.clock.now)
     )

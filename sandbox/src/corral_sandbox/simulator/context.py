@@ -52,6 +52,10 @@ class Memory:
     v2_im_down: set[str] = field(default_factory=set)
     # SIM-IO: volume → its I/O ledger (io_ledger.py; the tests' record, kept on restart)
     io: dict[str, VolumeIO] = field(default_factory=dict)
+    # "kind/name" → when the watch told an instance was asked to stop (runner.py): its stop is timed
+    # from then, as a real instance manager starts stopping a process when asked, not from the
+    # round that reads the request (a round busy writing reads it up to a round later)
+    stop_asked: dict[str, float] = field(default_factory=dict)
 
     def survivors(self) -> Memory:
         """What a controller restart keeps: the records tests read and the faults held on the

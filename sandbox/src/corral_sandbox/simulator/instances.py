@@ -158,6 +158,9 @@ def _reconcile_instance(
                 f"{kind} starting",
             )
         return
+    asked = ctx.memory.stop_asked.pop(f"{kind}/{name}", None)
+    if current != "stopped" and asked is not None:
+        ctx.memory.timers.setdefault(f"stop/{kind}/{name}", min(asked, ctx.now))
     if current != "stopped" and ctx.waited(f"stop/{kind}/{name}", ctx.config.instance_stop_seconds):
         ctx.patch_status(kind, obj, _stopped(kind, v2_engine), f"{kind} stopped")
 

@@ -303,7 +303,13 @@ def _failing_replicas(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: floa
     replicas = [r for r in view.v2_replicas_on(nu.spec.node_id) if not r.metadata.deletion_timestamp]
     pending = [r for r in view.v2_replicas_on(nu.spec.node_id)]
     if not pending:
-        return _transition(step, nu, S.SWITCHING_OVER)
+        # The switch-over's first pass (each volume's image to restore, recorded before any volume
+        # is touched) goes out with the transition, not a round trip after it; the volumes are
+        # patched only once that record is written, as before.
+        volumes = dict(nu.status.volumes)
+        for name in sorted(n for n, v in volumes.items() if v.state not in _SETTLED):
+            _record_switch_over(view, volumes, name)
+        return _transition(step, nu, S.SWITCHING_OVER, volumes)
     to_stop = [r for r in replicas if r.spec.desire_state not in ("stopped", "error")]
     for replica in to_stop:
         step.actions.append(cmd.fail_replica(replica, now))
@@ -362,13 +368,12 @@ def _switching_over(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float,
         if entry.state in _SETTLED or entry.state == S.SWITCHED_OVER:
             continue
         volume = view.volumes.get(name)
-        if volume is None:
-            _set(volumes, name, S.COMPLETED)
-        elif detached(volume):
-            _set(volumes, name, S.COMPLETED, "Volume is detached, so no need to switch over")
-        elif not attached(volume):
-            _set(volumes, name, S.ERROR, f"Volume {name} is in neither detached nor attached state")
-        elif volume.spec.image == image and not volume.spec.target_node_id_for_live_upgrade:
+        if (
+            volume is not None
+            and attached(volume)
+            and volume.spec.image == image
+            and not volume.spec.target_node_id_for_live_upgrade
+        ):
             # Already on the new image at home (a previous attempt, aborted once the old IM was
             # gone, restored it there): no switch-over to do, and §5.3 refuses a target for it
             # ("volume V is already using instance manager image I"). Done once its engine runs in
@@ -377,11 +382,8 @@ def _switching_over(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float,
                 _set(volumes, name, S.COMPLETED, f"already on instance manager image {image}")
             else:
                 waiting = waiting or f"volume {name} is on image {image}, its engine not running there yet"
-        elif entry.state != S.SWITCHING_OVER:
-            # Record the image to restore before touching the volume (an abort needs it).
-            volumes[name] = lh.VolumeUpgradeStatus(
-                state=S.SWITCHING_OVER, previous_image=volume.spec.image, snapshot=entry.snapshot
-            )
+        elif entry.state != S.SWITCHING_OVER or volume is None or not attached(volume):
+            _record_switch_over(view, volumes, name)
         else:
             spec, status = volume.spec, volume.status
             in_flight = spec.target_node_id_for_live_upgrade not in ("", spec.node_id)
@@ -402,6 +404,23 @@ def _switching_over(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float,
     if switching:
         waiting = f"volume {switching} is not switched over to {temp}"
     return step.wait(waiting, message)
+
+
+def _record_switch_over(view: UpgradeView, volumes: VolumeMap, name: str) -> None:
+    """A volume's first pass of the switch-over: done when it is gone or detached, an error when it
+    is neither attached nor detached, else `switching-over` with the image to restore recorded
+    before the volume is touched (an abort needs it)."""
+    entry, volume = volumes[name], view.volumes.get(name)
+    if volume is None:
+        _set(volumes, name, S.COMPLETED)
+    elif detached(volume):
+        _set(volumes, name, S.COMPLETED, "Volume is detached, so no need to switch over")
+    elif not attached(volume):
+        _set(volumes, name, S.ERROR, f"Volume {name} is in neither detached nor attached state")
+    elif entry.state != S.SWITCHING_OVER:
+        volumes[name] = lh.VolumeUpgradeStatus(
+            state=S.SWITCHING_OVER, previous_image=volume.spec.image, snapshot=entry.snapshot
+        )
 
 
 # --- upgrading-instance-manager ------------------------------------------------------------------------
