@@ -401,7 +401,7 @@ def _switching_over(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float,
     if all(v.state in _SETTLED or v.state == S.SWITCHED_OVER for v in volumes.values()):
         return _transition(step, nu, S.UPGRADING_INSTANCE_MANAGER, volumes)
     switching = next((n for n, v in sorted(volumes.items()) if v.state == S.SWITCHING_OVER), "")
-    if switching:
+    if switching and not waiting:  # a volume already on the image says what it waits for itself
         waiting = f"volume {switching} is not switched over to {temp}"
     return step.wait(waiting, message)
 
