@@ -5,10 +5,12 @@ figures change (stdout is a pipe), and exits 0 with a summary once the wave is o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +68,25 @@ class Lines:
                 return line
 
 
+@contextlib.asynccontextmanager
+async def followed_progress(service: str, nats_url: str) -> AsyncIterator[Lines]:
+    """`corral progress SERVICE --nats URL` as an operator runs it (stdout a pipe, stderr merged into
+    it), read line by line; killed on the way out if it has not exited by itself."""
+    proc = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).with_name("corral")),
+        *("progress", service, "--nats", nats_url),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        yield Lines(proc)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
 async def test_the_wave_line_by_line_until_it_is_over(bus: Bus, nats_server: NatsServer) -> None:
     events = Events()
     make = events.event
@@ -77,19 +98,7 @@ async def test_the_wave_line_by_line_until_it_is_over(bus: Bus, nats_server: Nat
     cluster += [make(obj) for obj in with_replicas(volume("c", owner="n2", robustness="degraded"))]
     await publish(bus, [*cluster, *events.resync()])
 
-    corral = Path(sys.executable).with_name("corral")
-    proc = await asyncio.create_subprocess_exec(
-        str(corral),
-        "progress",
-        "engine-upgrade",
-        "--nats",
-        nats_server.url,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    try:
-        lines = Lines(proc)
+    async with followed_progress("engine-upgrade", nats_server.url) as lines:
         await lines.until(rf"default image {re.escape(NEW)}, limit 1 per owner node")
         await lines.until(r" n1 +limit 1  in flight 1  done 0  waiting 1  blocked 0$")
         await lines.until(r" n2 +limit 1  in flight 0  done 0  waiting 0  blocked 1 \(degraded 1\)$")
@@ -100,15 +109,11 @@ async def test_the_wave_line_by_line_until_it_is_over(bus: Bus, nats_server: Nat
         await publish(bus, [make(upgraded(b, done=True))])
         summary = await lines.until(r"^engine-upgrade wave done")
         assert f"2 volumes on {NEW}, blocked 1 (degraded 1)" in summary
-        assert await asyncio.wait_for(proc.wait(), DEADLINE_S) == 0
+        assert await asyncio.wait_for(lines.proc.wait(), DEADLINE_S) == 0
         for line in lines.seen:
             found = IN_FLIGHT.match(line)
             if found and found.group(1) != "total":
                 assert int(found.group(3)) <= int(found.group(2)), line
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
 
 
 async def test_a_bus_without_corral_streams_is_a_clear_error(nats_server: NatsServer) -> None:

@@ -5,8 +5,6 @@ the old value, follows the detach and the components changing, and exits 0 once 
 from __future__ import annotations
 
 import asyncio
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -14,7 +12,7 @@ from corral_bus import Bus
 from corral_model import longhorn as lh
 from tests.fixtures.bus_traffic import FakeWatcher
 from tests.fixtures.nats import NatsServer
-from tests.integration.cli.test_progress_command import DEADLINE_S, Lines
+from tests.integration.cli.test_progress_command import DEADLINE_S, followed_progress
 from tests.unit.setting_sync.cluster import NS, component_pod, setting, volume, workload
 
 pytestmark = pytest.mark.integration
@@ -33,19 +31,7 @@ async def test_pending_blocked_then_applied(bus: Bus, nats_server: NatsServer) -
     await objects.resync(kinds)
     await FakeWatcher(bus, "", rv=10_000).resync(["kubenode"])
 
-    corral = Path(sys.executable).with_name("corral")
-    proc = await asyncio.create_subprocess_exec(
-        str(corral),
-        "progress",
-        "setting-sync",
-        "--nats",
-        nats_server.url,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    try:
-        lines = Lines(proc)
+    async with followed_progress("setting-sync", nats_server.url) as lines:
         await lines.until(r"setting-sync: 1 danger-zone setting pending")
         await lines.until(
             r" priority-class +limit 0  in flight 0  done 0  waiting 0  blocked 2 \(attached-volumes 2\)"
@@ -62,8 +48,4 @@ async def test_pending_blocked_then_applied(bus: Bus, nats_server: NatsServer) -
         )
         summary = await lines.until(r"^setting-sync: every danger-zone setting applied")
         assert "components" not in summary
-        assert await asyncio.wait_for(proc.wait(), DEADLINE_S) == 0
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+        assert await asyncio.wait_for(lines.proc.wait(), DEADLINE_S) == 0

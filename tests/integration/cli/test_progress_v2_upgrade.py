@@ -7,9 +7,7 @@ state, and exits 0 with v2-upgrade's summary once the manager has finished."""
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -20,7 +18,7 @@ from corral_model import longhorn as lh
 from corral_v2_upgrade.core import READS
 from tests.fixtures.bus_traffic import FakeWatcher
 from tests.fixtures.nats import NatsServer
-from tests.integration.cli.test_progress_command import DEADLINE_S, Lines
+from tests.integration.cli.test_progress_command import DEADLINE_S, followed_progress
 from tests.unit.v2_upgrade.world import NEW, NS, World, cluster, manager, replica
 
 pytestmark = pytest.mark.integration
@@ -66,19 +64,7 @@ async def test_blocked_then_a_volume_in_flight_then_done(bus: Bus, nats_server: 
     objects = Publisher(bus)
     await objects.publish(world)
 
-    corral = Path(sys.executable).with_name("corral")
-    proc = await asyncio.create_subprocess_exec(
-        str(corral),
-        "progress",
-        "v2-upgrade",
-        "--nats",
-        nats_server.url,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    try:
-        lines = Lines(proc)
+    async with followed_progress("v2-upgrade", nats_server.url) as lines:
         await lines.until(r"v2-upgrade upgrade: upgrading 1/3; upgrading node-2 \(initializing for \d+m\)")
         await lines.until(r" node-1 +limit 0  in flight 0  done 1  waiting 0  blocked 0")
         await lines.until(rf" node-2 +limit 0  in flight 0  done 0  waiting 0  blocked 1 \({BLOCKER} 1\)")
@@ -102,8 +88,4 @@ async def test_blocked_then_a_volume_in_flight_then_done(bus: Bus, nats_server: 
         await objects.publish(world)
         summary = await lines.until(r"^v2-upgrade done in ")
         assert f"2 v2 volumes on nodes upgraded to {NEW}, 0 in flight, 0 waiting" in summary
-        assert await asyncio.wait_for(proc.wait(), DEADLINE_S) == 0
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+        assert await asyncio.wait_for(lines.proc.wait(), DEADLINE_S) == 0
