@@ -20,9 +20,8 @@ from corral_engine_upgrade.service import DEFINITION
 from corral_watcher.config import WatcherConfig
 from corral_watcher.runner import main as watcher_main
 from tests.fixtures.nats import NatsServer
-from tests.fixtures.processes import eventually
 from tests.fixtures.sandbox import Sandbox
-from tests.fixtures.services import IN_LOOP, Running, decision_replica
+from tests.fixtures.services import IN_LOOP, Running, all_leading, decision_replica
 
 __all__ = ["Running", "actuator", "engine_upgrade", "stack", "watcher"]
 
@@ -83,10 +82,5 @@ async def stack(sandbox: Sandbox, bus: Bus, nats_server: NatsServer) -> AsyncIte
     kubeconfig = str(sandbox.cluster.kubeconfig_path)
     url = nats_server.url
     services = [watcher(kubeconfig, url), actuator(kubeconfig, url), engine_upgrade(url)]
-    try:
-        # Generous: the machine is shared, and three services import and connect at once.
-        await eventually(lambda: all(s.ready for s in services), within=120, what="the stack to lead")
+    async with all_leading(services):
         yield services
-    finally:
-        for service in reversed(services):
-            await service.stop()

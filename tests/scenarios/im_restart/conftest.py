@@ -17,9 +17,8 @@ from corral_bus import Bus
 from corral_im_restart.service import DEFINITION
 from corral_sandbox.simulator import SimConfig
 from tests.fixtures.nats import NatsServer
-from tests.fixtures.processes import eventually
 from tests.fixtures.sandbox import Sandbox, fast_config
-from tests.fixtures.services import Running, decision_replica
+from tests.fixtures.services import Running, all_leading, decision_replica
 from tests.scenarios.engine_upgrade.conftest import actuator
 from tests.scenarios.engine_upgrade.conftest import watcher as kinds_watcher
 from tests.scenarios.im_restart.scenario import ImObserver
@@ -62,10 +61,6 @@ async def stack(
     kubeconfig = str(sandbox.cluster.kubeconfig_path)
     url = nats_server.url
     services = [watcher(kubeconfig, url), actuator(kubeconfig, url), im_restart(url, **im_restart_settings)]
-    try:
-        await eventually(lambda: all(s.ready for s in services), within=120, what="the stack to lead")
+    async with all_leading(services):
         yield services
-    finally:
-        for service in reversed(services):
-            await service.stop()
     assert not observer.violations, "\n".join(observer.violations)

@@ -14,9 +14,8 @@ from corral_im_restart.service import DEFINITION as IM_RESTART
 from corral_sandbox.simulator import SimConfig
 from corral_setting_sync.service import DEFINITION as SETTING_SYNC
 from tests.fixtures.nats import NatsServer
-from tests.fixtures.processes import eventually
 from tests.fixtures.sandbox import Sandbox, fast_config
-from tests.fixtures.services import Running, decision_replica
+from tests.fixtures.services import Running, all_leading, decision_replica
 from tests.scenarios.engine_upgrade.conftest import actuator
 from tests.scenarios.engine_upgrade.conftest import watcher as kinds_watcher
 
@@ -42,9 +41,5 @@ async def stack(sandbox: Sandbox, bus: Bus, nats_server: NatsServer) -> AsyncIte
         decision_replica(SETTING_SYNC, url, "ss-1", handover_delay_s=0.0),
         decision_replica(IM_RESTART, url, "im-1", handover_delay_s=0.0),
     ]
-    try:
-        await eventually(lambda: all(s.ready for s in services), within=120, what="the stack to lead")
+    async with all_leading(services):
         yield services
-    finally:
-        for service in reversed(services):
-            await service.stop()

@@ -14,9 +14,8 @@ from corral_bus import Bus
 from corral_setting_sync.core import READS
 from corral_setting_sync.service import DEFINITION
 from tests.fixtures.nats import NatsServer
-from tests.fixtures.processes import eventually
 from tests.fixtures.sandbox import Sandbox
-from tests.fixtures.services import Running, decision_replica
+from tests.fixtures.services import Running, all_leading, decision_replica
 from tests.scenarios.engine_upgrade.conftest import actuator
 from tests.scenarios.engine_upgrade.conftest import watcher as kinds_watcher
 
@@ -36,10 +35,5 @@ async def stack(sandbox: Sandbox, bus: Bus, nats_server: NatsServer) -> AsyncIte
     kubeconfig = str(sandbox.cluster.kubeconfig_path)
     url = nats_server.url
     services = [watcher(kubeconfig, url), actuator(kubeconfig, url), setting_sync(url)]
-    try:
-        # Generous: the machine is shared, and three services import and connect at once.
-        await eventually(lambda: all(s.ready for s in services), within=120, what="the stack to lead")
+    async with all_leading(services):
         yield services
-    finally:
-        for service in reversed(services):
-            await service.stop()

@@ -26,9 +26,8 @@ from corral_sandbox.simulator import SimConfig
 from corral_v2_upgrade.core import READS
 from corral_v2_upgrade.service import DEFINITION
 from tests.fixtures.nats import NatsServer
-from tests.fixtures.processes import eventually
 from tests.fixtures.sandbox import Sandbox, fast_config
-from tests.fixtures.services import Running, decision_replica
+from tests.fixtures.services import Running, all_leading, decision_replica
 from tests.scenarios.engine_upgrade.conftest import actuator
 from tests.scenarios.engine_upgrade.conftest import watcher as kinds_watcher
 from tests.scenarios.v2_upgrade.io_ledger import io_budget, io_gaps
@@ -81,11 +80,6 @@ async def stack(
     kubeconfig = str(sandbox.cluster.kubeconfig_path)
     url = nats_server.url
     services = [watcher(kubeconfig, url), actuator(kubeconfig, url), v2_upgrade(url, **v2_upgrade_settings)]
-    try:
-        # Generous: the machine is shared, and three services import and connect at once.
-        await eventually(lambda: all(s.ready for s in services), within=120, what="the stack to lead")
+    async with all_leading(services):
         yield services
-    finally:
-        for service in reversed(services):
-            await service.stop()
     await observer.holds()
