@@ -23,10 +23,12 @@ import statistics
 import time
 from typing import Any
 
+from bench.wave_stack import deployed_debounce_s
 from bench.wave_timeline import _changes
 from corral_bus import connect, ensure_streams
 from corral_sandbox.cluster import SandboxCluster
 from corral_sandbox.seeds import default_seed, resized
+from corral_setting_sync.service import DEFINITION
 from tests.fixtures.nats import BinaryNats
 from tests.fixtures.processes import eventually
 from tests.fixtures.sandbox import Sandbox, fast_config
@@ -40,7 +42,7 @@ CLASSES = ("system-cluster-critical", "system-node-critical")
 """Alternated: the built-in PriorityClasses, which exist in every cluster (a webhook refuses others)."""
 LONGHORN_BOUND_S = 3600.0
 STEP_TIMEOUT_S = 60.0
-DEPLOYED_DEBOUNCE_S = 0.05  # DecisionConfig's default: the service as deployed, not the tests' 10 ms
+DEPLOYED_DEBOUNCE_S = deployed_debounce_s(DEFINITION)  # the service as deployed
 
 
 async def _state(sandbox: Sandbox, state: str) -> None:

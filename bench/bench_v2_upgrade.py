@@ -44,13 +44,11 @@ import os
 import time
 from typing import Any
 
-import msgspec
-
 from bench.bench_engine_upgrade import calibration_ns
 from bench.report import write_report
 from bench.v2_bound import DataPlaneDurations, NodeLoad, loads_of, node_steps, upgrade_bound
 from bench.v2_timeline import StateTimeline
-from bench.wave_stack import IN_LOOP, PROCESSES, running, v2_upgrade
+from bench.wave_stack import PROCESSES, add_stack_options, running, v2_upgrade
 from bench.wave_timeline import summary
 from bench.wave_trace import LoopLag
 from corral_bus import connect, ensure_streams
@@ -78,9 +76,6 @@ NODES, VOLUMES, REPLICAS = 5, 50, 3
 FLOOR = 1.5
 TIMEOUT_S = 300.0
 HISTORY = 100_000  # emulator watch history per kind: the whole upgrade stays readable
-DEPLOYED_DEBOUNCE_S = next(
-    f.default for f in msgspec.structs.fields(DEFINITION.config) if f.name == "debounce_s"
-)
 DURATIONS: dict[str, float] = {
     "instance_start_seconds": 0.05,
     "instance_stop_seconds": 0.1,
@@ -287,13 +282,7 @@ def figures(run: Run, debounce_s: float, services: str = PROCESSES) -> dict[str,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--debounce-s", type=float, default=DEPLOYED_DEBOUNCE_S)
-    parser.add_argument(
-        "--services",
-        choices=(PROCESSES, IN_LOOP),
-        default=PROCESSES,
-        help="each service in its own process, as deployed, or all in this event loop",
-    )
+    add_stack_options(parser, DEFINITION)
     args = parser.parse_args()
     calibration_before, load_before = calibration_ns(), os.getloadavg()[0]
     started = time.monotonic()

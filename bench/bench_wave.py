@@ -56,12 +56,10 @@ import statistics
 import time
 from typing import Any
 
-import msgspec
-
 from bench.bench_engine_upgrade import calibration_ns
 from bench.report import write_report
 from bench.schedule import ideal, list_schedule, resync_schedule
-from bench.wave_stack import IN_LOOP, PROCESSES, running
+from bench.wave_stack import PROCESSES, add_stack_options, running
 from bench.wave_timeline import Upgrade, slot_idle, summary, trigger_time, upgrades
 from bench.wave_trace import BusTap, LoopLag, hops
 from corral_bus import connect, ensure_streams
@@ -78,9 +76,6 @@ LIVE_S, OFFLINE_S = 2.5, 1.0  # simulated seconds of one live / offline upgrade
 RESYNC_S = 30.0  # Longhorn's informer resync
 WAVE_TIMEOUT_S = 120.0
 HISTORY = 100_000  # emulator watch history per kind: the whole wave's volume changes stay readable
-DEPLOYED_DEBOUNCE_S = next(
-    f.default for f in msgspec.structs.fields(DEFINITION.config) if f.name == "debounce_s"
-)
 
 
 def wave_seed() -> Seed:
@@ -252,13 +247,7 @@ def figures(run: Run, debounce_s: float, services: str = PROCESSES) -> dict[str,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--debounce-s", type=float, default=DEPLOYED_DEBOUNCE_S)
-    parser.add_argument(
-        "--services",
-        choices=(PROCESSES, IN_LOOP),
-        default=PROCESSES,
-        help="each service its own process, as deployed (default), or all in the bench's event loop",
-    )
+    add_stack_options(parser, DEFINITION)
     args = parser.parse_args()
     calibration_before, load_before = calibration_ns(), os.getloadavg()[0]
     run = asyncio.run(run_wave(args.debounce_s, args.services))

@@ -23,9 +23,8 @@ import statistics
 import time
 from typing import Any
 
-import msgspec
-
 from bench.bench_engine_upgrade import calibration_ns
+from bench.wave_stack import deployed_debounce_s
 from corral_bus import connect, ensure_streams
 from corral_im_restart.service import DEFINITION
 from corral_sandbox.cluster import SandboxCluster
@@ -43,9 +42,7 @@ RESYNC_S = 30.0  # Longhorn's IM informer resync: its bound when no event wakes 
 STEP_TIMEOUT_S = 30.0
 LONGHORN = "longhorn.io"
 ACTIVE = ("running", "starting")
-DEPLOYED_DEBOUNCE_S = next(
-    f.default for f in msgspec.structs.fields(DEFINITION.config) if f.name == "debounce_s"
-)
+DEPLOYED_DEBOUNCE_S = deployed_debounce_s(DEFINITION)
 
 
 class Stopwatch:

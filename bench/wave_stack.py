@@ -24,6 +24,7 @@ of the 46 ms from `createdAt` to the PATCH sent, at load 7; 0.1 ms with the depl
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import functools
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import aiohttp
+import msgspec
 
 from bench.bench_pipeline import Service
 from bench.bench_sandbox import cpu_s
@@ -47,6 +49,24 @@ from tests.scenarios.engine_upgrade.conftest import ENGINE_UPGRADE_KINDS, actuat
 PROCESSES, IN_LOOP = "processes", "in-loop"
 DEPLOYED_SETTINGS_TTL_S = ActuatorConfig().settings_ttl_s
 READY_WITHIN_S = 180.0  # generous: the machine is shared, and three services import and connect at once
+
+
+def deployed_debounce_s(definition: DecisionService[Any]) -> float:
+    """The decision service's debounce as deployed: its configuration's default, not the tests'."""
+    default = next(f.default for f in msgspec.structs.fields(definition.config) if f.name == "debounce_s")
+    return float(default)
+
+
+def add_stack_options(parser: argparse.ArgumentParser, definition: DecisionService[Any]) -> None:
+    """The options every bench on this stack takes: the decider's debounce (deployed by default) and
+    where the services run."""
+    parser.add_argument("--debounce-s", type=float, default=deployed_debounce_s(definition))
+    parser.add_argument(
+        "--services",
+        choices=(PROCESSES, IN_LOOP),
+        default=PROCESSES,
+        help="each service its own process, as deployed (default), or all in the bench's event loop",
+    )
 
 
 @dataclasses.dataclass(frozen=True)
