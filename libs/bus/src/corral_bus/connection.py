@@ -25,6 +25,8 @@ log = logging.getLogger("corral.bus")
 # Publishes buffered while disconnected, and the write buffer of a pipelined publisher.
 _PENDING_BYTES = 32 * 1024 * 1024
 _PERMISSIONS_VIOLATION = "permissions violation"
+CLOSE_FLUSH_S = 2
+"""How long `Bus.close` waits for the server to confirm what was written before closing anyway."""
 
 
 @dataclass(eq=False)
@@ -48,19 +50,25 @@ class Bus:
         return self.nc.is_connected
 
     async def close(self) -> None:
-        """Flush what is buffered and close; safe to call twice."""
+        """Have the server confirm everything written so far (acks, publishes), then close; safe to
+        call twice.
+
+        Not nats-py's `drain`: it waits until every subscription's queued messages are handled, and a
+        service that has stopped consuming leaves some there for good (a pull request's late 408
+        after its fetch gave up, deliveries behind a stopped handler), so drain held the exit for its
+        whole 30 s timeout and the pod was killed instead of stopping. Messages not yet acked are
+        redelivered to whoever consumes next, which is what a stop must mean anyway."""
         if self.nc.is_closed:
             return
-        try:
-            if self.nc.is_connected:
-                await self.nc.drain()
-        except Exception as e:  # a connection that is already broken cannot drain
-            log.debug("drain of %s failed: %s", self.name, e)
-        if not self.nc.is_closed:
+        if self.nc.is_connected:
             try:
-                await self.nc.close()
-            except Exception as e:  # closing while disconnected: nats-py still tries to flush
-                log.debug("close of %s: %s", self.name, e)
+                await self.nc.flush(timeout=CLOSE_FLUSH_S)
+            except Exception as e:  # a broken or slow connection: close sends what it can
+                log.debug("flush of %s before close failed: %s", self.name, e)
+        try:
+            await self.nc.close()
+        except Exception as e:  # closing while disconnected: nats-py still tries to flush
+            log.debug("close of %s: %s", self.name, e)
         self.connected.clear()
 
     async def __aenter__(self) -> Bus:
