@@ -12,7 +12,10 @@ and replaced between two looks, the server cannot.
   IMs are still restarting (pod gone or not running, or the IM not yet running again).
 * **At most one new pod per idle period.** Per IM, pod deletes are counted while it stays idle; the
   count starts over when the IM is seen busy, or when the test changes a setting (a new reason to
-  restart). Two deletes in one idle period is a second restart for the same settings.
+  restart). Two deletes in one idle period is a second restart for the same settings, unless the
+  pod deleted was not built from the settings the server holds: the simulator builds a pod from its
+  own watch-fed view, as longhorn-manager does from its informer cache, so a replacement made
+  right after a setting write can lag it, and restarting that pod is im-restart's job.
 """
 
 from __future__ import annotations
@@ -22,11 +25,16 @@ from collections import Counter
 from typing import Any
 
 from corral_sandbox.emulator import Emulator
+from corral_sandbox.simulator import objects
+from corral_sandbox.simulator.im_nodes import allocatable_millicpu, node_cpu_request
+from corral_sandbox.simulator.view import ClusterView
 from tests.fixtures.sandbox import Sandbox
 
 LONGHORN = "longhorn.io"
 IM_LABEL = "longhorn.io/component"
 ACTIVE = ("running", "starting")
+# The parts of an IM pod that Longhorn builds from settings (objects.instance_manager_pod).
+SETTINGS_SPEC = ("tolerations", "containers", "nodeSelector", "priorityClassName", "volumes")
 
 
 def busy_instances(im: dict[str, Any] | None) -> list[str]:
@@ -111,6 +119,8 @@ class ImObserver:
                 f"pod of {name} deleted with {restarting - 1} other IMs restarting"
                 f" (limit {self.restart_limit})"
             )
+        if not self._built_from_current_settings(old, im):
+            self._idle_deletes[name] = 0  # a pod built from stale settings: restarting it is right
         self._idle_deletes[name] += 1
         if self._idle_deletes[name] > 1:
             self.violations.append(
@@ -134,6 +144,25 @@ class ImObserver:
             if not running:
                 found.append(name)
         return found
+
+    def _built_from_current_settings(self, pod: dict[str, Any], im: dict[str, Any]) -> bool:
+        """Whether `pod` is what the IM's pod would be if built now from the server's settings."""
+        emulator = self.sandbox.emulator
+        view = ClusterView.empty()
+        for kind, group, plural, namespace in (
+            ("setting", LONGHORN, "settings", self.namespace),
+            ("node", LONGHORN, "nodes", self.namespace),
+            ("kubenode", "", "nodes", None),
+        ):
+            for obj in emulator.list(group, plural, namespace):
+                view.upsert(kind, obj)
+        node = im["spec"]["nodeID"]
+        allocatable = allocatable_millicpu(view, node, self.sandbox.cluster.config.default_node_millicpu)
+        fresh = objects.instance_manager_pod(im, view.setting, allocatable, node_cpu_request(view, node))
+        held_annotations = pod["metadata"].get("annotations") or {}
+        return all(pod["spec"].get(key) == fresh["spec"].get(key) for key in SETTINGS_SPEC) and all(
+            held_annotations.get(key) == value for key, value in fresh["metadata"]["annotations"].items()
+        )
 
     def _instances_running_in(self, im_name: str) -> list[str]:
         found = []
