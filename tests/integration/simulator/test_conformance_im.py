@@ -8,7 +8,6 @@ SC-IM-11 the disable-v2 label is refused on a node that hosts a v2 engine or rep
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
@@ -26,15 +25,6 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def sandbox_config() -> SimConfig:
     return replace(fast_config(), im_delete_failed_pods=False)
-
-
-@pytest.fixture
-async def control(sandbox: Sandbox) -> AsyncIterator[SandboxControl]:
-    handle = SandboxControl.from_kubeconfig(sandbox.cluster.kubeconfig_path)
-    try:
-        yield handle
-    finally:
-        await handle.close()
 
 
 async def _im_on(sandbox: Sandbox, node: str, engine: str = "v1") -> dict[str, Any] | None:

@@ -9,7 +9,6 @@ over HTTP, with 404/400 for an unknown node or a bad body.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -35,15 +34,6 @@ def sandbox_seed() -> Seed:
 @pytest.fixture
 def sandbox_config() -> SimConfig:
     return fast_config()
-
-
-@pytest.fixture
-async def control(sandbox: Sandbox) -> AsyncIterator[SandboxControl]:
-    handle = SandboxControl.from_kubeconfig(sandbox.cluster.kubeconfig_path)
-    try:
-        yield handle
-    finally:
-        await handle.close()
 
 
 def _condition(node: dict[str, Any], kind: str) -> str:

@@ -5,7 +5,6 @@ the URL in the sandbox's kubeconfig, as a chaos test or `corral sandbox fault` r
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -15,15 +14,6 @@ from corral_sandbox.control import SandboxControl
 from corral_sandbox.simulator import objects
 from tests.fixtures.sandbox import Sandbox
 from tests.integration.simulator.test_conformance import attached_healthy, attached_volume, detached
-
-
-@pytest.fixture
-async def control(sandbox: Sandbox) -> AsyncIterator[SandboxControl]:
-    handle = SandboxControl.from_kubeconfig(sandbox.cluster.kubeconfig_path)
-    try:
-        yield handle
-    finally:
-        await handle.close()
 
 
 def ready(node: dict[str, Any]) -> str:
