@@ -19,6 +19,7 @@ from corral_model.kinds import CORRAL_GROUP, CORRAL_VERSION
 from corral_sandbox.control import SandboxControl
 from corral_sandbox.seeds.model import Seed, VolumeSeed
 from corral_sandbox.seeds.v2 import v2_seed as sandbox_v2_seed
+from corral_v2_upgrade import states
 from tests.fixtures.sandbox import Sandbox
 from tests.scenarios.v2_upgrade.invariants import MANAGERS, NODE_UPGRADES
 from tests.scenarios.v2_upgrade.observer import UpgradeObserver
@@ -30,16 +31,7 @@ TARGET_SETTING = "default-instance-manager-image"
 DISABLE_V2_LABEL = "node.longhorn.io/disable-v2-data-engine"
 NODES = ("node-1", "node-2", "node-3")
 MANAGER = "upgrade"
-NODE_STEPS = (
-    "initializing",
-    "failing-replicas",
-    "switching-over",
-    "upgrading-instance-manager",
-    "switching-back",
-    "rebuilding-replica",
-    "finalizing",
-    "completed",
-)
+NODE_STEPS = tuple(str(step) for step in (*states.NODE_STEPS[1:], states.UpgradeState.COMPLETED))
 
 
 def v2_volume(name: str, owner: str = "node-1", replicas: int = 3, attached: bool = True) -> VolumeSeed:
