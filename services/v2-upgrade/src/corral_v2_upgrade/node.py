@@ -85,11 +85,13 @@ def _and_then(
     first_pass: Callable[[UpgradeView, lh.NodeDataEngineUpgrade, float, Step], Step],
 ) -> Step:
     """The transition to `state`, with that state's first pass run on the status it records: its
-    writes (the old IM deleted, the volumes patched) go out with the transition instead of a round
-    trip (watch, decide, actuate) after it. Each is safe to send before the transition is written:
-    if the status patch is refused, the next pass makes the same transition and finds them done.
-    When the first pass would move on again at once (or start an abort), only the transition is
-    made, so every state is still recorded."""
+    writes (switching-back: each volume's target asked home) go out with the transition instead of
+    a round trip (watch, decide, actuate) after it. Only for writes safe to send before the
+    transition is written: if the status patch is refused, the next pass makes the same transition
+    and finds them done. (Not the old IM's delete with the move into upgrading-instance-manager:
+    an abort caught there must still find the old IM to restore the volumes on.) When the first
+    pass would move on again at once (or start an abort), only the transition is made, so every
+    state is still recorded."""
     _transition(step, nu, state, volumes)
     ahead = msgspec.structs.replace(
         nu, status=msgspec.structs.replace(nu.status, state=str(state), message="", volumes=volumes)
