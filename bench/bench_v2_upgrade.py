@@ -18,13 +18,16 @@ restart and a rebuild take far longer still).
 Reported, each beside its lower bound (v2_bound.py, whose docstring gives the formula: per node,
 the sum of the steps that cannot overlap; the nodes one after another):
 * `wall_s`: the manager's creation to its `completed`, as the API server took those writes
-  (v2_timeline.py), against `bound_s`; `ratio` = wall / bound, floor ≤ 1.5;
+  (v2_timeline.py), against `bound_s`; `ratio` = wall / bound, floor ≤ 1.5. `bound_s` is the
+  placement-aware bound (v2_bound.py, "Placement"): a node's own volumes' replicas rebuilt on the
+  node's rebuild slots, where the simulator's scheduler must put them (checked per node from the
+  layout as its upgrade starts; a node where it need not falls back to the strict spread);
+* `strict_bound_s`, `ratio_vs_strict_bound`, `floor_met_vs_strict_bound`: the same against the
+  strict bound, which lets those rebuilds spread over every node's slots (no decider can make the
+  simulator's scheduler do that);
 * `per_node`: each node upgrade's measured time and bound (its load read as its upgrade starts:
   earlier nodes' rebuilds move replicas), and per step the measured time, the step's bound and the
   difference (`overhead_s`): where the services' time goes; `overhead_by_step_s` sums it per step;
-* `bound_rebuilt_on_the_node_s`: the same bound with the node's own volumes' replicas rebuilt on
-  the node's rebuild slots alone, which is where the simulator's least-loaded scheduler puts them
-  (the strict bound lets them spread over every node);
 * `io_gap_s`: the longest interval each attached volume could not serve, from the SIM-IO ledger
   (p50/p99/max over volumes, in seconds) against the bound of one switch-over's suspension; and
   the detaches SIM-IO counted (0: no volume ever detached);
@@ -42,6 +45,7 @@ import dataclasses
 import math
 import os
 import time
+from collections import Counter
 from typing import Any
 
 from bench.bench_engine_upgrade import calibration_ns
@@ -156,6 +160,14 @@ async def run_upgrade(debounce_s: float, services: str = PROCESSES) -> Run:
                     loads: dict[str, NodeLoad] = {}
                     targets: dict[str, str] = {}
 
+                    def held_replicas() -> list[tuple[str, str]]:
+                        return [
+                            (r["spec"]["volumeName"], r["spec"]["nodeID"])
+                            for r in cluster.emulator.list("longhorn.io", "replicas", seed.namespace)
+                            if r["spec"].get("dataEngine") == "v2"
+                            and not r["metadata"].get("deletionTimestamp")
+                        ]
+
                     def layout(node: str) -> None:
                         """The node's load as its upgrade starts (earlier nodes' rebuilds moved replicas)."""
                         emulator, ns = cluster.emulator, seed.namespace
@@ -166,15 +178,23 @@ async def run_upgrade(debounce_s: float, services: str = PROCESSES) -> Run:
                             if v["spec"].get("nodeID")
                         }
                         targets.update(owners)
-                        replicas = [
-                            (r["spec"]["volumeName"], r["spec"]["nodeID"])
-                            for r in emulator.list("longhorn.io", "replicas", ns)
-                            if r["spec"].get("dataEngine") == "v2"
-                            and not r["metadata"].get("deletionTimestamp")
-                        ]
-                        loads[node] = loads_of(replicas, owners, NODE_NAMES)[node]
+                        load = loads_of(held_replicas(), owners, NODE_NAMES)[node]
+                        # placement is judged only as the node is released (`released`)
+                        loads[node] = dataclasses.replace(load, others_min_replicas=None)
 
-                    timeline = StateTimeline(on_node_start=layout).attach(cluster.emulator)
+                    def released(node: str, state: str) -> None:
+                        """As the node upgrade moves to rebuilding-replica (before the simulator can
+                        see it and release the node), the fewest replicas another node holds: from
+                        then on that only grows (v2_bound.py, "Placement")."""
+                        if state != "rebuilding-replica" or node not in loads:
+                            return
+                        held = Counter(n for _, n in held_replicas())
+                        fewest = min(held[other] for other in NODE_NAMES if other != node)
+                        loads[node] = dataclasses.replace(loads[node], others_min_replicas=fewest)
+
+                    timeline = StateTimeline(on_node_start=layout, on_node_state=released).attach(
+                        cluster.emulator
+                    )
                     lag = LoopLag()
                     lag.start()
                     await settled(sandbox)
@@ -206,23 +226,24 @@ async def run_upgrade(debounce_s: float, services: str = PROCESSES) -> Run:
 def figures(run: Run, debounce_s: float, services: str = PROCESSES) -> dict[str, Any]:
     config = bench_config()
     durations = durations_of(config, run.rebuild_limit)
-    bound = upgrade_bound(durations, run.loads, run.targets)
-    # The simulator's scheduler puts the node's own volumes' replicas back on the node (the least
-    # loaded once its replicas are gone), so in practice they rebuild on its L slots alone.
-    on_the_node = {node: dataclasses.replace(load, cluster_nodes=1) for node, load in run.loads.items()}
-    placed = upgrade_bound(durations, on_the_node, run.targets)
+    # The headline bound: the owned replicas rebuilt where the simulator's scheduler must put them.
+    bound = upgrade_bound(durations, run.loads, run.targets, placement=True)
+    strict = upgrade_bound(durations, run.loads, run.targets)
     wall = run.timeline.wall_s()
     steps = run.timeline.steps()
     per_node: dict[str, Any] = {}
     for node, load in sorted(run.loads.items()):
-        step_bounds = node_steps(durations, load)
+        step_bounds = node_steps(durations, load, placement=True)
         measured = steps.get(node, {})
         per_node[node] = {
             "replicas": load.replicas,
             "replicas_of_owned_volumes": load.owned_replicas,
+            "fewest_replicas_on_another_node_at_release": load.others_min_replicas,
+            "owned_rebuilt_on_the_node": load.rebuilt_on_the_node(),
             "switched_volumes": load.switched_volumes,
             "measured_s": measured.get("total"),
             "bound_s": bound.per_node_s[node],
+            "strict_bound_s": strict.per_node_s[node],
             "steps": {
                 name: {
                     "measured_s": measured.get(name),
@@ -264,8 +285,11 @@ def figures(run: Run, debounce_s: float, services: str = PROCESSES) -> dict[str,
         if wall and bound.total_s and math.isfinite(bound.total_s)
         else None,
         "floor_met": bool(wall is not None and wall <= FLOOR * bound.total_s),
-        "bound_rebuilt_on_the_node_s": placed.total_s,
-        "ratio_vs_bound_rebuilt_on_the_node": round(wall / placed.total_s, 3) if wall else None,
+        "strict_bound_s": strict.total_s,
+        "ratio_vs_strict_bound": round(wall / strict.total_s, 3)
+        if wall and strict.total_s and math.isfinite(strict.total_s)
+        else None,
+        "floor_met_vs_strict_bound": bool(wall is not None and wall <= FLOOR * strict.total_s),
         "overhead_by_step_s": total_overhead,
         "per_node": per_node,
         "io_gap_s": {
@@ -296,7 +320,10 @@ def main() -> None:
     write_report(
         "v2_upgrade",
         report,
-        floors={"ratio": f"<= {FLOOR} (wall time / the data plane's lower bound, v2_bound.py)"},
+        floors={
+            "ratio": f"<= {FLOOR} (wall time / the data plane's lower bound with the simulator's "
+            "replica placement, v2_bound.py; the strict bound's ratio is reported beside it)"
+        },
     )
 
 

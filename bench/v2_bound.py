@@ -26,6 +26,30 @@ other nodes as soon as they are deleted, under the switch-over and the IM restar
 counts nothing for them (with as many nodes as replicas they can only come back to the node, and
 the true minimum is higher: the bound stays a lower bound).
 
+Placement (the headline bound): the strict formula above lets a node's owned replicas spread over
+all N nodes' slots, which this simulator's scheduler never does. With `placement`, when every other
+node holds at least O replicas as the node upgrade moves to `rebuilding-replica` (read at the API
+server before that write is committed: `NodeLoad.others_min_replicas`), the rounds are ceil(O / L)
+on the node's own L slots. That is still what any decider must wait for:
+
+1. The O replicas are created only once the node is released: the simulator replenishes no v2
+   volume owned by a node whose `DataEngineUpgradeRequested` is True (SIM-V2, §5.4), and that
+   condition turns False only when the node upgrade reaches `rebuilding-replica`, which §5.5 (the
+   order every decider follows, and the strict bound already sums) reaches only after
+   switching-back.
+2. By then the node holds no replica at all (failing-replicas waits until none remains; the
+   scheduler skips upgrading nodes, so none lands there meanwhile).
+3. The scheduler (`volumes._place`) puts each new replica on the least-loaded schedulable node
+   without one of its volume, counting every replica with a node (`ClusterFacts.replicas_per_node`,
+   incremented as it places within the round). Replica counts on the other nodes can only grow
+   from the moment they are read to the placement (nothing deletes a replica off the upgrading
+   node; counting only v2 replicas not being deleted reads at most what the scheduler counts), so
+   each other node still holds at least O; the node holds at most O - 1 before each placement:
+   every one of the O lands on the node, whose rebuild limit admits L at a time.
+
+No decider can change any of the three (no decider can steer Longhorn's scheduler). When the
+condition does not hold, the node's bound falls back to the strict spread.
+
 A step that has nothing to do on a node costs nothing: no replica there, no failing or rebuild; no
 attached volume whose target it holds, no switch-over. Volumes of one step move in parallel, so
 one duration per step is all the bound may count. Everything the services add (watch delay, the
@@ -81,15 +105,26 @@ class NodeLoad:
     switched_volumes: int
     owned_replicas: int = 0
     cluster_nodes: int = 1
+    others_min_replicas: int | None = None
+    """The fewest replicas any other node holds as this node is released (None: not known)."""
+
+    def rebuilt_on_the_node(self) -> bool:
+        """Whether the simulator's scheduler must put every owned replica back on the node (module
+        docstring, "Placement")."""
+        return self.others_min_replicas is not None and self.others_min_replicas >= self.owned_replicas
 
 
-def node_steps(durations: DataPlaneDurations, load: NodeLoad, *, snapshots: bool = False) -> dict[str, float]:
-    """The least each step of one node upgrade takes, by state name."""
+def node_steps(
+    durations: DataPlaneDurations, load: NodeLoad, *, snapshots: bool = False, placement: bool = False
+) -> dict[str, float]:
+    """The least each step of one node upgrade takes, by state name; with `placement`, the owned
+    replicas' rebuilds on the node's own slots when the scheduler must put them there."""
     d = durations
     switch = d.switch_over_s if load.switched_volumes else 0.0
     rebuild = 0.0
     if load.owned_replicas:
-        slots = d.rebuild_limit * load.cluster_nodes
+        nodes = 1 if placement and load.rebuilt_on_the_node() else load.cluster_nodes
+        slots = d.rebuild_limit * nodes
         rounds = math.ceil(load.owned_replicas / slots) if slots > 0 else math.inf
         rebuild = d.replica_start_s + rounds * d.rebuild_s
     return {
@@ -116,11 +151,12 @@ def upgrade_bound(
     switched: Iterable[str],
     *,
     snapshots: bool = False,
+    placement: bool = False,
 ) -> UpgradeBound:
     """The bound of a whole upgrade of the nodes in `loads`, one at a time; `switched` names the
     attached volumes whose target moves during it."""
     per_node = {
-        node: round(sum(node_steps(durations, load, snapshots=snapshots).values()), 6)
+        node: round(sum(node_steps(durations, load, snapshots=snapshots, placement=placement).values()), 6)
         for node, load in sorted(loads.items())
     }
     gaps = {volume: durations.io_gap_s for volume in sorted(switched)}
@@ -131,7 +167,8 @@ def loads_of(
     replicas: Iterable[tuple[str, str]], target_nodes: Mapping[str, str], nodes: Iterable[str]
 ) -> dict[str, NodeLoad]:
     """Each node's load from where the v2 replicas are ((volume, node) per replica) and where each
-    attached v2 volume's target is (volume → node)."""
+    attached v2 volume's target is (volume → node); `others_min_replicas` from the same replicas
+    (v2 only: the scheduler counts every replica, so this is never more than what it sees)."""
     held: dict[str, int] = dict.fromkeys(nodes, 0)
     owned: dict[str, int] = dict.fromkeys(held, 0)
     volumes: dict[str, int] = dict.fromkeys(held, 0)
@@ -142,4 +179,13 @@ def loads_of(
     for node in target_nodes.values():
         if node in volumes:
             volumes[node] += 1
-    return {node: NodeLoad(held[node], volumes[node], owned[node], len(held)) for node in held}
+    return {
+        node: NodeLoad(
+            held[node],
+            volumes[node],
+            owned[node],
+            len(held),
+            min((held[other] for other in held if other != node), default=None),
+        )
+        for node in held
+    }

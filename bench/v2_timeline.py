@@ -39,6 +39,9 @@ class StateTimeline:
     on_node_start: Callable[[str], None] | None = None
     """Called with the node as each node upgrade is created (the bench reads the replica layout
     then: each node's load is what it holds when its turn comes, not what it held at the start)."""
+    on_node_state: Callable[[str, str], None] | None = None
+    """Called with the node and the state as each node upgrade's state changes, before the write
+    is committed (so before anything else sees it)."""
 
     def attach(self, emulator: Emulator) -> StateTimeline:
         for plural in ("dataengineupgrademanagers", "nodedataengineupgrades"):
@@ -62,16 +65,19 @@ class StateTimeline:
         state = str(status.get("state") or "")
         if old is not None and str((old.get("status") or {}).get("state") or "") == state:
             return
+        node = str((new.get("spec") or {}).get("nodeID") or "")
         self.transitions.append(
             Transition(
                 at=self.clock(),
                 plural=plural,
                 name=str(new["metadata"]["name"]),
-                node=str((new.get("spec") or {}).get("nodeID") or ""),
+                node=node,
                 state=state,
                 abort_reason=str(status.get("abortReason") or ""),
             )
         )
+        if plural == "nodedataengineupgrades" and self.on_node_state is not None:
+            self.on_node_state(node, state)
 
     def first(self, plural: str, state: str) -> float | None:
         return next((t.at for t in self.transitions if t.plural == plural and t.state == state), None)

@@ -53,6 +53,24 @@ def test_only_the_rebuilds_of_the_nodes_own_volumes_count_at_least_one_round() -
     assert node_steps(DURATIONS, NodeLoad(30, 0, 0, 5))["rebuilding-replica"] == 0.0
 
 
+def test_with_placement_the_owned_replicas_rebuild_on_the_nodes_own_slots() -> None:
+    """The simulator's scheduler puts every owned replica back on the emptied node when each other
+    node holds at least as many replicas: ceil(O / L) rounds on its L slots, not the cluster's."""
+    load = NodeLoad(replicas=30, switched_volumes=10, owned_replicas=10, cluster_nodes=5)
+    placed = NodeLoad(30, 10, 10, 5, others_min_replicas=10)
+    assert node_steps(DURATIONS, placed, placement=True)["rebuilding-replica"] == pytest.approx(
+        0.04 + 2 * 0.2
+    )
+    # strict, or placement unknown, or another node holding fewer than O: the spread over every node
+    assert node_steps(DURATIONS, placed)["rebuilding-replica"] == pytest.approx(0.04 + 0.2)
+    assert node_steps(DURATIONS, load, placement=True)["rebuilding-replica"] == pytest.approx(0.04 + 0.2)
+    fewer = NodeLoad(30, 10, 10, 5, others_min_replicas=9)
+    assert node_steps(DURATIONS, fewer, placement=True)["rebuilding-replica"] == pytest.approx(0.04 + 0.2)
+    assert upgrade_bound(DURATIONS, {"n1": placed}, [], placement=True).total_s == pytest.approx(
+        0.15 + 0.1 + 0.5 + 0.1 + 0.04 + 2 * 0.2
+    )
+
+
 def test_a_node_with_nothing_to_move_only_restarts_its_instance_manager() -> None:
     steps = node_steps(DURATIONS, NodeLoad(replicas=0, switched_volumes=0), snapshots=True)
     assert sum(steps.values()) == pytest.approx(0.5)
@@ -66,7 +84,11 @@ def test_rebuilds_blocked_by_a_zero_limit_have_no_finite_bound() -> None:
 def test_the_upgrade_is_the_sum_of_its_nodes_and_each_switched_volume_is_suspended() -> None:
     replicas = [(v, n) for v in ("vol-a", "vol-b") for n in ("n1", "n2", "n3")] + [("vol-a", "elsewhere")]
     loads = loads_of(replicas, target_nodes={"vol-a": "n1", "vol-b": "n1"}, nodes=["n1", "n2", "n3"])
-    assert loads == {"n1": NodeLoad(2, 2, 2, 3), "n2": NodeLoad(2, 0, 0, 3), "n3": NodeLoad(2, 0, 0, 3)}
+    assert loads == {
+        "n1": NodeLoad(2, 2, 2, 3, 2),
+        "n2": NodeLoad(2, 0, 0, 3, 2),
+        "n3": NodeLoad(2, 0, 0, 3, 2),
+    }
     bound = upgrade_bound(DURATIONS, loads, switched=["vol-b", "vol-a"])
     n1 = 0.15 + 0.1 + 0.5 + 0.1 + 0.24
     n2 = 0.15 + 0.5

@@ -123,13 +123,28 @@ def test_the_image_to_restore_is_recorded_before_the_volume_is_touched() -> None
     }
 
 
+def test_the_targets_are_asked_back_with_the_transition_into_switching_back() -> None:
+    """The first pass of switching-back (each volume's target asked back to its node) goes out with
+    the transition, not a round trip after it."""
+    world = started(cluster(volumes={"vol-a": "node-1"}))
+    step_until(world, "node-1", S.UPGRADING_INSTANCE_MANAGER)
+    for _ in range(10):
+        transition = world.step(tick=1.0)
+        if world.node_upgrades("node-1")[0].status.state == S.SWITCHING_BACK:
+            break
+    [upgrade] = world.node_upgrades("node-1")
+    assert upgrade.status.state == S.SWITCHING_BACK
+    assert upgrade.status.volumes["vol-a"].state == S.SWITCHING_BACK
+    [patch] = [c for c in transition if c.target.kind == "Volume"]
+    assert {c.path: c.value for c in patch.changes} == {"/spec/targetNodeIDForLiveUpgrade": "node-1"}
+
+
 def test_a_volume_switched_back_has_its_target_cleared_in_the_same_pass() -> None:
     """The record of the switch back and the clear of the target go out together (one round trip
     less per node); a restart between the two counts the volume as done."""
     world = started(cluster(volumes={"vol-a": "node-1"}))
-    step_until(world, "node-1", S.SWITCHING_BACK)
-    world.step(tick=1.0)  # the target asked back to node-1; the data plane moves it
-    commands = world.step(tick=1.0)
+    step_until(world, "node-1", S.SWITCHING_BACK)  # the target asked back with the transition
+    commands = world.step(tick=1.0)  # the data plane moved it
     [upgrade] = world.node_upgrades("node-1")
     assert upgrade.status.volumes["vol-a"].state == S.SWITCHED_BACK
     [clear] = [c for c in commands if c.target.kind == "Volume"]

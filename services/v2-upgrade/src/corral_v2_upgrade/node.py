@@ -9,7 +9,7 @@ stays in its state. The prototype's bugs and how this differs are in the service
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import msgspec
 
@@ -73,6 +73,36 @@ def _write_volumes(step: Step, nu: lh.NodeDataEngineUpgrade, volumes: VolumeMap)
     if volumes != nu.status.volumes:
         step.status["volumes"] = _volumes_status(volumes)
         step.status["progress"] = _progress(volumes)
+
+
+def _and_then(
+    view: UpgradeView,
+    nu: lh.NodeDataEngineUpgrade,
+    step: Step,
+    state: UpgradeState,
+    volumes: VolumeMap,
+    now: float,
+    first_pass: Callable[[UpgradeView, lh.NodeDataEngineUpgrade, float, Step], Step],
+) -> Step:
+    """The transition to `state`, with that state's first pass run on the status it records: its
+    writes (switching-back: each volume's target asked home) go out with the transition instead of
+    a round trip (watch, decide, actuate) after it. Only for writes safe to send before the
+    transition is written: if the status patch is refused, the next pass makes the same transition
+    and finds them done. (Not the old IM's delete with the move into upgrading-instance-manager:
+    an abort caught there must still find the old IM to restore the volumes on.) When the first
+    pass would move on again at once (or start an abort), only the transition is made, so every
+    state is still recorded."""
+    _transition(step, nu, state, volumes)
+    ahead = msgspec.structs.replace(
+        nu, status=msgspec.structs.replace(nu.status, state=str(state), message="", volumes=volumes)
+    )
+    following = first_pass(view, ahead, now, Step())
+    if following.status.get("state", state) != state:
+        return step
+    step.actions.extend(following.actions)
+    step.status.update(following.status)
+    step.blocker = following.blocker
+    return step
 
 
 def step_node(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, config: DeciderConfig, now: float) -> Step:
@@ -458,7 +488,8 @@ def _upgrading_instance_manager(
                 return step.wait(
                     f"waiting for the initiator of volume {name} on {new_im.metadata.name}", message
                 )
-    return _transition(step, nu, S.SWITCHING_BACK, volumes)
+    # the volumes' targets are sent home with the transition
+    return _and_then(view, nu, step, S.SWITCHING_BACK, volumes, now, _switching_back)
 
 
 # --- switching-back ---------------------------------------------------------------------------------------
