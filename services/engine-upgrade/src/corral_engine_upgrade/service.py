@@ -19,6 +19,12 @@ from corral_upgradepath.hooks import bus_gate
 
 
 class EngineUpgradeConfig(DecisionConfig, kw_only=True, frozen=True):
+    debounce_s: Annotated[float, msgspec.Meta(ge=0)] = 0.002
+    """The kit's 10 ms, shortened: under a steady stream a change waits for the next pass, so this
+    is most of the decide stage's latency, and a pass costs O(owner nodes made dirty) (the
+    `_fill_slots` walk), so passes 2 ms apart cost no measurable CPU more. bench_pipeline at 10 k
+    volumes, 2 000 changes/s, a quiet host: p50 / p99 12.9 / 22.4 ms at 10 ms, 9.9 / 13.6 ms at
+    2 ms; engine-upgrade's CPU per change 79 / 71 µs (within noise)."""
     tombstone_ttl_s: Annotated[float, msgspec.Meta(gt=0)] = 600.0
     """How long a deleted object's resourceVersion is remembered to reject late, older events."""
     per_node_limit: Annotated[int, msgspec.Meta(ge=0)] = 1
