@@ -114,6 +114,10 @@ async def test_a_refusal_is_longhorns_error_resource(sandbox: Sandbox) -> None:
             assert absent.status == 404
 
 
+async def owner_of(sandbox: Sandbox, volume: str) -> str:
+    return str(((await sandbox.get("volumes", volume)).get("status") or {}).get("ownerID") or "")
+
+
 async def test_a_v2_volume_is_refused_by_the_api_and_left_alone_by_the_webhook(sandbox: Sandbox) -> None:
     await sandbox.create(
         "volumes",
@@ -129,6 +133,10 @@ async def test_a_v2_volume_is_refused_by_the_api_and_left_alone_by_the_webhook(s
     )
     assert (await sandbox.get("volumes", "vol-v2"))["spec"]["image"] == IM_IMAGE
     # the v2 data-engine upgrade moves spec.image through the Kubernetes API: no webhook rule for v2
+    # but the owner's (§5.3 reads the owner node of a v2 image change), so once the volume has one
+    await sandbox.wait_for(
+        lambda: owner_of(sandbox, "vol-v2"), what="vol-v2 owned by a node (status.ownerID)"
+    )
     moved = await sandbox.patch("volumes", "vol-v2", {"spec": {"image": IM_IMAGE + "-next"}})
     assert moved["spec"]["image"] == IM_IMAGE + "-next"
 
