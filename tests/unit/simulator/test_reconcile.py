@@ -126,27 +126,6 @@ def test_rebuilds_on_one_node_wait_for_a_slot() -> None:
     assert all(world.get("volume", v)["status"]["robustness"] == "healthy" for v in ("vol-a", "vol-b"))
 
 
-def test_a_finished_rebuild_frees_its_slot_in_the_same_round() -> None:
-    """With one slot, vol-b's rebuild starts in the round vol-a's ends, not a round later."""
-    world = grown(SimConfig(rebuild_seconds=1.0), ("vol-a", 3, "node-1"), ("vol-b", 3, "node-1"))
-    world.patch("setting", "concurrent-replica-rebuild-per-node-limit", {"value": "1"})
-    for volume in ("vol-a", "vol-b"):
-        victim = next(r for r in replicas_of(world, volume) if r["spec"]["nodeID"] == "node-3")
-        world.delete("replica", victim["metadata"]["name"])
-        world.patch("replica", victim["metadata"]["name"], {"metadata": {"finalizers": []}})
-
-    def rebuilding(volume: str) -> bool:
-        modes = world.get("engine", f"{volume}-e-0")["status"].get("replicaModeMap", {})
-        return "WO" in modes.values()
-
-    for _ in range(40):
-        world.round()
-        if not rebuilding("vol-a") and world.get("volume", "vol-a")["status"]["robustness"] == "healthy":
-            break
-        world.now += 0.1
-    assert rebuilding("vol-b"), "vol-b took the slot in the round vol-a's rebuild ended"
-
-
 def test_timers_nobody_asks_about_are_forgotten() -> None:
     memory = Memory(timers={"stale": 0.0})
     ctx = ReconcileContext(ClusterView.empty(), memory, SimConfig(), 5.0, "", __import__("random").Random(0))

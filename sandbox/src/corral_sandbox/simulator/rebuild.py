@@ -70,8 +70,6 @@ def engine_modes(ctx: ReconcileContext, facts: ClusterFacts, scope: VolumeScope)
                 continue  # queued: not yet added to the engine
             facts.rebuilding_per_node[node] += 1
         if ctx.waited(key, ctx.config.rebuild_seconds):
-            # its slot is free at once: a replica queued on the node starts in this round, not the next
-            facts.rebuilding_per_node[node] -= 1
             ctx.patch_spec("replica", replica, {"healthyAt": ctx.stamp}, "rebuild complete")
             modes[name] = "RW"
             rebuild_status[address(replica)] = {
