@@ -144,3 +144,32 @@ async def test_a_cut_off_holder_stops_leading_before_the_standby_leads(nats_serv
         await a.stop(release=False)
         await b.stop()
         await bus_b.close()
+
+
+async def test_stop_ends_the_renewal_even_when_the_cancel_comes_out_as_another_error(bus: Bus) -> None:
+    """nats-py answers a cancel inside a request with its own TimeoutError; the renewal loop caught
+    it as a failed renewal and renewed on, so `stop()` waited until the service was killed (the
+    30 s teardowns of the scenario stacks)."""
+    lease = Lease(bus, "actuator", "a", ttl=TTL)
+    await lease.start()
+    inside = asyncio.Event()
+    swallowing = True
+
+    async def renewal_that_turns_a_cancel_into_a_timeout() -> None:
+        inside.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            if swallowing:
+                raise TimeoutError("nats: timeout") from None
+            raise
+
+    lease._step = renewal_that_turns_a_cancel_into_a_timeout  # type: ignore[method-assign]
+    await eventually(inside.is_set, within=10.0, what="the renewal under way")
+    stopping = asyncio.ensure_future(lease.stop(release=False))
+    done, _ = await asyncio.wait({stopping}, timeout=5)
+    swallowing = False
+    if not done and lease._task is not None:
+        lease._task.cancel()  # the failure case: let the test end
+    await stopping
+    assert stopping in done, "stop() waited on a renewal loop that outlived its cancel"

@@ -190,11 +190,17 @@ class Lease:
             except asyncio.CancelledError:
                 raise
             except NoStreamResponseError:
+                if _cancelling():
+                    raise asyncio.CancelledError from None
                 # The bucket is gone (deleted, or a server that lost its store): make it again.
                 log.warning("lease %s: bucket %s missing; re-creating it", self.name, self.bucket)
                 with contextlib.suppress(Exception):
                     self._kv = await open_bucket(self.bus, self.bucket, self.replicas)
             except Exception as e:
+                if _cancelling():
+                    # nats-py answers a cancel inside a request with its own TimeoutError: caught
+                    # here, it left `stop()` waiting on a loop that renewed on for good.
+                    raise asyncio.CancelledError from e
                 log.warning("lease %s: %s: %s", self.name, type(e).__name__, e)
             if self._leader and not self.is_leader:
                 await self._set_leader(False)
@@ -317,3 +323,9 @@ async def open_bucket(bus: Bus, bucket: str = LEASE_BUCKET, replicas: int = 1) -
                 description="leader leases",
             )
         )
+
+
+def _cancelling() -> bool:
+    """Whether the running task has been asked to stop, even if the CancelledError never reached it."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
