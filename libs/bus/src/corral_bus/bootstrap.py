@@ -30,6 +30,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 from opentelemetry.context import Context
 
+from corral_bus.cancellation import raise_if_cancelled
 from corral_bus.connection import Bus
 from corral_bus.pull import PullFeed, RawMessage, delivery_position
 from corral_bus.tracing import extract_trace
@@ -190,7 +191,7 @@ class BootstrapReader:
         retry = 0.1
         idle = 0
         while not self._closed:
-            _raise_if_cancelled()
+            raise_if_cancelled()
             try:
                 taken = await self._take()
                 retry = 0.1
@@ -227,21 +228,6 @@ class BootstrapReader:
                 self._snapshot_read = True
             messages.append(StreamMessage(msg.subject, msg.data, msg.headers, seq, bootstrap, caught_up))
         return messages
-
-
-def _raise_if_cancelled() -> None:
-    """Honour a cancellation of the reading task that something below swallowed.
-
-    Python 3.11's `asyncio.wait_for` (inside every nats-py request) returns a result that came in
-    as the task was cancelled, and nats-py's flush catches CancelledError and returns. Either way
-    the task is still marked as cancelling but runs on, and the next expiring `asyncio.timeout`
-    quietly takes the mark away. The reader's own pull wait was such a wait_for (now a timeout,
-    see PullFeed.wait_arrival): after a NATS restart a cancelled reader read on for ever (issue 19
-    part 4). This check makes the reader end whatever below it drops the cancellation.
-    """
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
 
 
 async def follow(

@@ -50,6 +50,7 @@ from nats.js.errors import (
 )
 from nats.js.kv import KeyValue
 
+from corral_bus.cancellation import raise_if_cancelled
 from corral_bus.connection import Bus
 
 log = logging.getLogger("corral.bus.lease")
@@ -190,17 +191,13 @@ class Lease:
             except asyncio.CancelledError:
                 raise
             except NoStreamResponseError:
-                if _cancelling():
-                    raise asyncio.CancelledError from None
+                raise_if_cancelled()
                 # The bucket is gone (deleted, or a server that lost its store): make it again.
                 log.warning("lease %s: bucket %s missing; re-creating it", self.name, self.bucket)
                 with contextlib.suppress(Exception):
                     self._kv = await open_bucket(self.bus, self.bucket, self.replicas)
             except Exception as e:
-                if _cancelling():
-                    # nats-py answers a cancel inside a request with its own TimeoutError: caught
-                    # here, it left `stop()` waiting on a loop that renewed on for good.
-                    raise asyncio.CancelledError from e
+                raise_if_cancelled()  # a stop that nats-py answered with its own error (cancellation.py)
                 log.warning("lease %s: %s: %s", self.name, type(e).__name__, e)
             if self._leader and not self.is_leader:
                 await self._set_leader(False)
@@ -323,9 +320,3 @@ async def open_bucket(bus: Bus, bucket: str = LEASE_BUCKET, replicas: int = 1) -
                 description="leader leases",
             )
         )
-
-
-def _cancelling() -> bool:
-    """Whether the running task has been asked to stop, even if the CancelledError never reached it."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
