@@ -223,6 +223,11 @@ async def run_upgrade(debounce_s: float, services: str = PROCESSES) -> Run:
     return Run(timeline, loads, targets, longest, detaches, rebuild_limit, lag, final, cpu_share)
 
 
+def _ratio(wall: float | None, bound_s: float) -> float | None:
+    """Wall time over a bound, where both are known and the bound is finite."""
+    return round(wall / bound_s, 3) if wall and bound_s and math.isfinite(bound_s) else None
+
+
 def figures(run: Run, debounce_s: float, services: str = PROCESSES) -> dict[str, Any]:
     config = bench_config()
     durations = durations_of(config, run.rebuild_limit)
@@ -281,14 +286,10 @@ def figures(run: Run, debounce_s: float, services: str = PROCESSES) -> dict[str,
         "manager": {"state": state(run.final), "message": run.final["status"].get("message", "")},
         "wall_s": round(wall, 3) if wall is not None else None,
         "bound_s": bound.total_s,
-        "ratio": round(wall / bound.total_s, 3)
-        if wall and bound.total_s and math.isfinite(bound.total_s)
-        else None,
+        "ratio": _ratio(wall, bound.total_s),
         "floor_met": bool(wall is not None and wall <= FLOOR * bound.total_s),
         "strict_bound_s": strict.total_s,
-        "ratio_vs_strict_bound": round(wall / strict.total_s, 3)
-        if wall and strict.total_s and math.isfinite(strict.total_s)
-        else None,
+        "ratio_vs_strict_bound": _ratio(wall, strict.total_s),
         "floor_met_vs_strict_bound": bool(wall is not None and wall <= FLOOR * strict.total_s),
         "overhead_by_step_s": total_overhead,
         "per_node": per_node,
