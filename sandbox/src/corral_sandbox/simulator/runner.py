@@ -239,16 +239,17 @@ class Simulator:
         # a node's 40 replica stops over all of them (bench_v2_upgrade's failing-replicas). A
         # volume's status goes last, as at the end of Longhorn's sync: whoever sees the volume
         # report a result (currentImage, attached…) finds its engine and replicas already written.
+        # A workload's status likewise: a rollout reported done has its pods already replaced.
         per_object: dict[tuple[str, str], list[Write]] = {}
         for write in writes:
-            if not _volume_status(write):
+            if not _result_status(write):
                 per_object.setdefault((write.kind, write.name), []).append(write)
         reports = [chain for chain in per_object.values() if any(map(_instance_report, chain))]
         others = [chain for chain in per_object.values() if not any(map(_instance_report, chain))]
-        volumes: dict[tuple[str, str], list[Write]] = {}
-        for write in filter(_volume_status, writes):
-            volumes.setdefault((write.kind, write.name), []).append(write)
-        for chains in (reports, others, list(volumes.values())):
+        results: dict[tuple[str, str], list[Write]] = {}
+        for write in filter(_result_status, writes):
+            results.setdefault((write.kind, write.name), []).append(write)
+        for chains in (reports, others, list(results.values())):
             await asyncio.gather(*(in_order(chain) for chain in chains))
 
     async def _apply(self, write: Write) -> None:
@@ -369,8 +370,9 @@ class Simulator:
                 await asyncio.sleep(_RETRY_SECONDS)
 
 
-def _volume_status(write: Write) -> bool:
-    return write.kind == "volume" and write.verb == "status"
+def _result_status(write: Write) -> bool:
+    """A status that reports the result of the round's other writes (a volume's, a workload's)."""
+    return write.kind in ("volume", "daemonset", "deployment") and write.verb == "status"
 
 
 def _instance_report(write: Write) -> bool:
