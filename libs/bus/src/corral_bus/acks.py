@@ -34,6 +34,7 @@ from nats.aio.subscription import Subscription
 from nats.errors import MaxPayloadError, OutboundBufferLimitError
 
 from corral_bus import natsinternals
+from corral_bus.cancellation import cancel_and_wait
 from corral_bus.connection import Bus
 from corral_bus.framing import frame
 from corral_bus.streams import EXPECTED_LAST_SUBJECT_SEQ_HEADER, MSG_ID_HEADER
@@ -152,11 +153,8 @@ class AckPipeline:
 
     async def close(self) -> None:
         """Stop listening for acks; `flush` first to know that everything arrived."""
-        if self._supervisor is not None:
-            self._supervisor.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._supervisor
-            self._supervisor = None
+        supervisor, self._supervisor = self._supervisor, None
+        await cancel_and_wait(supervisor)
         sub, self._sub = self._sub, None
         if sub is not None:
             if self._fast:

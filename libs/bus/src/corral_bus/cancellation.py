@@ -12,6 +12,10 @@ the service was killed. Such loops call `raise_if_cancelled()` where they would 
 from __future__ import annotations
 
 import asyncio
+import logging
+from typing import Any
+
+log = logging.getLogger("corral.bus.cancellation")
 
 
 def raise_if_cancelled() -> None:
@@ -20,3 +24,22 @@ def raise_if_cancelled() -> None:
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError
+
+
+async def cancel_and_wait(*tasks: asyncio.Future[Any] | None) -> None:
+    """Cancel the tasks and wait until each has ended.
+
+    Not `with suppress(CancelledError): await task`: that also swallows a cancel of the caller's own
+    task, so a stop stuck on a task that outlived its cancel could not be cut short either (the
+    lease's 60 s teardowns). An error a task ended with is logged, not raised: this is clean-up.
+    """
+    running = {task for task in tasks if task is not None}
+    for task in running:
+        task.cancel()
+    if not running:
+        return
+    await asyncio.wait(running)
+    for task in running:
+        if not task.cancelled() and task.exception() is not None:
+            name = task.get_name() if isinstance(task, asyncio.Task) else repr(task)
+            log.warning("task %s ended with %r", name, task.exception())

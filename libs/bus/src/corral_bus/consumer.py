@@ -47,6 +47,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
 
+from corral_bus.cancellation import cancel_and_wait
 from corral_bus.connection import Bus
 from corral_bus.deadletter import DeadReason, dead_letter, publish_dead_letter
 from corral_bus.delivery import Delivery
@@ -173,9 +174,7 @@ class Consumer:
                 wait = grace + self.spec.fetch_wait + self.spec.pull_expires + 1
                 await asyncio.wait_for(asyncio.shield(self._task), timeout=wait)
             except TimeoutError:
-                self._task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._task
+                await cancel_and_wait(self._task)
             self._task = None
 
     async def run(self) -> None:
@@ -198,10 +197,7 @@ class Consumer:
                 handler.cancel()
             if self._handlers:
                 await asyncio.gather(*self._handlers, return_exceptions=True)
-            for task in (self._keepalive, self._advisory_task):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            await cancel_and_wait(self._keepalive, self._advisory_task)
             await self._unbind()
 
     # -- binding -----------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ from nats.js.errors import (
 )
 from nats.js.kv import KeyValue
 
-from corral_bus.cancellation import raise_if_cancelled
+from corral_bus.cancellation import cancel_and_wait, raise_if_cancelled
 from corral_bus.connection import Bus
 
 log = logging.getLogger("corral.bus.lease")
@@ -171,11 +171,8 @@ class Lease:
 
         `release=False` is what a crash looks like: standbys take over after the TTL.
         """
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
         if self._leader and release and self._kv is not None:
             try:
                 await asyncio.wait_for(self._kv.delete(self.name, last=self._revision), self.ttl / 4)
@@ -199,6 +196,8 @@ class Lease:
             except Exception as e:
                 raise_if_cancelled()  # a stop that nats-py answered with its own error (cancellation.py)
                 log.warning("lease %s: %s: %s", self.name, type(e).__name__, e)
+            # _renew takes nats-py's answer to a cancel for a failed renewal and returns as usual
+            raise_if_cancelled()
             if self._leader and not self.is_leader:
                 await self._set_leader(False)
 

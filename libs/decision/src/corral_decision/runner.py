@@ -44,6 +44,7 @@ from opentelemetry.trace import Tracer
 from prometheus_client import CollectorRegistry
 
 from corral_bus import BootstrapReader, Bus, Publisher, PublishError, StreamMessage
+from corral_bus.cancellation import cancel_and_wait
 from corral_decision.coexistence import Coexistence
 from corral_decision.command_feed import CommandFeed
 from corral_decision.decider import Decider, InvalidEvent
@@ -370,11 +371,7 @@ class DecisionRunner:
                 self._wake.set()
                 await self._decision_loop(stop)
         finally:
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            await cancel_and_wait(*tasks)
             await self.objects.close()
             await self.results.close()
             await self.commands.close()

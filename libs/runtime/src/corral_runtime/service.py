@@ -36,6 +36,7 @@ from opentelemetry.trace import Tracer
 from prometheus_client import CollectorRegistry
 
 from corral_bus.auth import CredentialsError, NatsAuth, check_url, redact_url
+from corral_bus.cancellation import cancel_and_wait
 from corral_bus.connection import Bus, connect
 from corral_bus.streams import StreamSettings, check_streams
 from corral_runtime.config import ConfigError, ServiceConfig, load_config
@@ -232,10 +233,7 @@ async def serve(
             return EXIT_FAILED
         finally:
             stop.set()
-            if campaign is not None:
-                campaign.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await campaign
+            await cancel_and_wait(campaign)
             await _close(leadership, bus, health, log)
             if provider is not None:
                 provider.shutdown()  # exports what is still queued

@@ -19,7 +19,6 @@ when the lease passes to it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
@@ -49,6 +48,7 @@ from corral_bus import (
     TransientError,
     inject_trace,
 )
+from corral_bus.cancellation import cancel_and_wait
 from corral_kube.client import api_client
 from corral_model import codec
 from corral_model.envelopes import Command, CommandResult, Outcome
@@ -311,11 +311,7 @@ async def _wait_any(*aws: Any) -> None:
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*tasks)
 
 
 async def _lead(ctx: ServiceContext[ActuatorConfig], handler: CommandHandler) -> None:

@@ -41,7 +41,6 @@ objects), dropped when the object's tombstone is stored.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import deque
@@ -51,6 +50,7 @@ from nats.js.errors import NotFoundError
 
 from corral_bus import Bus
 from corral_bus.acks import AckPipeline, OnStored, Pending, ack_sequence
+from corral_bus.cancellation import cancel_and_wait
 from corral_model.subjects import OBJECTS_STREAM
 from corral_watcher.conflicts import LastMessage, Verdict, resolve
 from corral_watcher.events import Message
@@ -119,11 +119,8 @@ class OrderedPublisher(AckPipeline):
             self._releaser = asyncio.create_task(self._release_held(), name=f"held-{self._bus.name}")
 
     async def close(self) -> None:
-        if self._releaser is not None:
-            self._releaser.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._releaser
-            self._releaser = None
+        releaser, self._releaser = self._releaser, None
+        await cancel_and_wait(releaser)
         await super().close()
 
     async def flush(self) -> None:
