@@ -86,7 +86,13 @@ async def test_dz02_03_a_priority_class_waits_for_the_detach_then_applies(
         return (await setting(sandbox, "priority-class")).get("status", {}).get("applied") is True
 
     await sandbox.wait_for(applied, within=30, what="applied=true after the detach", invariant=invariant)
-    pods = await im_pods(sandbox)
+
+    # applied means the stale pods were deleted (Longhorn's sync); the IM controller then recreates them
+    async def recreated() -> dict[str, Any] | None:
+        pods = await im_pods(sandbox)
+        return pods if pods.keys() == before.keys() else None
+
+    pods = await sandbox.wait_for(recreated, within=30, what="an IM pod per node again", invariant=invariant)
     assert {p["spec"].get("priorityClassName") for p in pods.values()} == {"system-cluster-critical"}
     assert not {p["metadata"]["uid"] for p in pods.values()} & {p["metadata"]["uid"] for p in before.values()}
 
