@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from corral_sandbox.simulator.config import SimConfig
-from corral_sandbox.simulator.io_ledger import VolumeIO
+from corral_sandbox.simulator.io_record import VolumeIO
 from corral_sandbox.simulator.nulls import NULL
 from corral_sandbox.simulator.view import ClusterView, Obj
 from corral_sandbox.simulator.writes import Verb, Write, diff_fields

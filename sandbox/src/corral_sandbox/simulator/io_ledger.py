@@ -21,37 +21,15 @@ the rounds between a write and its echo are why a gap can exceed the data plane'
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from corral_sandbox.simulator.io_record import Gap, VolumeIO
 from corral_sandbox.simulator.objects import engine_name
 from corral_sandbox.simulator.view import ClusterView, Obj, deleting, spec, status
 
 if TYPE_CHECKING:
     from corral_sandbox.simulator.config import SimConfig
     from corral_sandbox.simulator.context import Memory, ReconcileContext
-
-
-@dataclass
-class Gap:
-    start: float
-    end: float | None = None
-    reasons: list[str] = field(default_factory=list)
-
-    def seconds(self, now: float) -> float:
-        return (now if self.end is None else self.end) - self.start
-
-
-@dataclass
-class VolumeIO:
-    attached: bool = False
-    serving: bool = False
-    detaches: int = 0
-    crash_detaches: int = 0
-    gaps: list[Gap] = field(default_factory=list)
-
-    def open_gap(self) -> Gap | None:
-        return self.gaps[-1] if self.gaps and self.gaps[-1].end is None else None
 
 
 def _running_managers(view: ClusterView) -> tuple[set[str], set[str]]:
