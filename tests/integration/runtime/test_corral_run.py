@@ -7,6 +7,7 @@ import os
 import queue
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -29,9 +30,10 @@ from corral_cli.run_nats import RunNatsAuth
 from corral_kube.client import connected
 from corral_model.subjects import STREAMS
 from tests.fixtures.otlp import OtlpReceiver, ReceivedSpan
-from tests.fixtures.processes import free_port, python_module, wait_until
+from tests.fixtures.processes import free_port, free_port_block, python_module, wait_until
 
 DEADLINE_S = 60.0
+HEALTH_PORTS = 16  # one per service `corral run` starts (health_base_port + index), with room to spare
 READY_DEADLINE_S = 180.0  # service imports alone take seconds on a loaded 2-core machine
 
 
@@ -56,7 +58,7 @@ def start_corral_run(
         *("--run-dir", str(run_dir)),
         *("--nats-port", str(nats_port)),
         *("--nats-monitor-port", "0"),
-        *("--health-base-port", str(free_port())),
+        *("--health-base-port", str(free_port_block(HEALTH_PORTS))),
         "--no-plugins",
         *options,
     ]
@@ -217,6 +219,23 @@ def test_an_exited_service_is_restarted_after_a_backoff(tmp_path: Path) -> None:
         assert "exit codes: nats 0, crash-once 0" in output
     finally:
         stop_leftovers(proc)
+
+
+@pytest.mark.integration
+def test_a_health_port_in_use_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    base = free_port_block(HEALTH_PORTS)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", base + 1))
+        holder.listen()
+        # the last --health-base-port wins: the one whose second port is held
+        proc = start_corral_run(tmp_path, "--no-sandbox", "--health-base-port", str(base)).proc
+        try:
+            output, _ = proc.communicate(timeout=DEADLINE_S)
+        finally:
+            stop_leftovers(proc)
+    assert proc.returncode == 1, output
+    assert f"health port(s) {base + 1} in use; choose another --health-base-port" in output
+    assert not (tmp_path / "nats").exists(), "NATS was started before the ports were checked"
 
 
 async def _streams_as_reader(run_dir: Path, nats_port: int) -> set[str]:

@@ -427,6 +427,14 @@ def run(args: argparse.Namespace) -> int:
         if port and not port_free(port):
             print(f"corral run: port {port} is in use (another `corral run`?); choose others", file=out)
             return 1
+    packages = service_packages(args.services)
+    # A service that cannot bind its health port exits and is restarted for ever; say so at once.
+    first = args.health_base_port
+    taken = [p for p in range(first, first + len(packages)) if first and not port_free(p)]
+    if taken:
+        ports = ", ".join(map(str, taken))
+        print(f"corral run: health port(s) {ports} in use; choose another --health-base-port", file=out)
+        return 1
     plan = RunPlan(repo=repo, run_dir=run_dir, nats_url=f"nats://127.0.0.1:{args.nats_port}")
     plan.log_dir.mkdir(parents=True, exist_ok=True)
     if not args.open_nats:
@@ -448,7 +456,6 @@ def run(args: argparse.Namespace) -> int:
         load_plugins(plan, out)
     if args.otlp_endpoint:
         plan.service_env[OTLP_ENDPOINT] = args.otlp_endpoint
-    packages = service_packages(args.services)
     plan.services.extend(service_components(plan, packages, args.health_base_port))
 
     stop = threading.Event()
