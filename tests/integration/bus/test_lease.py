@@ -158,7 +158,7 @@ async def test_stop_ends_the_renewal_even_when_a_step_swallows_the_cancel(
     inside = asyncio.Event()
     swallowing = True
 
-    async def renewal_that_turns_a_cancel_into_a_timeout() -> None:
+    async def renewal_that_swallows_the_cancel() -> None:
         inside.set()
         try:
             await asyncio.sleep(60)
@@ -168,7 +168,7 @@ async def test_stop_ends_the_renewal_even_when_a_step_swallows_the_cancel(
             if swallowed_as == "an error":
                 raise TimeoutError("nats: timeout") from None
 
-    lease._step = renewal_that_turns_a_cancel_into_a_timeout  # type: ignore[method-assign]
+    lease._step = renewal_that_swallows_the_cancel  # type: ignore[method-assign]
     await eventually(inside.is_set, within=10.0, what="the renewal under way")
     stopping = asyncio.ensure_future(lease.stop(release=False))
     done, _ = await asyncio.wait({stopping}, timeout=5)
