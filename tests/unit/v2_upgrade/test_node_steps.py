@@ -32,6 +32,15 @@ def step_until(world: World, node: str, state: str, limit: int = 60) -> lh.NodeD
     raise AssertionError(f"{node} never reached {state}: {[u.status for u in world.node_upgrades(node)]}")
 
 
+def transition_into(world: World, node: str, state: str, limit: int = 10) -> list[Command]:
+    """Step until the node's upgrade is in `state`; the commands of the pass that moved it there."""
+    for _ in range(limit):
+        commands = world.step(tick=1.0)
+        if world.node_upgrades(node)[0].status.state == state:
+            return commands
+    raise AssertionError(f"{node} never reached {state}: {[u.status for u in world.node_upgrades(node)]}")
+
+
 def test_a_single_replica_volume_holds_the_node_in_initializing_until_it_has_two() -> None:
     """V2U-07: no replica failed, no IM deleted; raising the replica count lets it proceed."""
     world = started(cluster(volumes={"pvc-x": "node-1"}, replicas=1))
@@ -105,10 +114,7 @@ def test_the_image_to_restore_is_recorded_before_the_volume_is_touched() -> None
     the volume's patch only in the pass after it."""
     world = started(cluster(volumes={"vol-a": "node-1"}))
     step_until(world, "node-1", S.FAILING_REPLICAS)
-    for _ in range(10):
-        transition = world.step(tick=1.0)
-        if world.node_upgrades("node-1")[0].status.state == S.SWITCHING_OVER:
-            break
+    transition = transition_into(world, "node-1", S.SWITCHING_OVER)
     assert [c.target.kind for c in transition if c.target.kind == "Volume"] == []
     [upgrade] = world.node_upgrades("node-1")
     assert upgrade.status.state == S.SWITCHING_OVER
@@ -128,10 +134,7 @@ def test_the_targets_are_asked_back_with_the_transition_into_switching_back() ->
     the transition, not a round trip after it."""
     world = started(cluster(volumes={"vol-a": "node-1"}))
     step_until(world, "node-1", S.UPGRADING_INSTANCE_MANAGER)
-    for _ in range(10):
-        transition = world.step(tick=1.0)
-        if world.node_upgrades("node-1")[0].status.state == S.SWITCHING_BACK:
-            break
+    transition = transition_into(world, "node-1", S.SWITCHING_BACK)
     [upgrade] = world.node_upgrades("node-1")
     assert upgrade.status.state == S.SWITCHING_BACK
     assert upgrade.status.volumes["vol-a"].state == S.SWITCHING_BACK
