@@ -75,3 +75,15 @@ def test_bundle_order_is_time_then_stream_then_sequence() -> None:
     c = entry("LH_OBJECTS", 2, T0, "o", {}, b"{}")
     d = entry("LH_COMMANDS", 7, T0 - 1, "c", {}, b"{}")
     assert sorted_entries([(T0, a), (T0, b), (T0, c), (T0 - 1, d)]) == [d, c, b, a]
+
+
+def test_invalid_utf8_is_kept_as_it_was_and_a_line_of_it_is_named() -> None:
+    """A JSON-looking payload with a byte that is not UTF-8 is recorded in base64 (it is what was on
+    the bus); a bundle line carrying such a byte itself is a bad line, and reading goes on."""
+    payload = b'{"schema":"corral.event/v1","name":"\xff"}'
+    line = encode(entry("LH_OBJECTS", 1, T0, "lh.obj.volume.ns.v", {}, payload))
+    (read,) = read_bundle([line])
+    assert isinstance(read, Line) and read.entry.base64 and read.entry.data == payload
+    good = encode(entry("LH_OBJECTS", 2, T0, "s", {}, b"{}"))
+    broken = good.replace(b'"s"', b'"s\xff"')
+    assert [type(x).__name__ for x in read_bundle([broken, good])] == ["BadLine", "Line"]

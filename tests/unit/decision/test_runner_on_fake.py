@@ -13,7 +13,17 @@ from prometheus_client import CollectorRegistry
 
 from corral_bus import Bus
 from corral_decision import DecisionConfig, DecisionRunner
-from corral_model.envelopes import Command, CommandResult, Outcome, Target, Verb, new_command
+from corral_model import codec
+from corral_model.envelopes import (
+    Command,
+    CommandResult,
+    EventType,
+    ObjectEvent,
+    Outcome,
+    Target,
+    Verb,
+    new_command,
+)
 from corral_model.longhorn import ObjectMeta, Setting
 from corral_model.subjects import COMMANDS_STREAM
 from corral_runtime.logs import get_logger
@@ -209,3 +219,44 @@ async def test_an_unreadable_event_is_counted_and_skipped(fake_bus: Bus, replica
     assert leader.metric("bad_events_total") == 1
     assert sorted(leader.decider.values) == ["s0", "s1"]
     assert sorted(c.target.name for _, c in seen) == ["s0", "s1"]
+
+
+def _invalid_utf8_event(name: str) -> bytes:
+    """A well-formed event of the right schema whose setting value holds a byte that is not UTF-8:
+    msgspec raises UnicodeDecodeError for it, not its own DecodeError."""
+    event = ObjectEvent(
+        type=EventType.MODIFIED,
+        kind="setting",
+        namespace=NS,
+        name=name,
+        uid=f"uid-{name}",
+        resource_version="99",
+        object=_setting(name, "MARK"),
+    )
+    encoded = codec.encode(event)
+    assert b"MARK" in encoded
+    return encoded.replace(b"MARK", b"\xff\xfe")
+
+
+@pytest.mark.parametrize("when", ["in the bootstrap", "while following"])
+async def test_an_event_with_invalid_utf8_is_skipped_and_blinds_nothing(
+    fake_bus: Bus, replicas: list[Replica], when: str
+) -> None:
+    watcher = FakeWatcher(fake_bus, namespace=NS)
+    await watcher.put(_setting("s0"))
+    if when == "in the bootstrap":
+        await fake_bus.js.publish(f"lh.obj.setting.{NS}.broken", _invalid_utf8_event("broken"))
+    await watcher.resync(["setting"])
+    async with commands_seen(fake_bus, "toy") as seen:
+        leader = Replica(fake_bus, leading=True)
+        replicas.append(leader)
+        leader.start()
+        await eventually(lambda: len(seen) >= 1, within=5, what="the first decision")
+        if when == "while following":
+            await fake_bus.js.publish(f"lh.obj.setting.{NS}.broken", _invalid_utf8_event("broken"))
+        # The object-following task is still alive: a later event reaches the decider.
+        await watcher.put(_setting("s1"))
+        await eventually(lambda: len(seen) >= LIMIT, within=5, what="a decision after the bad byte")
+    assert leader.metric("bad_events_total") == 1
+    assert sorted(leader.decider.values) == ["s0", "s1"]
+    assert leader.task is not None and not leader.task.done()

@@ -172,3 +172,43 @@ def test_the_schema_is_checked_however_the_payload_begins() -> None:
         decode(encoded[:-1] + b',"schema":"corral.event/v2"}', ObjectEvent[Volume])
     with pytest.raises(SchemaError, match=r"is not a corral\.command message"):
         decode(encoded, Command)
+
+
+def _with_invalid_utf8(encoded: bytes, inside: bytes) -> bytes:
+    assert inside in encoded
+    return encoded.replace(inside, inside[:1] + b"\xff" + inside[2:], 1)
+
+
+@pytest.mark.parametrize(
+    ("payload", "type_"),
+    [
+        (_with_invalid_utf8(encode(_event()), b"pvc-1"), ObjectEvent[Volume]),
+        (_with_invalid_utf8(encode(_event()), b"longhorn-engine:old"), ObjectEvent[Volume]),
+        (
+            _with_invalid_utf8(
+                encode(
+                    new_command(
+                        service="engine-upgrade",
+                        target=Target(kind="Volume", namespace="longhorn-system", name="pvc-1"),
+                        verb=Verb.PATCH,
+                        changes=(FieldValue(path="/spec/image", value="new"),),
+                    )
+                ),
+                b"pvc-1",
+            ),
+            Command,
+        ),
+        (b'{"schema":"corral.command/v1","service":"\xc3\x28"}', Command),
+        (b'{"\xff":1}', Command),
+    ],
+    ids=["event-name", "event-object-field", "command", "two-byte", "key-no-schema"],
+)
+def test_invalid_utf8_anywhere_is_a_schema_error(payload: bytes, type_: Any) -> None:
+    """UnicodeDecodeError is not msgspec's DecodeError; every reader handles SchemaError only."""
+    with pytest.raises(SchemaError, match="UnicodeDecodeError|invalid|not a JSON object|schema"):
+        decode(payload, type_)
+
+
+def test_deep_nesting_is_a_schema_error() -> None:
+    with pytest.raises(SchemaError):
+        decode(b'{"schema":"corral.command/v1","body":' + b"[" * 100_000 + b"]" * 100_000 + b"}", Command)

@@ -49,6 +49,7 @@ def test_a_review_is_parsed() -> None:
         b'{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1beta1", "request": {"uid": "u"}}',
         review(operation="CREATE"),
         review(uid="", operation="CREATE"),
+        b'{"kind": "AdmissionReview\xff", "apiVersion": "admission.k8s.io/v1"}',  # invalid UTF-8
     ],
 )
 def test_a_bad_review_is_refused_with_a_reason(body: bytes) -> None:

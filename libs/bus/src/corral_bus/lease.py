@@ -299,7 +299,7 @@ class Lease:
 def _read(value: bytes | None) -> LeaseRecord | None:
     try:
         return _decode_record(value or b"")
-    except msgspec.DecodeError:
+    except Exception:  # any bad bytes (invalid UTF-8 too): no readable lease record
         return None
 
 

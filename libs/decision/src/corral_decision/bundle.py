@@ -22,7 +22,6 @@ a reader reports it and goes on.
 from __future__ import annotations
 
 import base64
-import binascii
 import datetime
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -63,7 +62,7 @@ def entry(
         payload = msgspec.Raw(
             data if b"\n" not in data and b"\r" not in data else msgspec.json.format(data, indent=-1)
         )
-    except msgspec.DecodeError:
+    except Exception:  # not JSON, or not UTF-8: kept as it was, in base64
         pass
     headers = dict(sorted((headers or {}).items()))
     if payload is None:
@@ -154,7 +153,7 @@ def read_line(number: int, raw: bytes | str) -> Line | BadLine | None:
         time_ns = parse_time(record.time)
         if record.base64:
             record.data  # noqa: B018 - validates the base64 now, so a bad payload names its line
-    except (msgspec.DecodeError, msgspec.ValidationError, ValueError, binascii.Error) as e:
+    except Exception as e:  # msgspec's errors, invalid UTF-8, a bad time or base64: a bad line
         reason = str(e)
         if not text.endswith(b"\n") and isinstance(e, msgspec.DecodeError):
             reason = f"truncated ({reason})"

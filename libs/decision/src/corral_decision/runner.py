@@ -52,6 +52,7 @@ from corral_decision.events import is_event
 from corral_decision.metrics import RunnerMetrics
 from corral_decision.seen import SeenCommands
 from corral_decision.service import DecisionConfig, DecisionService
+from corral_decision.supervision import supervise
 from corral_decision.takeover import Takeover
 from corral_decision.tracing import DecisionBatch, DecisionTraces
 from corral_model import codec
@@ -347,6 +348,21 @@ class DecisionRunner:
             self._wake.clear()
         return False
 
+    async def _bootstrap_and_decide(
+        self, stop: asyncio.Event, on_bootstrapped: Callable[[], None] | None
+    ) -> None:
+        if await self._wait_bootstrapped(stop):
+            # The view is long-lived: keep the cyclic collector from walking it again and again.
+            gc.collect()
+            gc.freeze()
+            self.takeover.adopt_all_seen()  # what was seen while the view was incomplete
+            self.bootstrapped.set()
+            self.log.info("view bootstrapped", in_flight=sum(1 for _ in self.decider.expectations()))
+            if on_bootstrapped is not None:
+                on_bootstrapped()
+            self._wake.set()
+            await self._decision_loop(stop)
+
     async def run(self, stop: asyncio.Event, on_bootstrapped: Callable[[], None] | None = None) -> None:
         await self.commands.start()
         await self.results.start()
@@ -358,20 +374,14 @@ class DecisionRunner:
             asyncio.create_task(self.commands.run(stop), name=f"{name}-commands"),
             asyncio.create_task(self._wake_on_stop(stop), name=f"{name}-stop"),
         ]
+        deciding = asyncio.create_task(
+            self._bootstrap_and_decide(stop, on_bootstrapped), name=f"{name}-decisions"
+        )
         try:
-            if await self._wait_bootstrapped(stop):
-                # The view is long-lived: keep the cyclic collector from walking it again and again.
-                gc.collect()
-                gc.freeze()
-                self.takeover.adopt_all_seen()  # what was seen while the view was incomplete
-                self.bootstrapped.set()
-                self.log.info("view bootstrapped", in_flight=sum(1 for _ in self.decider.expectations()))
-                if on_bootstrapped is not None:
-                    on_bootstrapped()
-                self._wake.set()
-                await self._decision_loop(stop)
+            # A follower that ends takes the service down (supervision.py), never blinds it quietly.
+            await supervise(deciding, tasks, stop)
         finally:
-            await cancel_and_wait(*tasks)
+            await cancel_and_wait(deciding, *tasks)
             await self.objects.close()
             await self.results.close()
             await self.commands.close()

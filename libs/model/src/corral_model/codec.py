@@ -2,6 +2,11 @@
 
 Decoders are built once (msgspec decoders are reusable and fast). `decode` first peeks at the schema
 string, so an unknown major version fails with a message that names it, not a confusing type error.
+
+Any exception from decoding is a bad message, not only msgspec's own: invalid UTF-8 inside a string
+raises `UnicodeDecodeError`, deep nesting `RecursionError`. Every such failure comes out as a
+`SchemaError`, the one error every reader of the bus treats as "skip or dead-letter it, with the
+reason", so one bad byte can never end the task that reads a stream.
 """
 
 from __future__ import annotations
@@ -84,8 +89,8 @@ def decode(data: bytes, type_: type[T]) -> T:
         _check_schema(data, plan)
     try:
         result: T = plan.decoder.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        raise SchemaError(f"invalid {plan.want_name} message: {e}") from e
+    except Exception as e:  # msgspec's errors, UnicodeDecodeError, RecursionError: all bad bytes
+        raise SchemaError(f"invalid {plan.want_name} message: {_reason(e)}") from e
     if prefixed and result.schema != plan.expected:  # type: ignore[attr-defined]
         _check_schema(data, plan)  # the field given twice, the last one another version: refused
     return result
@@ -95,8 +100,8 @@ def _check_schema(data: bytes, plan: _Plan) -> None:
     expected = plan.expected
     try:
         schema = _peek.decode(data).schema
-    except msgspec.DecodeError as e:
-        raise SchemaError(f"not a JSON object: {e}") from e
+    except Exception as e:
+        raise SchemaError(f"not a JSON object: {_reason(e)}") from e
     if not schema:
         raise SchemaError(f"missing schema field; expected {expected}")
     name, major = _major(schema)
@@ -104,3 +109,10 @@ def _check_schema(data: bytes, plan: _Plan) -> None:
         raise SchemaError(f"schema {schema!r} is not a {plan.want_name} message")
     if major != plan.want_major:
         raise SchemaError(f"unsupported schema version {schema!r}; this build reads {expected}")
+
+
+def _reason(error: Exception) -> str:
+    """The decoder's message, naming the error when it is not msgspec's own (e.g. invalid UTF-8)."""
+    if isinstance(error, msgspec.DecodeError):
+        return str(error)
+    return f"{type(error).__name__}: {error}"

@@ -46,7 +46,7 @@ class Review(msgspec.Struct, frozen=True, rename="camel"):
 def parse(body: bytes) -> Request:
     try:
         review = msgspec.json.decode(body, type=Review)
-    except msgspec.DecodeError as error:
+    except Exception as error:  # msgspec's errors and invalid UTF-8 (UnicodeDecodeError) alike
         raise BadReview(f"not an AdmissionReview: {error}") from error
     if review.kind != "AdmissionReview" or review.api_version != API_VERSION:
         raise BadReview(

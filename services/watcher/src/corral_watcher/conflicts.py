@@ -60,7 +60,7 @@ def resource_version(payload: bytes) -> int | None:
     """The event's resourceVersion as an integer; None when there is none or it is not a number."""
     try:
         text = _version.decode(payload).resource_version
-    except msgspec.DecodeError:
+    except Exception:  # not JSON, or invalid UTF-8: a message we cannot date
         return None
     return int(text) if text.isdigit() else None
 
