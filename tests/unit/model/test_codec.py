@@ -205,7 +205,7 @@ def _with_invalid_utf8(encoded: bytes, inside: bytes) -> bytes:
 )
 def test_invalid_utf8_anywhere_is_a_schema_error(payload: bytes, type_: Any) -> None:
     """UnicodeDecodeError is not msgspec's DecodeError; every reader handles SchemaError only."""
-    with pytest.raises(SchemaError, match="UnicodeDecodeError|invalid|not a JSON object|schema"):
+    with pytest.raises(SchemaError, match=r"UnicodeDecodeError|invalid|not a JSON object|schema"):
         decode(payload, type_)
 
 
