@@ -85,3 +85,23 @@ async def test_keyed_locks_serialise_one_key_and_clean_up() -> None:
     await asyncio.gather(first, second)
     assert order[3:] == ["1-out", "2-in", "2-out"]
     assert len(locks) == 0
+
+
+@pytest.mark.parametrize(
+    "outcome",
+    [
+        Outcome.REJECTED_BY_POLICY,
+        Outcome.PRECONDITION_FAILED,
+        Outcome.NOT_FOUND,
+        Outcome.ERROR,
+        Outcome.EXPIRED,
+    ],
+)
+async def test_only_what_was_applied_is_remembered(outcome: Outcome) -> None:
+    """A refusal is judged again on every delivery: the facts may have changed since."""
+    record = CommandRecord()
+    record.start("a")
+    future = record.running("a")
+    record.finish(_result("a", outcome))
+    assert future is not None and future.result().outcome is outcome  # a waiting repeat is told
+    assert record.result("a") is None and len(record) == 0

@@ -145,7 +145,7 @@ class Actuator:
 
     def admit(self, command: Command) -> CommandResult | None:
         """The refusal of a command made at an unbelievable time or by a stale leader (admission.py),
-        or None to go on. The term is learned only once the policy allows the command (execute)."""
+        or None to go on. The term is learned only once a command of it is applied (execute)."""
         reason = timing_refusal(command.created_at, self.clock(), self.max_clock_skew)
         if reason is None:
             fenced = self.policy.fenced(command.service)
@@ -161,12 +161,14 @@ class Actuator:
                 verdict = await self._traced_check(command, self.tracer)
             if not verdict.allowed or verdict.kind is None:
                 return self.reject(command, verdict.reason)
-            self.fence.learn(command.service, command.term)
             age = overage(command, verdict.kind, self.max_command_age, self.clock())
             if age is not None:
                 await self._expire(command, verdict.guards, verdict.kind, age)
             await self._apply(command, verdict, verdict.kind, redelivered)
         except _Done as done:
+            if done.outcome is Outcome.APPLIED:
+                # Only a write that happened says the term is in use (admission.py).
+                self.fence.learn(command.service, command.term)
             return self._result(command, done.outcome, done.detail, done.resource_version)
         except TransientApiError as e:
             return self._result(command, Outcome.ERROR, f"gave up after retries: {e}")
@@ -182,7 +184,8 @@ class Actuator:
 
     async def _check(self, command: Command) -> Verdict:
         needed = self.policy.settings_needed(command)
-        values = {name: await self.settings.value(command.target.namespace, name) for name in needed}
+        ns, made = command.target.namespace, command.created_at
+        values = {name: await self.settings.value(ns, name, not_before=made) for name in needed}
         return self.policy.check(command, values)
 
     async def _apply(self, command: Command, verdict: Verdict, info: KindInfo, redelivered: bool) -> None:

@@ -16,8 +16,10 @@ the same decision arriving later, properly made, is judged afresh.
   its commands carry an older term than its successor's. The actuator remembers the newest term it
   has seen per service and refuses older ones. Term 0 means "unfenced" (a producer without a
   lease): refused only where the service's policy says `fenced: true`. A term is learned only from
-  a command the policy allows (the actuator calls `learn` once the verdict is in): a forged
-  command with a huge term that the policy refuses cannot lock the real leader out.
+  a command that was applied (the actuator calls `learn` once the write is done), and a term newer
+  than any learnt must not be beyond the revision the service's lease key has reached (terms.py):
+  a forged command with a huge term, for an object that does not exist or one the policy refuses,
+  cannot lock the real leader out.
 
 The newest terms live in process memory only. A restarted (or newly leading) actuator learns them
 again from the first (allowed) command each service sends: until the new leader's first command arrives, a

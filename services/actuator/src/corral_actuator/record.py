@@ -1,10 +1,19 @@
-"""The actuator's memory of recent commands: the same command id is applied at most once.
+"""The actuator's memory of recent commands: never an answer by itself, only a hint for the facts.
 
 JetStream's dedup window drops a repeated Nats-Msg-Id at publish time, but a command can still
-arrive twice: redelivered after a lost ack, or re-published after the window. The record keeps the
-result of the last `capacity` commands (least recently seen evicted first) so a repeat just gets
-the recorded result re-published, and it tracks commands in progress, so a repeat arriving while
-the first copy is still being applied waits for that result instead of writing a second time.
+arrive twice: redelivered after a lost ack, or re-published after the window. A repeat is judged
+afresh on the object, every time: a patch whose change already holds is `applied` without a write
+(the actuator reads before it writes), one whose change was undone since (a volume rolled back) is
+written again if its preconditions hold, and a refusal (a settings value that has moved on, a
+precondition that holds again) is never repeated from memory. Answering from memory is what once
+told a rolled-back volume `applied` with nothing written, and kept refusing 28 commands for minutes
+after the default engine image had moved.
+
+So the record keeps two things. Commands in progress: a repeat arriving while the first copy is
+still being applied waits for that result instead of writing a second time. And the last
+`capacity` commands that were applied (least recently seen evicted first): the one fact the object
+cannot show again is a delete that happened, so a repeated delete that finds its object gone is
+`applied`, not `not-found`.
 """
 
 from __future__ import annotations
@@ -12,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 
-from corral_model.envelopes import CommandResult
+from corral_model.envelopes import CommandResult, Outcome
 
 
 class CommandRecord:
@@ -27,7 +36,7 @@ class CommandRecord:
         return len(self._done)
 
     def result(self, command_id: str) -> CommandResult | None:
-        """The recorded result of a finished command (None when unknown or forgotten)."""
+        """The recorded result of an applied command (None when unknown, forgotten or not applied)."""
         result = self._done.get(command_id)
         if result is not None:
             self._done.move_to_end(command_id)
@@ -47,6 +56,8 @@ class CommandRecord:
         future = self._running.pop(result.command_id, None)
         if future is not None and not future.done():
             future.set_result(result)
+        if result.outcome is not Outcome.APPLIED:
+            return
         self._done[result.command_id] = result
         self._done.move_to_end(result.command_id)
         while len(self._done) > self.capacity:

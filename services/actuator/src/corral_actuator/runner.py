@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import msgspec
 from kubernetes_asyncio.client import ApiClient
 from opentelemetry import trace
 from opentelemetry.trace import Tracer
@@ -37,6 +38,7 @@ from corral_actuator.locks import KeyedLocks
 from corral_actuator.policy import Policy
 from corral_actuator.record import CommandRecord
 from corral_actuator.settings import SettingValues
+from corral_actuator.terms import LeaseRevisions
 from corral_actuator.tracing import command_span, describe_command, describe_result, publish_span
 from corral_bus import (
     MSG_ID_HEADER,
@@ -51,16 +53,12 @@ from corral_bus import (
 from corral_bus.cancellation import cancel_and_wait
 from corral_kube.client import api_client
 from corral_model import codec
-from corral_model.envelopes import Command, CommandResult, Outcome
+from corral_model.envelopes import Command, CommandResult, Outcome, Verb
 from corral_model.subjects import COMMANDS_STREAM, escape_token, result_subject
 from corral_runtime.logs import Logger
 from corral_runtime.service import ServiceContext
 
 DURABLE = "actuator"
-
-# Outcomes a repeat of the command may simply be told again: the write happened (or never may).
-# Anything else wrote nothing, so a repeat is applied afresh: the service may have re-decided.
-_FINAL = frozenset({Outcome.APPLIED, Outcome.REJECTED_BY_POLICY})
 
 
 class ActuatorMetrics:
@@ -73,7 +71,7 @@ class ActuatorMetrics:
         )
         self.repeats = Counter(
             "corral_actuator_repeated_commands",
-            "Commands that arrived again and were answered from the record of recent commands.",
+            "Commands that arrived again after a copy was applied (judged again on the object).",
             registry=registry,
         )
         self.conflict_retries = Counter(
@@ -128,8 +126,10 @@ class CommandHandler:
         metrics: ActuatorMetrics | None = None,
         audit: bool = True,
         tracer: Tracer | None = None,
+        lease_revisions: LeaseRevisions | None = None,
     ) -> None:
-        """`tracer`: a span per command, the child of its decision's (corral_actuator.tracing)."""
+        """`tracer`: a span per command, the child of its decision's (corral_actuator.tracing).
+        `lease_revisions`: where a new leader term is checked against the lease (terms.py)."""
         self.bus = bus
         self.tracer = tracer
         self.actuator = actuator
@@ -138,6 +138,7 @@ class CommandHandler:
         self.metrics = metrics or ActuatorMetrics(CollectorRegistry())
         self.audit = audit
         self.locks = KeyedLocks()
+        self.lease_revisions = lease_revisions
 
     async def __call__(self, delivery: Delivery) -> None:
         if self.tracer is None:
@@ -154,12 +155,7 @@ class CommandHandler:
         if mismatch is not None:
             self.actuator.security_log(command, mismatch)
             raise PermanentError(mismatch)  # the consumer parks it in LH_DEAD, with this reason
-        previous = self.record.result(command.id)
-        if previous is not None and previous.outcome in _FINAL:
-            self.metrics.repeats.inc()
-            await self.publish(previous)
-            return
-        refused = self.actuator.admit(command)
+        refused = self.actuator.admit(command) or await self.fence_check(command)
         if refused is not None:
             # Not recorded: the refusal is about this copy's date or term, not its decision.
             await self.publish(refused)
@@ -184,7 +180,7 @@ class CommandHandler:
         try:
             self.metrics.in_flight.inc()
             try:
-                result = await self._execute(command, delivery)
+                result = self._as_recorded(command, await self._execute(command, delivery))
             finally:
                 self.metrics.in_flight.dec()
             await self.publish(result)
@@ -194,6 +190,33 @@ class CommandHandler:
         self.record.finish(result)
         self.metrics.results.labels(result.service, result.outcome.value).inc()
         self._log(command, result)
+
+    def _as_recorded(self, command: Command, result: CommandResult) -> CommandResult:
+        """A repeat is judged on the object like any command (record.py); only a delete that finds
+        its object gone is told what happened to it: the earlier copy deleted it."""
+        previous = self.record.result(result.command_id)
+        if previous is None:
+            return result
+        self.metrics.repeats.inc()
+        if result.outcome is Outcome.NOT_FOUND and command.verb is Verb.DELETE:
+            return msgspec.structs.replace(
+                result, outcome=Outcome.APPLIED, detail="already deleted by an earlier copy of this command"
+            )
+        return result
+
+    async def fence_check(self, command: Command) -> CommandResult | None:
+        """A term newer than any applied one must not be beyond what the service's lease has
+        reached (terms.py): a forged huge term is refused, never learnt."""
+        if self.lease_revisions is None or command.term <= self.actuator.fence.newest(command.service):
+            return None
+        revision = await self.lease_revisions.revision(command.service)
+        if revision is not None and command.term > revision:
+            return self.actuator.reject(
+                command,
+                f"leader term {command.term} is beyond the {command.service} lease's revision {revision}:"
+                " no leader has held that term",
+            )
+        return None
 
     async def _execute(self, command: Command, delivery: Delivery) -> CommandResult:
         t = command.target
@@ -289,6 +312,7 @@ async def main(ctx: ServiceContext[ActuatorConfig]) -> None:
             metrics=metrics,
             audit=config.audit_log,
             tracer=ctx.tracer,
+            lease_revisions=LeaseRevisions(ctx.bus),
         )
         ctx.readiness.mark("policy")
         ctx.log.info(
