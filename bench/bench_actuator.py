@@ -55,7 +55,17 @@ from tests.fixtures.nats import BinaryNats  # noqa: E402
 POLICY = ROOT / "deploy" / "policy" / "actuator-policy.yaml"
 NS = "longhorn-system"
 OLD, NEW = "longhornio/longhorn-engine:v1.9.1", "longhornio/longhorn-engine:v1.10.0"
-OWNER = "node-1"
+# Volumes are spread over owner nodes as in a cluster, and the per-node limit (which the actuator
+# holds itself, counting upgrades in flight per owner node) is set high enough that it refuses
+# nothing here: the bench measures the write path, the limit has its own tests.
+NODES = 100
+PER_NODE_LIMIT = 1_000
+
+
+def owner(name: str) -> str:
+    return f"node-{int(name.rsplit('-', 1)[1]) % NODES}"
+
+
 PATCHES = 6_000
 SERVICE_COMMANDS = 4_000
 CONCURRENCY = 64
@@ -117,7 +127,7 @@ def upgrade(name: str) -> Command:
         preconditions=(
             FieldValue(path="/spec/image", value=OLD),
             FieldValue(path="/status/currentImage", value=OLD),
-            FieldValue(path="/status/ownerID", value=OWNER),
+            FieldValue(path="/status/ownerID", value=owner(name)),
         ),
         created_at=time.time(),
     )
@@ -131,7 +141,12 @@ async def seed(control: EmulatorControl, prefix: str, count: int) -> list[str]:
             "kind": "Volume",
             "metadata": {"name": n, "namespace": NS, "labels": {"longhornvolume": n}},
             "spec": {"image": OLD, "dataEngine": "v1", "numberOfReplicas": 3, "size": "10737418240"},
-            "status": {"state": "attached", "robustness": "healthy", "currentImage": OLD, "ownerID": OWNER},
+            "status": {
+                "state": "attached",
+                "robustness": "healthy",
+                "currentImage": OLD,
+                "ownerID": owner(n),
+            },
         }
         for n in names
     ]
@@ -285,7 +300,16 @@ async def run() -> dict[str, Any]:
                 await control.load(
                     "longhorn.io",
                     "settings",
-                    [{"metadata": {"name": "default-engine-image", "namespace": NS}, "value": NEW}],
+                    [
+                        {"metadata": {"name": "default-engine-image", "namespace": NS}, "value": NEW},
+                        {
+                            "metadata": {
+                                "name": "concurrent-automatic-engine-upgrade-per-node-limit",
+                                "namespace": NS,
+                            },
+                            "value": str(PER_NODE_LIMIT),
+                        },
+                    ],
                 )
                 figures: dict[str, Any] = {}
                 for step in (

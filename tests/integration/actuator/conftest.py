@@ -22,6 +22,10 @@ NS = "longhorn-system"
 DEFAULT_IMAGE = "longhornio/longhorn-engine:v1.10.0"
 OLD_IMAGE = "longhornio/longhorn-engine:v1.9.1"
 OWNER = "node-1"
+LIMIT = 10_000
+"""concurrent-automatic-engine-upgrade-per-node-limit: automatic upgrade on (Longhorn's default, 0,
+is off), and high: these tests put every volume on one owner node to measure the write path, and
+the per-node limit has tests of its own (test_invariants.py)."""
 FAST_RETRY = RetryPolicy(attempts=4, timeout=10.0, wait_initial=0.01, wait_max=0.05, wait_jitter=0.01)
 
 
@@ -72,7 +76,14 @@ def setting(name: str, value: str) -> dict[str, Any]:
 
 
 def seed_cluster(emulator: Emulator, volumes: int = 3) -> None:
-    emulator.load("longhorn.io", "settings", [setting("default-engine-image", DEFAULT_IMAGE)])
+    emulator.load(
+        "longhorn.io",
+        "settings",
+        [
+            setting("default-engine-image", DEFAULT_IMAGE),
+            setting("concurrent-automatic-engine-upgrade-per-node-limit", str(LIMIT)),
+        ],
+    )
     emulator.load("longhorn.io", "volumes", [volume(f"vol-{i}") for i in range(volumes)])
     emulator.write_log.clear()
 

@@ -74,7 +74,8 @@ async def test_a_persistent_conflict_is_reported_after_the_retries(
     actuator = make_actuator(conflict_retry=ConflictRetry(attempts=2, wait_initial=0.001, wait_jitter=0))
     result = await actuator.execute(upgrade("vol-0"))
     assert result.outcome is Outcome.PRECONDITION_FAILED
-    assert "conflict persisted through 2 retries" in result.detail
+    # An engine upgrade is written on the volume as read and judged (engine_upgrade_guard.py).
+    assert "HTTP 409" in result.detail
     assert actuator.conflict_retries == 2
     assert actuator.api.retries == 0
     assert image_of(emulator, "vol-0") == OLD_IMAGE
@@ -89,7 +90,9 @@ async def test_no_retries_configured_reports_the_first_conflict(
     result = await actuator.execute(upgrade("vol-0"))
     assert result.outcome is Outcome.PRECONDITION_FAILED
     assert actuator.conflict_retries == 0
-    assert actuator.api.requests == 3, "the default-engine-image setting, one patch, one read"
+    # The two settings, the volume list (counting upgrades in flight), the volume read and judged,
+    # one patch, one read.
+    assert actuator.api.requests == 6
     assert image_of(emulator, "vol-0") == OLD_IMAGE
 
 

@@ -44,7 +44,11 @@ def test_expected_grants_follow_from_the_policy() -> None:
     assert ("longhorn.io", "settings", "patch", ANY) not in expected  # only the status subresource
     assert ("longhorn.io", "volumes", "delete", ANY) not in expected
     assert not any(verb in ("watch", "update", "deletecollection", "*") for _, _, verb, _ in expected)
-    assert {(g, r) for g, r, verb, _ in expected if verb == "list"} == {("longhorn.io", "engineimages")}
+    # the start-up gate's read, and the count of upgrades in flight per owner node
+    assert {(g, r) for g, r, verb, _ in expected if verb == "list"} == {
+        ("longhorn.io", "engineimages"),
+        ("longhorn.io", "volumes"),
+    }
 
 
 def test_workloads_are_granted_by_name_only() -> None:

@@ -25,7 +25,7 @@ the ack) is still reported `applied`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
 from kubernetes_asyncio.client import V1DeleteOptions, V1Preconditions
@@ -35,6 +35,7 @@ from corral_actuator.admission import DEFAULT_MAX_CLOCK_SKEW, TermFence, timing_
 from corral_actuator.api import JSON_PATCH, Answered, KubeApi
 from corral_actuator.classify import Answer, TransientApiError
 from corral_actuator.conflicts import ConflictBudget, ConflictRetry
+from corral_actuator.engine_upgrade_guard import EngineUpgradeGuard
 from corral_actuator.expiry import DEFAULT_MAX_COMMAND_AGE, overage
 from corral_actuator.kinds import KindInfo
 from corral_actuator.occurrences import repeat_patch
@@ -118,6 +119,7 @@ class Actuator:
         self._on_conflict_retry = on_conflict_retry
         self.conflict_retries = 0
         """Patches sent again after a 409 whose preconditions still held (all commands)."""
+        self.engine_upgrades = EngineUpgradeGuard(api, self.settings)
 
     def _conflict_budget(self, command: Command) -> ConflictBudget:
         def counted() -> None:
@@ -189,6 +191,8 @@ class Actuator:
         return self.policy.check(command, values)
 
     async def _apply(self, command: Command, verdict: Verdict, info: KindInfo, redelivered: bool) -> None:
+        if self.engine_upgrades.applies(command):
+            await self._upgrade_engine(command, verdict.guards, info)
         if command.verb in (Verb.PATCH, Verb.PATCH_STATUS):
             await self._patch(command, verdict.guards, info, redelivered)
         elif command.verb is Verb.DELETE:
@@ -245,6 +249,22 @@ class Actuator:
         # (a parent of a changed path is missing). Rebuild it from what was read.
         await self._patch_from_snapshot(command, guards, info, snapshot, conflicts)
 
+    async def _upgrade_engine(
+        self, command: Command, guards: tuple[FieldValue, ...], info: KindInfo
+    ) -> NoReturn:
+        """An engine upgrade is judged on the volume as read, under its owner node's lock, and
+        written testing that read's resourceVersion (engine_upgrade_guard.py)."""
+        guard = self.engine_upgrades
+        async with guard.lock(command):
+            try:
+                await self._patch_from_snapshot(
+                    command, guards, info, None, self._conflict_budget(command), judge=guard.judge
+                )
+            except _Done as done:
+                if done.outcome is Outcome.APPLIED and done.detail == "":  # written now
+                    guard.applied(command, guard.owner(command))
+                raise
+
     def _settle(self, command: Command, guards: tuple[FieldValue, ...], snapshot: dict[str, Any]) -> None:
         """Finish when the object is outside the policy, already shows the change, or shows a
         precondition broken."""
@@ -271,6 +291,8 @@ class Actuator:
         info: KindInfo,
         snapshot: dict[str, Any] | None,
         conflicts: ConflictBudget,
+        *,
+        judge: Callable[[Command, dict[str, Any]], Awaitable[str | None]] | None = None,
     ) -> NoReturn:
         t = command.target
         path = info.path(t.namespace, t.name) + ("/status" if command.verb is Verb.PATCH_STATUS else "")
@@ -280,6 +302,11 @@ class Actuator:
             if snapshot is None:
                 snapshot = await self._read(info, t.namespace, t.name)
             self._settle(command, guards, snapshot)
+            if judge is not None:  # an invariant held on the object as read (engine_upgrade_guard.py)
+                broken = await judge(command, snapshot)
+                if broken is not None:
+                    self.security_log(command, broken)
+                    raise _Done(Outcome.REJECTED_BY_POLICY, broken, _rv(snapshot))
             answered = await self.api.request(
                 "PATCH", path, body=json_patch(command.changes, snapshot=snapshot), content_type=JSON_PATCH
             )

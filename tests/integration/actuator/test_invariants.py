@@ -1,0 +1,120 @@
+"""The actuator holds engine-upgrade's rules on the volume itself, whoever sends the command.
+
+Issue 29's probe, holding only engine-upgrade's credentials, upgraded all 9 volumes of a node at once
+against a limit of 2, and a degraded volume live. Every command here is well-formed and carries the
+preconditions the policy requires, so only the invariants (corral_actuator.engine_upgrade_guard)
+can refuse it, each by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from corral_actuator.engine_upgrade_guard import LIMIT_SETTING
+from corral_model.envelopes import Outcome
+from corral_sandbox.emulator import Emulator
+from tests.integration.actuator.conftest import (
+    DEFAULT_IMAGE,
+    MakeActuator,
+    SecurityEvents,
+    seed_cluster,
+    setting,
+    upgrade,
+    volume,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def _limit(emulator: Emulator, value: str) -> None:
+    emulator.load("longhorn.io", "settings", [setting(LIMIT_SETTING, value)])
+
+
+def _volume(name: str, **status: Any) -> dict[str, Any]:
+    v = volume(name)
+    v["status"].update(status)
+    return v
+
+
+async def test_the_per_node_limit_holds_and_a_finished_upgrade_frees_its_slot(
+    emulator: Emulator, make_actuator: MakeActuator, security_events: SecurityEvents
+) -> None:
+    seed_cluster(emulator, volumes=9)  # all nine owned by node-1, detached
+    _limit(emulator, "2")
+    actuator = make_actuator()
+    results = [await actuator.execute(upgrade(f"vol-{i}")) for i in range(9)]
+    assert [r.outcome for r in results] == [Outcome.APPLIED] * 2 + [Outcome.REJECTED_BY_POLICY] * 7
+    assert results[2].detail == (
+        "per-node limit: 2 upgrades already in flight on owner node node-1 (vol-0, vol-1), limit 2"
+    )
+    assert len(security_events.events) == 7
+    # vol-0's upgrade finishes (the volume controller sets currentImage): its slot is free again,
+    # found by reading the volumes counted, not after some cache expires.
+    done = volume("vol-0", image=DEFAULT_IMAGE)
+    emulator.load("longhorn.io", "volumes", [done])
+    assert (await actuator.execute(upgrade("vol-2"))).outcome is Outcome.APPLIED
+    assert (await actuator.execute(upgrade("vol-3"))).outcome is Outcome.REJECTED_BY_POLICY
+
+
+async def test_upgrades_in_flight_before_the_actuator_started_count(
+    emulator: Emulator, make_actuator: MakeActuator
+) -> None:
+    seed_cluster(emulator, volumes=3)
+    _limit(emulator, "1")
+    in_flight = volume("vol-0")
+    in_flight["spec"]["image"] = DEFAULT_IMAGE  # someone else started it
+    emulator.load("longhorn.io", "volumes", [in_flight])
+    result = await make_actuator().execute(upgrade("vol-1"))
+    assert result.outcome is Outcome.REJECTED_BY_POLICY
+    assert "1 upgrades already in flight on owner node node-1 (vol-0)" in result.detail
+
+
+@pytest.mark.parametrize(
+    ("status", "spec", "reason"),
+    [
+        ({"state": "attached", "robustness": "degraded"}, {}, "a live upgrade needs a healthy volume"),
+        ({"state": "attached", "robustness": "healthy", "isStandby": True}, {}, "DR standby"),
+        ({"state": "attached", "robustness": "healthy", "expansionRequired": True}, {}, "expanding"),
+        ({"state": "attached", "robustness": "healthy"}, {"migrationNodeID": "node-2"}, "migrating"),
+        ({"state": "attached", "robustness": "healthy"}, {"dataLocality": "strict-local"}, "strict-local"),
+        ({"state": "attaching"}, {}, "neither detached"),
+        ({"state": "detached"}, {"dataEngine": "v2"}, "v2 volume"),
+    ],
+)
+async def test_a_volume_longhorn_would_not_upgrade_is_refused_by_name(
+    emulator: Emulator,
+    make_actuator: MakeActuator,
+    status: dict[str, Any],
+    spec: dict[str, Any],
+    reason: str,
+) -> None:
+    seed_cluster(emulator, volumes=0)
+    v = _volume("vol-x", **status)
+    v["spec"].update(spec)
+    emulator.load("longhorn.io", "volumes", [v])
+    emulator.write_log.clear()
+    result = await make_actuator().execute(upgrade("vol-x"))
+    assert result.outcome is Outcome.REJECTED_BY_POLICY
+    assert result.detail.startswith("engine-upgrade eligibility: ") and reason in result.detail
+    assert not [r for r in emulator.write_log.records(name="vol-x") if r.verb == "patch"]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "not-a-number"])
+async def test_automatic_upgrade_off_is_refused(
+    emulator: Emulator, make_actuator: MakeActuator, value: str
+) -> None:
+    seed_cluster(emulator, volumes=1)
+    _limit(emulator, value)
+    result = await make_actuator().execute(upgrade("vol-0"))
+    assert result.outcome is Outcome.REJECTED_BY_POLICY
+    assert "automatic engine upgrade is off" in result.detail
+
+
+async def test_a_healthy_attached_volume_is_upgraded_live(
+    emulator: Emulator, make_actuator: MakeActuator
+) -> None:
+    seed_cluster(emulator, volumes=0)
+    emulator.load("longhorn.io", "volumes", [_volume("vol-x", state="attached", robustness="healthy")])
+    assert (await make_actuator().execute(upgrade("vol-x"))).outcome is Outcome.APPLIED
