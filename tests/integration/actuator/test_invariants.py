@@ -8,15 +8,20 @@ can refuse it, each by name.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+import msgspec
 import pytest
 
 from corral_actuator.engine_upgrade_guard import LIMIT_SETTING
-from corral_model.envelopes import Outcome
+from corral_decision.pod_delete import guarded_pod_delete
+from corral_model import longhorn as lh
+from corral_model.envelopes import Command, FieldValue, Outcome, Target, Verb, new_command
 from corral_sandbox.emulator import Emulator
 from tests.integration.actuator.conftest import (
     DEFAULT_IMAGE,
+    NS,
     MakeActuator,
     SecurityEvents,
     seed_cluster,
@@ -118,3 +123,89 @@ async def test_a_healthy_attached_volume_is_upgraded_live(
     seed_cluster(emulator, volumes=0)
     emulator.load("longhorn.io", "volumes", [_volume("vol-x", state="attached", robustness="healthy")])
     assert (await make_actuator().execute(upgrade("vol-x"))).outcome is Outcome.APPLIED
+
+
+def _instance_manager(name: str, engine: str = "v1", **instances: str) -> dict[str, Any]:
+    """An InstanceManager whose instanceEngines/instanceReplicas hold `instances` (name: state)."""
+    engines = {n: {"status": {"state": s}} for n, s in instances.items() if n.startswith("e")}
+    replicas = {n: {"status": {"state": s}} for n, s in instances.items() if n.startswith("r")}
+    return {
+        "apiVersion": "longhorn.io/v1beta2",
+        "kind": "InstanceManager",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"nodeID": "node-1", "dataEngine": engine},
+        "status": {"currentState": "running", "instanceEngines": engines, "instanceReplicas": replicas},
+    }
+
+
+def _im_pod(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "labels": {"longhorn.io/component": "instance-manager"}},
+        "spec": {"nodeName": "node-1"},
+    }
+
+
+def _pod_delete(service: str, name: str, emulator: Emulator) -> Command:
+    pod = emulator.get("", "pods", NS, name)
+    assert pod is not None
+    return guarded_pod_delete(service, msgspec.convert(pod, lh.Pod), "instance-manager", "test", time.time())
+
+
+@pytest.mark.parametrize("service", ["im-restart", "setting-sync"])
+@pytest.mark.parametrize("state", ["running", "starting"])
+async def test_a_busy_instance_managers_pod_is_never_deleted(
+    emulator: Emulator, make_actuator: MakeActuator, service: str, state: str
+) -> None:
+    """The pod's own preconditions (uid, resourceVersion, label) all hold: only the instance
+    manager, read just before the delete, says no."""
+    emulator.load("longhorn.io", "instancemanagers", [_instance_manager("im-1", e1="stopped", r1=state)])
+    emulator.load("", "pods", [_im_pod("im-1")])
+    result = await make_actuator().execute(_pod_delete(service, "im-1", emulator))
+    assert result.outcome is Outcome.REJECTED_BY_POLICY
+    assert result.detail == ("never a busy instance manager: im-1 has 1 instances running or starting (r1)")
+    assert emulator.get("", "pods", NS, "im-1") is not None
+    # Once idle (the replica stopped), the same decision is applied.
+    emulator.load("longhorn.io", "instancemanagers", [_instance_manager("im-1", e1="stopped", r1="stopped")])
+    assert (await make_actuator().execute(_pod_delete(service, "im-1", emulator))).outcome is Outcome.APPLIED
+    assert emulator.get("", "pods", NS, "im-1") is None
+
+
+def _im_delete(emulator: Emulator, name: str, engine: str) -> Command:
+    im = emulator.get("longhorn.io", "instancemanagers", NS, name)
+    assert im is not None
+    meta = im["metadata"]
+    return new_command(
+        service="setting-sync",
+        verb=Verb.DELETE,
+        target=Target(kind="InstanceManager", namespace=NS, name=name),
+        preconditions=(
+            FieldValue(path="/metadata/uid", value=meta["uid"]),
+            FieldValue(path="/metadata/resourceVersion", value=meta["resourceVersion"]),
+            FieldValue(path="/spec/dataEngine", value=engine),
+        ),
+        created_at=time.time(),
+        term=1,
+    )
+
+
+async def test_setting_sync_deletes_an_instance_manager_only_idle_and_of_a_disabled_engine(
+    emulator: Emulator, make_actuator: MakeActuator
+) -> None:
+    emulator.load("longhorn.io", "settings", [setting("v1-data-engine", "true")])
+    emulator.load("longhorn.io", "instancemanagers", [_instance_manager("im-v1", e1="running")])
+    busy = await make_actuator().execute(_im_delete(emulator, "im-v1", "v1"))
+    assert busy.outcome is Outcome.REJECTED_BY_POLICY and "never a busy instance manager" in busy.detail
+    emulator.load("longhorn.io", "instancemanagers", [_instance_manager("im-v1", e1="stopped")])
+    enabled = await make_actuator().execute(_im_delete(emulator, "im-v1", "v1"))
+    assert enabled.outcome is Outcome.REJECTED_BY_POLICY
+    assert (
+        enabled.detail
+        == "an instance manager is deleted only for a disabled data engine: v1-data-engine is true"
+    )
+    assert emulator.get("longhorn.io", "instancemanagers", NS, "im-v1") is not None
+    emulator.load("longhorn.io", "settings", [setting("v1-data-engine", "false")])
+    disabled = await make_actuator().execute(_im_delete(emulator, "im-v1", "v1"))
+    assert disabled.outcome is Outcome.APPLIED, disabled.detail
+    assert emulator.get("longhorn.io", "instancemanagers", NS, "im-v1") is None

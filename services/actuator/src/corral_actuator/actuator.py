@@ -37,6 +37,7 @@ from corral_actuator.classify import Answer, TransientApiError
 from corral_actuator.conflicts import ConflictBudget, ConflictRetry
 from corral_actuator.engine_upgrade_guard import EngineUpgradeGuard
 from corral_actuator.expiry import DEFAULT_MAX_COMMAND_AGE, overage
+from corral_actuator.instance_manager_guard import InstanceManagerGuard
 from corral_actuator.kinds import KindInfo
 from corral_actuator.occurrences import repeat_patch
 from corral_actuator.policy import Policy, Verdict
@@ -120,6 +121,9 @@ class Actuator:
         self.conflict_retries = 0
         """Patches sent again after a 409 whose preconditions still held (all commands)."""
         self.engine_upgrades = EngineUpgradeGuard(api, self.settings)
+        self.instance_managers = InstanceManagerGuard(
+            api, lambda namespace, name, made: self.settings.value(namespace, name, not_before=made)
+        )
 
     def _conflict_budget(self, command: Command) -> ConflictBudget:
         def counted() -> None:
@@ -346,6 +350,11 @@ class Actuator:
                 raise _Done(Outcome.PRECONDITION_FAILED, describe_mismatch(snapshot, broken), _rv(snapshot))
             if resolve(snapshot, "/metadata/deletionTimestamp") not in (MISSING, None, ""):
                 raise _Done(Outcome.APPLIED, "already being deleted; nothing written", _rv(snapshot))
+            # The last read before the delete: the instance manager must be idle (instance_manager_guard.py).
+            refusal = await self.instance_managers.judge_delete(command, snapshot)
+            if refusal is not None:
+                self.security_log(command, refusal)
+                raise _Done(Outcome.REJECTED_BY_POLICY, refusal, _rv(snapshot))
             options = V1DeleteOptions(
                 preconditions=V1Preconditions(
                     uid=uid if isinstance(uid, str) and uid else None, resource_version=_rv(snapshot) or None
