@@ -209,3 +209,36 @@ async def test_setting_sync_deletes_an_instance_manager_only_idle_and_of_a_disab
     disabled = await make_actuator().execute(_im_delete(emulator, "im-v1", "v1"))
     assert disabled.outcome is Outcome.APPLIED, disabled.detail
     assert emulator.get("longhorn.io", "instancemanagers", NS, "im-v1") is None
+
+
+def _snapshot_of(volume_name: str) -> Command:
+    name = f"upgrade-{volume_name}"
+    return new_command(
+        service="v2-upgrade",
+        verb=Verb.CREATE,
+        target=Target(kind="Snapshot", namespace=NS, name=name),
+        body={
+            "apiVersion": "longhorn.io/v1beta2",
+            "kind": "Snapshot",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"volume": volume_name, "createSnapshot": True},
+        },
+        created_at=time.time(),
+        term=1,
+    )
+
+
+@pytest.mark.parametrize(
+    ("volume_name", "reason"),
+    [("vol-v1", "volume vol-v1 is v1"), ("no-such-volume", "volume no-such-volume does not exist")],
+)
+async def test_v2_upgrade_snapshots_only_v2_volumes(
+    emulator: Emulator, make_actuator: MakeActuator, volume_name: str, reason: str
+) -> None:
+    emulator.load("longhorn.io", "volumes", [volume("vol-v1"), volume("vol-v2", data_engine="v2")])
+    actuator = make_actuator()
+    refused = await actuator.execute(_snapshot_of(volume_name))
+    assert refused.outcome is Outcome.REJECTED_BY_POLICY
+    assert refused.detail == f"snapshots only of v2 volumes: {reason}"
+    assert not emulator.list("longhorn.io", "snapshots", NS)
+    assert (await actuator.execute(_snapshot_of("vol-v2"))).outcome is Outcome.APPLIED

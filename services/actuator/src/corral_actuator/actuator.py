@@ -42,6 +42,7 @@ from corral_actuator.kinds import KindInfo
 from corral_actuator.occurrences import repeat_patch
 from corral_actuator.policy import Policy, Verdict
 from corral_actuator.settings import SettingValues
+from corral_actuator.snapshot_guard import is_snapshot, snapshot_refusal
 from corral_actuator.tracing import policy_span
 from corral_kube.patching import (
     MISSING,
@@ -377,6 +378,11 @@ class Actuator:
         body.setdefault("apiVersion", info.api_version)
         body.setdefault("kind", info.kind)
         self._guard(command, guards, body)
+        if is_snapshot(info.kind):  # of a v2 volume only (snapshot_guard.py)
+            refusal = await snapshot_refusal(self.api, t.namespace, body)
+            if refusal is not None:
+                self.security_log(command, refusal)
+                raise _Done(Outcome.REJECTED_BY_POLICY, refusal)
         answered = await self.api.request("POST", info.path(t.namespace), body=body)
         if answered.answer is Answer.OK:
             raise _Done(Outcome.APPLIED, "", answered.resource_version)
