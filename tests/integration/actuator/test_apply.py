@@ -229,9 +229,11 @@ async def test_create_is_idempotent_by_name(emulator: Emulator, make_actuator: M
     assert emulator.write_log.count(verb="create", plural="nodedataengineupgrades") == 1
 
 
-async def test_events_are_created_for_any_service(emulator: Emulator, make_actuator: MakeActuator) -> None:
+async def test_the_gates_events_are_created_in_a_corral_components_name(
+    emulator: Emulator, make_actuator: MakeActuator
+) -> None:
     event = new_command(
-        service="watcher",
+        service="upgrade-gate",
         verb=Verb.CREATE,
         target=Target(kind="Event", namespace=NS, name="longhorn-upgrade.check-1"),
         body={
@@ -240,6 +242,7 @@ async def test_events_are_created_for_any_service(emulator: Emulator, make_actua
             "reason": "FailedUpgradePreCheck",
             "message": "upgrading from v1.8.0 to v1.10.0 is not supported",
             "type": "Warning",
+            "source": {"component": "corral-watcher"},
         },
     )
     result = await make_actuator().execute(event)
@@ -257,7 +260,7 @@ async def test_an_event_asked_for_again_later_is_the_recorded_event_counted_agai
 
     def event(stamp: str, message: str = "blocked") -> Command:
         return new_command(
-            service="engine-upgrade",
+            service="upgrade-gate",
             verb=Verb.CREATE,
             target=Target(kind="Event", namespace=NS, name="current-longhorn-version.abc"),
             body={
@@ -266,6 +269,7 @@ async def test_an_event_asked_for_again_later_is_the_recorded_event_counted_agai
                 "reason": "FailedUpgradePreCheck",
                 "message": message,
                 "type": "Warning",
+                "source": {"component": "corral-engine-upgrade"},
                 "firstTimestamp": stamp,
                 "lastTimestamp": stamp,
                 "count": 1,

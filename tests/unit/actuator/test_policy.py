@@ -349,14 +349,34 @@ def test_everything_else_is_rejected(policy: Policy, command: Command) -> None:
         ),
         (
             cmd(
-                "watcher",
+                "upgrade-gate",
                 Verb.CREATE,
                 "Event",
-                body={"metadata": {"name": "obj"}, "reason": "FailedUpgradePreCheck", "type": "Warning"},
+                body={
+                    "metadata": {"name": "obj"},
+                    "involvedObject": {"kind": "Setting", "name": "current-longhorn-version"},
+                    "source": {"component": "corral-watcher"},
+                    "reason": "FailedUpgradePreCheck",
+                    "type": "Warning",
+                },
             ),
             0,
         ),
-        (cmd("im-restart", Verb.CREATE, "Event", body={"apiVersion": "v1", "metadata": {"name": "obj"}}), 0),
+        (
+            cmd(
+                "im-restart",
+                Verb.CREATE,
+                "Event",
+                body={
+                    "apiVersion": "v1",
+                    "metadata": {"name": "obj"},
+                    "involvedObject": {"kind": "Pod", "name": "instance-manager-1"},
+                    "source": {"component": "corral-im-restart"},
+                    "reportingComponent": "corral-im-restart",
+                },
+            ),
+            0,
+        ),
     ],
     ids=lambda x: x.service if isinstance(x, Command) else str(x),
 )
@@ -525,3 +545,57 @@ def test_every_decision_service_is_fenced_and_the_gate_events_are_not(policy: Po
     assert {s for s in policy.services if policy.fenced(s)} == deciders
     fenced = Policy.from_yaml(HEAD + "services: {s: {fenced: true}, t: {}}\n")
     assert fenced.fenced("s") and not fenced.fenced("t") and not fenced.fenced("unknown")
+
+
+def _event(service: str, kind: str, component: str, name: str = "x") -> Command:
+    return cmd(
+        service,
+        Verb.CREATE,
+        "Event",
+        body={
+            "metadata": {"name": "obj"},
+            "involvedObject": {"kind": kind, "name": name},
+            "source": {"component": component},
+            "reportingComponent": component,
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "reason"),
+    [
+        # The watcher may publish gate Events (every component's gate does): only about the version
+        # Setting, in a corral component's name.
+        (_event("upgrade-gate", "Volume", "corral-watcher", "pvc-a"), "about the current-longhorn-version"),
+        (_event("upgrade-gate", "Setting", "longhorn-manager", "current-longhorn-version"), "names a corral"),
+        # A decision service's Events: in its own name, about the kinds it works on.
+        (_event("engine-upgrade", "Volume", "corral-setting-sync"), "names engine-upgrade as its source"),
+        (_event("engine-upgrade", "Volume", ""), "names engine-upgrade as its source"),
+        (_event("engine-upgrade", "Pod", "corral-engine-upgrade"), "about the kinds it works on"),
+        (_event("im-restart", "Volume", "corral-im-restart"), "about the kinds it works on"),
+        (_event("setting-sync", "Node", "setting-sync"), "about the kinds it works on"),
+    ],
+    ids=lambda x: x.service if isinstance(x, Command) else str(x)[:20],
+)
+def test_an_event_outside_its_senders_name_and_kinds_is_refused(
+    policy: Policy, command: Command, reason: str
+) -> None:
+    verdict = policy.check(command, DEFAULT_IMAGE)
+    assert not verdict.allowed and reason in verdict.reason, verdict.reason
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        _event("engine-upgrade", "Volume", "corral-engine-upgrade"),
+        _event("engine-upgrade", "Setting", "corral-engine-upgrade"),  # its coexistence stance
+        _event("setting-sync", "Setting", "setting-sync"),
+        _event("setting-sync", "DaemonSet", "corral-setting-sync"),
+        _event("im-restart", "InstanceManager", "corral-im-restart"),
+        _event("upgrade-gate", "Setting", "corral-actuator", "current-longhorn-version"),
+    ],
+    ids=lambda c: f"{c.service}",
+)
+def test_an_event_in_its_senders_name_about_its_kinds_is_allowed(policy: Policy, command: Command) -> None:
+    verdict = policy.check(command, DEFAULT_IMAGE)
+    assert verdict.allowed, verdict.reason

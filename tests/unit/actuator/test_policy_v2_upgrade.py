@@ -270,10 +270,17 @@ services:
   narrow: {common: false}
 """
     policy = Policy.from_yaml(text)
-    event = _event_about("Volume")
     for service, allowed in (("plain", True), ("narrow", False)):
-        command = msgspec.structs.replace(event, service=service)
-        assert policy.check(command).allowed is allowed
+        # An Event in the service's own name about the Setting it reports its stance on.
+        event = event_command(
+            service=service,
+            about=Target(kind="Setting", namespace=NS, name="x"),
+            type_=EventType.NORMAL,
+            reason="Stance",
+            message="m",
+            now=NOW,
+        )
+        assert policy.check(event).allowed is allowed
 
 
 def test_the_actuator_reads_the_image_an_instance_manager_delete_is_checked_against() -> None:

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from corral_actuator.event_guard import event_refusal
 from corral_actuator.kinds import KindInfo, resolve_kind
 from corral_kube.patching import PointerError, describe_mismatch, first_not_holding, json_equal, tokens
 from corral_model.envelopes import Command, FieldValue, Verb
@@ -153,6 +154,11 @@ class Policy:
                 compiled = self._compile(service, rule)
                 index.setdefault(compiled.info.token, []).append(compiled)
             self._rules[service] = index
+        # The kinds each service writes besides Events: the objects its Events may be about.
+        self._commanded_kinds = {
+            service: frozenset(rules[0].info.kind for rules in index.values()) - {"Event"}
+            for service, index in self._rules.items()
+        }
 
     @staticmethod
     def _compile(service: str, rule: Rule) -> _CompiledRule:
@@ -292,6 +298,10 @@ class Policy:
         for compiled in rules:
             verdict = _check_rule(command, compiled, settings or {})
             if verdict.allowed:
+                if info.kind == "Event":  # in its sender's name, about its kinds (event_guard.py)
+                    refusal = event_refusal(command, self.services, self._commanded_kinds)
+                    if refusal is not None:
+                        return _deny(refusal)
                 return verdict
             first = first or verdict
         assert first is not None
