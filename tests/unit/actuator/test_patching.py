@@ -91,7 +91,14 @@ def test_holds_treats_none_as_absent_or_null() -> None:
         VOLUME, [FieldValue(path="/spec/image", value="engine:v1"), FieldValue(path="/x", value=1)]
     )
     assert broken is not None and broken.path == "/x"
-    assert describe_mismatch(VOLUME, broken) == "/x is absent, expected 1"
+    # Which field, never the value an object holds (results are read by every bus reader).
+    assert describe_mismatch(VOLUME, broken) == "/x: absent, not what the command expected"
+    image = FieldValue(path="/spec/image", value="engine:v2")
+    assert describe_mismatch(VOLUME, image) == "/spec/image: another value, not what the command expected"
+    assert "engine:v1" not in describe_mismatch(VOLUME, image, expected_is_public=True)
+    assert describe_mismatch(VOLUME, FieldValue(path="/spec/image", value=None)) == (
+        "/spec/image: present, not what the command expected"
+    )
 
 
 def test_patch_without_snapshot_tests_preconditions_then_sets() -> None:

@@ -237,8 +237,8 @@ def test_the_refusals_say_why() -> None:
     )
     assert POLICY.settings_needed(new_im) == {DEFAULT_IM_IMAGE}
     assert check(_event_about("Volume"))[1] == (
-        "the Event to create is outside the policy: /involvedObject/apiVersion is 'longhorn.io/v1beta2',"
-        " expected 'corral.longhorn.io/v1alpha1'"
+        "the Event to create is outside the policy: /involvedObject/apiVersion: another value;"
+        " the policy requires 'corral.longhorn.io/v1alpha1'"
     )
 
 

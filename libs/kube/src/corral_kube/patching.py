@@ -126,11 +126,21 @@ def first_not_holding(document: Any, fields: Iterable[FieldValue]) -> FieldValue
     return None
 
 
-def describe_mismatch(document: Any, field: FieldValue) -> str:
+def describe_mismatch(document: Any, field: FieldValue, *, expected_is_public: bool = False) -> str:
+    """Which field broke `field`, never the value it holds: results are read by every reader of
+    the bus, and an object's fields are not theirs to see. `expected_is_public`: the expected value
+    is the policy's (a published file), not a sender's, and may be named."""
     actual = resolve(document, field.path)
-    shown = "absent" if actual is MISSING else repr(actual)
     wanted = "absent" if field.value is None else repr(field.value)
-    return f"{field.path} is {shown}, expected {wanted}"
+    if actual is MISSING:
+        state = "absent"
+    elif field.value is None:
+        state = "present"
+    else:
+        state = "another value"
+    if expected_is_public:
+        return f"{field.path}: {state}; the policy requires {wanted}"
+    return f"{field.path}: {state}, not what the command expected"
 
 
 def needs_snapshot(preconditions: Iterable[FieldValue]) -> bool:

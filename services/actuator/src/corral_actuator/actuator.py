@@ -285,7 +285,8 @@ class Actuator:
         an object without them is outside the policy, whatever the command's preconditions say."""
         broken = first_not_holding(document, guards)
         if broken is not None:
-            reason = f"the object is outside the policy: {describe_mismatch(document, broken)}"
+            mismatch = describe_mismatch(document, broken, expected_is_public=True)
+            reason = f"the object is outside the policy: {mismatch}"
             self.security_log(command, reason)
             raise _Done(Outcome.REJECTED_BY_POLICY, reason, _rv(document))
 
@@ -343,7 +344,7 @@ class Actuator:
             if t.uid and uid != t.uid:
                 raise _Done(
                     Outcome.PRECONDITION_FAILED,
-                    f"uid is {uid!r}, expected {t.uid!r}: the object was recreated",
+                    "uid differs from the one judged: the object was recreated",
                     _rv(snapshot),
                 )
             broken = first_not_holding(snapshot, command.preconditions)

@@ -355,7 +355,8 @@ def _check_rule(command: Command, compiled: _CompiledRule, settings: Mapping[str
         broken = first_not_holding(body, compiled.rule.require)
         if broken is not None:
             return _deny(
-                f"the {info.kind} to create is outside the policy: {describe_mismatch(body, broken)}"
+                f"the {info.kind} to create is outside the policy:"
+                f" {describe_mismatch(body, broken, expected_is_public=True)}"
             )
     names, prefix = compiled.rule.names, compiled.rule.name_prefix
     if prefix and not command.target.name.startswith(prefix):
