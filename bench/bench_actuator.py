@@ -191,6 +191,7 @@ async def bench_direct(url: str, kubeconfig: str, control: EmulatorControl) -> d
         client_cpu = time.process_time() - client_cpu
         emulator_cpu = process_cpu_seconds(EMULATOR_PID) - emulator_cpu
     finally:
+        await actuator.close()
         await kube.close()
         await api.close()
     writes = len(await changed_writes(control, since))
@@ -222,6 +223,7 @@ async def bench_limited(kubeconfig: str, control: EmulatorControl) -> dict[str, 
         await run_commands(actuator, [upgrade(n) for n in names], CONCURRENCY)
         elapsed = time.perf_counter() - start
     finally:
+        await actuator.close()
         await kube.close()
         await api.close()
     stamps = await changed_writes(control, since)

@@ -111,6 +111,7 @@ async def make_actuator(
     policy = Policy.load(POLICY_FILE)
 
     made: list[KubeApi] = []
+    actuators: list[Actuator] = []
 
     def make(
         *,
@@ -122,8 +123,11 @@ async def make_actuator(
         """`options` go to Actuator (clock, max_command_age, …)."""
         api = KubeApi(kube_api, Unlimited(), request_timeout=request_timeout, retry=retry, dry_run=dry_run)
         made.append(api)
-        return Actuator(api, policy, security_log=security_events, **options)
+        actuators.append(Actuator(api, policy, security_log=security_events, **options))
+        return actuators[-1]
 
     yield make
+    for actuator in actuators:
+        await actuator.close()
     for api in made:
         await api.close()

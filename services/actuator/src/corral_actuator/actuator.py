@@ -257,18 +257,53 @@ class Actuator:
     async def _upgrade_engine(
         self, command: Command, guards: tuple[FieldValue, ...], info: KindInfo
     ) -> NoReturn:
-        """An engine upgrade is judged on the volume as read, under its owner node's lock, and
-        written testing that read's resourceVersion (engine_upgrade_guard.py)."""
+        """An engine upgrade is judged under its owner node's lock and written testing the
+        resourceVersion judged (engine_upgrade_guard.py): on the informer's copy of the volume
+        first, one request; on a fresh read when that copy is refused, stale or unknown."""
         guard = self.engine_upgrades
+        conflicts = self._conflict_budget(command)
         async with guard.lock(command):
             try:
+                snapshot = await self._upgrade_from_cache(command, guards, info, conflicts)
                 await self._patch_from_snapshot(
-                    command, guards, info, None, self._conflict_budget(command), judge=guard.judge
+                    command, guards, info, snapshot, conflicts, judge=guard.judge_document
                 )
             except _Done as done:
                 if done.outcome is Outcome.APPLIED and done.detail == "":  # written now
-                    guard.applied(command, guard.owner(command))
+                    await guard.written(command, done.resource_version)
                 raise
+
+    async def _upgrade_from_cache(
+        self, command: Command, guards: tuple[FieldValue, ...], info: KindInfo, conflicts: ConflictBudget
+    ) -> dict[str, Any] | None:
+        """The one-request path; finishes, or returns the fresh read (None: none yet) to judge on."""
+        cached = await self.engine_upgrades.cached(command)
+        tests = (*guards, *command.preconditions)
+        if cached is None or needs_snapshot(tests) or await self.engine_upgrades.judge(command, cached):
+            return None  # unknown, or refused on a copy that may be stale: judged on a read
+        t = command.target
+        judged = FieldValue(path="/metadata/resourceVersion", value=cached.metadata.resource_version)
+        body = json_patch(command.changes, (*tests, judged))
+        answered = await self.api.request(
+            "PATCH", info.path(t.namespace, t.name), body=body, content_type=JSON_PATCH
+        )
+        self._finish_on(answered)  # returns on 409/422 only
+        if answered.status != 409:
+            return None  # the copy was stale (or a precondition broke): judged on a read
+        # A conflict: sent again, judged on a fresh read, if its preconditions still hold there.
+        snapshot = await self._read(info, t.namespace, t.name)
+        self._settle(command, guards, snapshot)
+        if not await conflicts.spend():
+            raise _Done(
+                Outcome.PRECONDITION_FAILED,
+                f"conflict persisted through {conflicts.used} retries: {answered.message}",
+                _rv(snapshot),
+            )
+        return snapshot
+
+    async def close(self) -> None:
+        """Stop what the actuator keeps running (its informer of the volumes)."""
+        await self.engine_upgrades.close()
 
     def _settle(self, command: Command, guards: tuple[FieldValue, ...], snapshot: dict[str, Any]) -> None:
         """Finish when the object is outside the policy, already shows the change, or shows a

@@ -46,7 +46,7 @@ async def actuator_gate(bus: Bus, config: ServiceConfig) -> GateDecision:
                 kube, Policy.load(policy_file(config)), max_command_age=config.max_command_age_s
             )
             for command in commands:
-                result = await actuator.execute(command)
+                result = await actuator.execute(command)  # Events only: no informer to close
                 await publish_result(bus, result)  # audited in LH_RESULTS like every other write
                 if result.outcome is not Outcome.APPLIED:
                     # The decision stands either way; a missing Event must not change it.

@@ -289,6 +289,7 @@ async def main(ctx: ServiceContext[ActuatorConfig]) -> None:
     metrics = ActuatorMetrics(ctx.metrics)
     api = await api_client(config.kubeconfig or None, max_connections=config.max_connections)
     kube: KubeApi | None = None
+    actuator: Actuator | None = None
     try:
         kube = kube_api(api, config, ctx.tracer)
         actuator = Actuator(
@@ -325,6 +326,8 @@ async def main(ctx: ServiceContext[ActuatorConfig]) -> None:
         )
         await _lead(ctx, handler)
     finally:
+        if actuator is not None:
+            await actuator.close()
         if kube is not None:
             await kube.close()
         await api.close()
