@@ -31,7 +31,8 @@ lives (the watch behind it cannot be rewound, so dropping an event would lose it
 
 A "wrong last sequence" refusal is resolved against the subject's last stored message (read from
 the stream leader, corral_watcher.conflicts): our own event (its ack was lost) is settled as stored,
-a newer state (another watcher replica) supersedes ours, anything older gets ours on top of it.
+a newer state (another watcher replica) supersedes ours once the API server vouches for it (a
+state it never had is contradicted and replaced: `truth`), anything older gets ours on top of it.
 Restarts: the sequences are learnt from the stream's last message per subject during bootstrap
 (`learn`); what is still unknown is expected to be empty (0) and resolved as a conflict if not.
 Memory: one int per object's subject (70 bytes with the dict's slot: ≈ 7 MB at 100 000
@@ -52,8 +53,9 @@ from corral_bus import Bus
 from corral_bus.acks import AckPipeline, OnStored, Pending, ack_sequence
 from corral_bus.cancellation import cancel_and_wait
 from corral_model.subjects import OBJECTS_STREAM
-from corral_watcher.conflicts import LastMessage, Verdict, resolve
+from corral_watcher.conflicts import LastMessage, Resolution, Verdict, overrule, resolve, resource_version
 from corral_watcher.events import Message
+from corral_watcher.truth import Truth
 
 log = logging.getLogger("corral.watcher.publishing")
 
@@ -73,12 +75,21 @@ class OrderedPublisher(AckPipeline):
     frame stored late never becomes a subject's last message."""
 
     def __init__(
-        self, bus: Bus, *, window: int = 8192, ack_timeout: float = 2.0, stream: str = OBJECTS_STREAM
+        self,
+        bus: Bus,
+        *,
+        window: int = 8192,
+        ack_timeout: float = 2.0,
+        stream: str = OBJECTS_STREAM,
+        truth: Truth | None = None,
     ) -> None:
+        """`truth`: the API server, asked before a stored state newer than ours may supersede it
+        (without it, the stream is believed: for tests of the publisher alone)."""
         super().__init__(
             bus, window=window, ack_timeout=ack_timeout, check_every=min(0.25, max(0.02, ack_timeout / 4))
         )
         self._stream = stream
+        self._truth = truth
         self.last_seq: dict[str, int] = {}
         """Subject → stream sequence of its last stored message, as far as this publisher knows."""
         self._busy: set[str] = set()
@@ -97,6 +108,8 @@ class OrderedPublisher(AckPipeline):
         """"Wrong last sequence" refusals resolved."""
         self.superseded = 0
         """Events dropped because the stream already held a newer state of their object."""
+        self.contradicted = 0
+        """Stored messages the API server contradicted, replaced by our events."""
 
     @property
     def acked(self) -> int:
@@ -307,17 +320,32 @@ class OrderedPublisher(AckPipeline):
                 if isinstance(answer, BaseException):
                     log.warning("reading the last message of %s failed: %s", item.subject, answer)
                     continue  # stays a conflict: tried again at the next check
-                await self._settle_conflict(token, item, answer)
+                resolution = resolve(item.msg_id, item.payload, answer)
+                if resolution.verdict is Verdict.SUPERSEDED and self._truth is not None:
+                    try:
+                        truth = await self._truth.newest(item.payload)
+                    except Exception as e:
+                        # Never believed unchecked: a forged state would win for good.
+                        log.warning("asking the API server about %s failed: %s", item.subject, e)
+                        continue  # stays a conflict: tried again at the next check
+                    resolution = overrule(resolution, answer, truth)
+                    if resolution.verdict is Verdict.CONTRADICTED:
+                        assert answer is not None
+                        stored = resource_version(answer.data)
+                        self._truth.contradicted(item.subject, item.payload, stored, truth)
+                if token in self._conflicts and token in self._pending:
+                    await self._settle_conflict(token, item, resolution)
 
-    async def _settle_conflict(self, token: int, item: Pending, last: LastMessage | None) -> None:
+    async def _settle_conflict(self, token: int, item: Pending, resolution: Resolution) -> None:
         self._conflicts.discard(token)
         self.conflicts += 1
-        resolution = resolve(item.msg_id, item.payload, last)
         if resolution.seq:
             self.last_seq[item.subject] = resolution.seq
         else:
             self.last_seq.pop(item.subject, None)
-        if resolution.verdict is Verdict.REPUBLISH:
+        if resolution.verdict is Verdict.CONTRADICTED:
+            self.contradicted += 1
+        if resolution.verdict in (Verdict.REPUBLISH, Verdict.CONTRADICTED):
             log.info("re-publishing %s on top of sequence %d", item.subject, resolution.seq)
             item.expect = resolution.seq
             # Under a new token, like a recovery's re-send: the refused token is behind acks that

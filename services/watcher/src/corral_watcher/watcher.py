@@ -20,6 +20,7 @@ from corral_model.kinds import KINDS, KindInfo
 from corral_watcher.kindwatch import KindWatcher, WatchSettings
 from corral_watcher.metrics import WatcherMetrics
 from corral_watcher.publishing import OrderedPublisher
+from corral_watcher.truth import ApiTruth
 
 
 def resolve_kinds(tokens: Sequence[str]) -> list[KindInfo]:
@@ -47,7 +48,9 @@ class Watcher:
         """`bootstrap`: start from what LH_OBJECTS already holds (see corral_watcher.bootstrap).
         `tracer`: each watched change starts a trace (see corral_watcher.tracing)."""
         self.metrics = metrics or WatcherMetrics()
-        self.publisher = OrderedPublisher(bus, window=publish_window, ack_timeout=ack_timeout)
+        self.publisher = OrderedPublisher(
+            bus, window=publish_window, ack_timeout=ack_timeout, truth=ApiTruth(api, self.metrics)
+        )
         self.kinds = {
             info.token: KindWatcher(
                 api, info, settings, self.publisher, self.metrics, bus if bootstrap else None, tracer
