@@ -46,7 +46,7 @@ def test_streams_follow_the_contract() -> None:
 
 
 def test_tombstone_headers() -> None:
-    assert tombstone_headers(86400) == {"Nats-Rollup": "sub", "Nats-TTL": "86400s"}
+    assert tombstone_headers(86400) == {"Nats-TTL": "86400s"}
     assert tombstone_headers(0.2)["Nats-TTL"] == "1s"  # the server's minimum
 
 

@@ -9,10 +9,10 @@ them itself, so whichever starts first creates them. Running either twice change
 configuration cannot be changed in place (JetStream refuses to change retention, for one) fails
 loudly with `StreamConfigError` instead of leaving a service running on the wrong contract.
 
-LH_OBJECTS keeps the last N events per object. A DELETED event is a tombstone: it is published with
-`Nats-Rollup: sub` (older events of that object are dropped, so bootstrap cannot resurrect the object
-once the tombstone is gone) and a `Nats-TTL` (the tombstone itself goes after a while, so the stream
-does not grow with every object that ever existed). See `tombstone_headers`.
+LH_OBJECTS keeps the last N events per object. A DELETED event is a tombstone: it carries a `Nats-TTL`
+(it goes after a while, so the stream does not grow with every object that ever existed), and the
+watcher publishes it N times, so that it pushes the object's older events out and bootstrap cannot
+resurrect the object once the tombstone is gone (corral_watcher.tombstones). See `tombstone_headers`.
 """
 
 from __future__ import annotations
@@ -234,5 +234,6 @@ async def delete_streams(js: JetStreamContext) -> None:
 
 
 def tombstone_headers(ttl: float) -> dict[str, str]:
-    """Headers of a DELETED event: replace the object's history, and expire after `ttl` seconds."""
-    return {ROLLUP_HEADER: "sub", TTL_HEADER: f"{max(1, round(ttl))}s"}
+    """Headers of a DELETED event: expire after `ttl` seconds (no rollup: the watcher
+    publishes it so as to fill the object's history, corral_watcher.tombstones)."""
+    return {TTL_HEADER: f"{max(1, round(ttl))}s"}

@@ -35,6 +35,9 @@ a newer state (another watcher replica) supersedes ours once the API server vouc
 state it never had is contradicted and replaced: `truth`), anything older gets ours on top of it.
 Restarts: the sequences are learnt from the stream's last message per subject during bootstrap
 (`learn`); what is still unknown is expected to be empty (0) and resolved as a conflict if not.
+A tombstone goes out as many times as the stream keeps messages per subject (read from the
+stream at start), so that it replaces the object's history without a rollup (tombstones.py).
+
 Memory: one int per object's subject (70 bytes with the dict's slot: ≈ 7 MB at 100 000
 objects), dropped when the object's tombstone is stored.
 """
@@ -49,12 +52,13 @@ from collections.abc import Callable, Sequence
 
 from nats.js.errors import NotFoundError
 
-from corral_bus import Bus
+from corral_bus import Bus, StreamSettings
 from corral_bus.acks import AckPipeline, OnStored, Pending, ack_sequence
 from corral_bus.cancellation import cancel_and_wait
 from corral_model.subjects import OBJECTS_STREAM
 from corral_watcher.conflicts import LastMessage, Resolution, Verdict, overrule, resolve, resource_version
 from corral_watcher.events import Message
+from corral_watcher.tombstones import copies, is_tombstone
 from corral_watcher.truth import Truth
 
 log = logging.getLogger("corral.watcher.publishing")
@@ -82,14 +86,18 @@ class OrderedPublisher(AckPipeline):
         ack_timeout: float = 2.0,
         stream: str = OBJECTS_STREAM,
         truth: Truth | None = None,
+        history: int | None = None,
     ) -> None:
         """`truth`: the API server, asked before a stored state newer than ours may supersede it
-        (without it, the stream is believed: for tests of the publisher alone)."""
+        (without it, the stream is believed: for tests of the publisher alone). `history`: the
+        messages the stream keeps per subject, which a tombstone fills; None: read from the stream
+        at start."""
         super().__init__(
             bus, window=window, ack_timeout=ack_timeout, check_every=min(0.25, max(0.02, ack_timeout / 4))
         )
         self._stream = stream
         self._truth = truth
+        self.history = history
         self.last_seq: dict[str, int] = {}
         """Subject → stream sequence of its last stored message, as far as this publisher knows."""
         self._busy: set[str] = set()
@@ -128,8 +136,25 @@ class OrderedPublisher(AckPipeline):
 
     async def start(self, fast: bool = True) -> None:
         await super().start(fast)
+        if self.history is None:
+            self.history = await self._stream_history()
         if self._releaser is None:
             self._releaser = asyncio.create_task(self._release_held(), name=f"held-{self._bus.name}")
+
+    async def _stream_history(self) -> int:
+        try:
+            config = (await self._bus.js.stream_info(self._stream)).config
+        except Exception as e:
+            default = StreamSettings().objects_history
+            log.warning(
+                "reading %s's configuration failed (%s): assuming %d per subject", self._stream, e, default
+            )
+            return default
+        limit = config.max_msgs_per_subject or 0
+        if limit <= 0:
+            log.warning("%s keeps every message per subject: deleted objects' history stays", self._stream)
+            return 1
+        return limit
 
     async def close(self) -> None:
         releaser, self._releaser = self._releaser, None
@@ -163,9 +188,11 @@ class OrderedPublisher(AckPipeline):
         if self._releaser is None:
             await self.start()
         busy, held, last_seq = self._busy, self._held, self.last_seq
+        history = self.history or 1
         out: list[Message] = []
         expects: list[int] = []
         last = len(messages) - 1
+        last_out: OnStored | None = None
         for i, message in enumerate(messages):
             subject = message[0]
             while subject in busy and self._held_count >= self._window:
@@ -174,18 +201,29 @@ class OrderedPublisher(AckPipeline):
                     out, expects = [], []
                 self._held_room.clear()
                 await self._held_room.wait()
+            # A tombstone is followed by its copies (tombstones.py); the batch's callback then
+            # waits for the last copy.
+            fill = history > 1 and message[3] is not None and is_tombstone(message[2])
+            on_this = on_last_ack if i == last and not fill else None
             if subject in busy:
                 queue = held.get(subject)
                 if queue is None:
                     queue = held[subject] = deque()
-                queue.append((message, on_last_ack if i == last else None))
+                queue.append((message, on_this))
                 self._held_count += 1
             else:
                 busy.add(subject)
                 out.append(message)
                 expects.append(last_seq.get(subject, 0))
+                last_out = on_this
+            if fill:
+                more = copies(message, history)
+                queue = held.setdefault(subject, deque())
+                queue.extend((copy, None) for copy in more[:-1])
+                queue.append((more[-1], on_last_ack if i == last else None))
+                self._held_count += len(more)
         if out:
-            await self._send(out, expects, on_last_ack if out[-1] is messages[last] else None)
+            await self._send(out, expects, last_out)
 
     async def _send(self, messages: list[Message], expects: list[int], on_last: OnStored | None) -> None:
         try:
@@ -239,9 +277,9 @@ class OrderedPublisher(AckPipeline):
         held = self._held
         if seq:
             # Only a tombstone (or a traced event) has headers: the cheap test first.
-            if item.headers is not None and subject not in held and item.msg_id.endswith(":deleted"):
-                # Tombstone: nothing follows until the object is re-created, and its sequence is
-                # then learnt from the refusal: the map stays the size of the live objects.
+            if item.headers is not None and subject not in held and is_tombstone(item.msg_id):
+                # Tombstone (its last copy): nothing follows until the object is re-created, and its
+                # sequence is then learnt from the refusal: the map stays the size of the live objects.
                 self.last_seq.pop(subject, None)
             else:
                 self.last_seq[subject] = seq
