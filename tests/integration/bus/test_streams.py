@@ -6,6 +6,7 @@ import pytest
 from nats.js.api import RetentionPolicy, StreamConfig
 
 from corral_bus import Bus, StreamConfigError, StreamSettings, ensure_streams
+from corral_bus.streams import check_streams, differences, stream_configs
 from corral_model import subjects
 
 pytestmark = pytest.mark.integration
@@ -28,3 +29,27 @@ async def test_a_stream_that_cannot_be_fixed_is_refused_loudly(bus: Bus) -> None
     )
     with pytest.raises(StreamConfigError, match="LH_COMMANDS"):
         await ensure_streams(bus.js)
+
+
+async def test_an_lh_objects_made_before_is_locked_by_the_start_up_check(bus: Bus) -> None:
+    """A deployment whose LH_OBJECTS still allows rollups, purges and deletes is found differing and
+    updated (by `corral bus init`, or here, where the server is open, by the check itself)."""
+    objects = stream_configs()[0]
+    assert objects.name == subjects.OBJECTS_STREAM
+    await bus.js.delete_stream(subjects.OBJECTS_STREAM)
+    old = StreamConfig(
+        name=objects.name,
+        subjects=objects.subjects,
+        max_msgs_per_subject=objects.max_msgs_per_subject,
+        duplicate_window=objects.duplicate_window,
+        allow_rollup_hdrs=True,
+        allow_msg_ttl=True,
+        allow_direct=True,
+    )
+    await bus.js.add_stream(old)
+    found = differences(objects, (await bus.js.stream_info(subjects.OBJECTS_STREAM)).config)
+    assert [d.split()[0] for d in found] == ["allow_rollup_hdrs", "deny_delete", "deny_purge"]
+    await check_streams(bus.js)
+    now = (await bus.js.stream_info(subjects.OBJECTS_STREAM)).config
+    assert now.allow_rollup_hdrs is False and now.deny_delete and now.deny_purge
+    assert differences(objects, now) == []

@@ -18,8 +18,10 @@ from typing import Any
 import msgspec
 import pytest
 from kubernetes_asyncio import client
+from nats.js.errors import APIError
 
 from corral_bus import MSG_ID_HEADER, Bus
+from corral_bus.streams import ROLLUP_HEADER
 from corral_model.envelopes import EventType, ObjectEvent
 from corral_model.subjects import OBJECTS_STREAM, object_subject
 from corral_sandbox.emulator import Emulator
@@ -122,3 +124,34 @@ async def test_a_forged_newer_event_is_replaced_by_the_api_servers_object(
         await eventually(newest_image, within=10, what="the newest image on the bus")
     finally:
         await watcher.stop()
+
+
+@pytest.mark.parametrize("rollup", ["all", "sub"])
+async def test_a_rollup_is_refused_and_lh_objects_keeps_its_messages(
+    emulator: Emulator, kube_api: client.ApiClient, watcher_bus: Bus, secure_bus: Bus, rollup: str
+) -> None:
+    """The probe emptied LH_OBJECTS (1 584 messages to 1) with one `Nats-Rollup: all` message."""
+    watcher = Watcher(kube_api, watcher_bus, ["volume"], FAST_WATCH, ack_timeout=1.0)
+    await watcher.start()
+    try:
+        async with asyncio.timeout(20):
+            await watcher.wait_synced()
+        volumes = Volumes(kube_api)
+        for i in range(5):
+            await volumes.create(f"vol-{i}")
+        await volumes.set_image("vol-0", NEW_IMAGE)
+
+        async def converged() -> list[str]:
+            return mismatches(emulator, await stream_history(secure_bus))
+
+        await until_no_problems(converged, within=20, what="the volumes on the bus")
+    finally:
+        await watcher.stop()
+    before = (await secure_bus.js.stream_info(OBJECTS_STREAM)).state.messages
+
+    subject = object_subject("volume", NAMESPACE, "vol-0")
+    with pytest.raises(APIError) as refused:
+        await watcher_bus.js.publish(subject, b"{}", headers={ROLLUP_HEADER: rollup, MSG_ID_HEADER: "probe"})
+    assert "rollup not permitted" in str(refused.value.description)
+    assert (await secure_bus.js.stream_info(OBJECTS_STREAM)).state.messages == before
+    assert mismatches(emulator, await stream_history(secure_bus)) == []
