@@ -86,8 +86,9 @@ async def _last(bus: Bus, name: str) -> ObjectEvent[Any]:
 async def test_a_forged_newer_event_is_replaced_by_the_api_servers_object(
     emulator: Emulator, kube_api: client.ApiClient, watcher_bus: Bus, secure_bus: Bus
 ) -> None:
+    """The publisher's side: the object's next write meets the forgery (the guard, below, is off)."""
     admin = secure_bus  # reads the stream back; the forgery and the watcher use the watcher user
-    watcher = Watcher(kube_api, watcher_bus, ["volume"], FAST_WATCH, ack_timeout=1.0)
+    watcher = Watcher(kube_api, watcher_bus, ["volume"], FAST_WATCH, ack_timeout=1.0, guard=False)
     await watcher.start()
     try:
         async with asyncio.timeout(20):
@@ -122,6 +123,36 @@ async def test_a_forged_newer_event_is_replaced_by_the_api_servers_object(
             return (await _last(admin, "vol-dr")).object["spec"]["image"] == NEWER_IMAGE  # type: ignore[no-any-return,index]
 
         await eventually(newest_image, within=10, what="the newest image on the bus")
+    finally:
+        await watcher.stop()
+
+
+async def test_a_forged_state_of_an_object_that_does_not_change_is_replaced(
+    emulator: Emulator, kube_api: client.ApiClient, watcher_bus: Bus, secure_bus: Bus
+) -> None:
+    """The guard's side: no later change of the object is needed to replace the forgery."""
+    watcher = Watcher(kube_api, watcher_bus, ["volume"], FAST_WATCH, ack_timeout=1.0)
+    await watcher.start()
+    try:
+        async with asyncio.timeout(20):
+            await watcher.wait_synced()
+        volumes = Volumes(kube_api)
+        await volumes.create("vol-dr")
+        await volumes.create("vol-other")
+
+        async def converged() -> list[str]:
+            return mismatches(emulator, await stream_history(secure_bus))
+
+        await until_no_problems(converged, within=20, what="both volumes on the bus")
+        await _forge(watcher_bus, emulator, "vol-dr")
+        await until_no_problems(converged, within=20, what="the forgery replaced by the API's object")
+        last = await _last(secure_bus, "vol-dr")
+        assert not (last.object or {})["spec"].get("standby")
+        assert watcher.metrics.value("corral_watcher_contradicted_events_total", kind="volume") == 1
+        assert watcher.guard is not None and watcher.guard.restored == 1
+
+        await volumes.set_image("vol-dr", NEW_IMAGE)
+        await until_no_problems(converged, within=20, what="a later change published")
     finally:
         await watcher.stop()
 

@@ -348,7 +348,7 @@ class OrderedPublisher(AckPipeline):
         for start in range(0, len(tokens), _RESOLVE_AT_ONCE):
             chunk = tokens[start : start + _RESOLVE_AT_ONCE]
             answers = await asyncio.gather(
-                *(self._last_message(self._pending[token].subject) for token in chunk),
+                *(self.last_message(self._pending[token].subject) for token in chunk),
                 return_exceptions=True,
             )
             for token, answer in zip(chunk, answers, strict=True):
@@ -403,7 +403,7 @@ class OrderedPublisher(AckPipeline):
             log.info("%s [%s]: a newer state is already stored", item.subject, item.msg_id)
         self._forget(token)
 
-    async def _last_message(self, subject: str) -> LastMessage | None:
+    async def last_message(self, subject: str) -> LastMessage | None:
         """The subject's last stored message, as the stream leader has it (None: there is none)."""
         try:
             raw = await self._bus.js.get_last_msg(self._stream, subject)
