@@ -6,7 +6,11 @@ import pytest
 from nats.js.api import RetentionPolicy, StreamConfig
 
 from corral_bus import Bus, StreamConfigError, StreamSettings, ensure_streams
+from corral_bus.setup import prepare_bus
+from corral_bus.streams import check_streams, differences, stream_configs
 from corral_model import subjects
+from tests.fixtures.nats import NatsServer
+from tests.fixtures.secure_nats import connect_as
 
 pytestmark = pytest.mark.integration
 
@@ -28,3 +32,51 @@ async def test_a_stream_that_cannot_be_fixed_is_refused_loudly(bus: Bus) -> None
     )
     with pytest.raises(StreamConfigError, match="LH_COMMANDS"):
         await ensure_streams(bus.js)
+
+
+async def _objects_as_made_before(bus: Bus) -> None:
+    """LH_OBJECTS as the contract made it before rollups, purges and deletes were refused."""
+    objects = stream_configs()[0]
+    assert objects.name == subjects.OBJECTS_STREAM
+    await bus.js.delete_stream(subjects.OBJECTS_STREAM)
+    old = StreamConfig(
+        name=objects.name,
+        subjects=objects.subjects,
+        max_msgs_per_subject=objects.max_msgs_per_subject,
+        duplicate_window=objects.duplicate_window,
+        allow_rollup_hdrs=True,
+        allow_msg_ttl=True,
+        allow_direct=True,
+    )
+    await bus.js.add_stream(old)
+
+
+async def test_an_lh_objects_made_before_is_locked_by_the_start_up_check(bus: Bus) -> None:
+    """A deployment whose LH_OBJECTS still allows rollups, purges and deletes is found differing and
+    updated (by `corral bus init`, or here, where the server is open, by the check itself)."""
+    objects = stream_configs()[0]
+    await _objects_as_made_before(bus)
+    found = differences(objects, (await bus.js.stream_info(subjects.OBJECTS_STREAM)).config)
+    assert [d.split()[0] for d in found] == ["allow_rollup_hdrs", "deny_delete", "deny_purge"]
+    await check_streams(bus.js)
+    now = (await bus.js.stream_info(subjects.OBJECTS_STREAM)).config
+    assert now.allow_rollup_hdrs is False and now.deny_delete and now.deny_purge
+    assert differences(objects, now) == []
+
+
+async def test_on_a_locked_down_bus_the_setup_step_locks_lh_objects(
+    secure_nats: NatsServer, secure_bus: Bus
+) -> None:
+    """Where the watcher may not change streams, it refuses to start on the old LH_OBJECTS and names
+    the setup step; `corral bus init` (prepare_bus, as the admin) updates the stream in place."""
+    await _objects_as_made_before(secure_bus)
+    watcher = await connect_as(secure_nats, "watcher")
+    try:
+        with pytest.raises(StreamConfigError, match="corral bus init"):
+            await check_streams(watcher.js)
+        await prepare_bus(secure_bus)
+        await check_streams(watcher.js)  # as the contract says now: nothing to change
+    finally:
+        await watcher.close()
+    now = (await secure_bus.js.stream_info(subjects.OBJECTS_STREAM)).config
+    assert now.allow_rollup_hdrs is False and now.deny_delete and now.deny_purge

@@ -160,12 +160,17 @@ def mismatches(
     return problems
 
 
+def tombstone_copy(stored: Stored) -> bool:
+    """One of the copies that follow a tombstone to fill its subject (corral_watcher.tombstones)."""
+    return stored.event.type is EventType.DELETED and stored.msg_id.rsplit(".", 1)[-1].isdigit()
+
+
 def backwards(history: list[Stored]) -> list[str]:
     """Objects whose stored events do not strictly increase in resourceVersion."""
     problems: list[str] = []
     newest: dict[str, int] = {}
     for stored in history:
-        if stored.event.type is EventType.RESYNCED:
+        if stored.event.type is EventType.RESYNCED or tombstone_copy(stored):
             continue
         rv = int(stored.event.resource_version)
         before = newest.get(stored.subject)
@@ -179,7 +184,8 @@ def duplicates(history: list[Stored]) -> list[str]:
     """Messages stored more than once for the same object version."""
     counts: dict[tuple[str, str, EventType], int] = defaultdict(int)
     for stored in history:
-        counts[(stored.subject, stored.event.resource_version, stored.event.type)] += 1
+        if not tombstone_copy(stored):
+            counts[(stored.subject, stored.event.resource_version, stored.event.type)] += 1
     return [f"{s} {t} at {rv}: stored {n} times" for (s, rv, t), n in counts.items() if n > 1]
 
 

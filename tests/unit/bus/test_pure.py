@@ -38,7 +38,9 @@ def test_streams_follow_the_contract() -> None:
     objects = by_name[subjects.OBJECTS_STREAM]
     assert objects.subjects == ["lh.obj.>"]
     assert objects.max_msgs_per_subject == 7
-    assert objects.allow_msg_ttl and objects.allow_rollup_hdrs
+    assert objects.allow_msg_ttl
+    # No one may cut the API server's copy short: no rollups, purges or message deletes.
+    assert objects.allow_rollup_hdrs is False and objects.deny_purge and objects.deny_delete
     assert by_name[subjects.COMMANDS_STREAM].retention == RetentionPolicy.WORK_QUEUE
     assert by_name[subjects.COMMANDS_STREAM].duplicate_window > 0
     assert by_name[subjects.RESULTS_STREAM].max_age == 7 * 24 * 3600
@@ -46,7 +48,7 @@ def test_streams_follow_the_contract() -> None:
 
 
 def test_tombstone_headers() -> None:
-    assert tombstone_headers(86400) == {"Nats-Rollup": "sub", "Nats-TTL": "86400s"}
+    assert tombstone_headers(86400) == {"Nats-TTL": "86400s"}
     assert tombstone_headers(0.2)["Nats-TTL"] == "1s"  # the server's minimum
 
 

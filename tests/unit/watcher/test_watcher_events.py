@@ -65,5 +65,5 @@ def test_frames_are_valid_hpub_with_the_message_id() -> None:
     assert body == payload
     parts, headers, body = _parse(frame("s", b"r", "id", tombstone_headers(60), payload))
     assert headers == encode_headers({"Nats-Msg-Id": "id", **tombstone_headers(60)})
-    assert b"Nats-TTL: 60s\r\n" in headers and b"Nats-Rollup: sub\r\n" in headers
+    assert b"Nats-TTL: 60s\r\n" in headers
     assert body == payload

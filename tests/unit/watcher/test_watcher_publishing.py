@@ -62,10 +62,11 @@ class RecordingClient:
         self.expects.append(headers.get("Nats-Expected-Last-Subject-Sequence"))
 
 
-async def started(ack_timeout: float = 0.05) -> tuple[OrderedPublisher, RecordingClient]:
+async def started(ack_timeout: float = 0.05, history: int = 1) -> tuple[OrderedPublisher, RecordingClient]:
+    """`history`: the messages per subject the stream keeps (a tombstone's copies fill it)."""
     client = RecordingClient()
     bus = Bus(nc=cast("Any", client), js=cast("Any", None), name="test")
-    publisher = OrderedPublisher(bus, ack_timeout=ack_timeout)
+    publisher = OrderedPublisher(bus, ack_timeout=ack_timeout, history=history)
     await publisher.start(fast=False)
     return publisher, client
 
@@ -291,4 +292,25 @@ async def test_a_tombstone_forgets_the_subjects_sequence() -> None:
     async with asyncio.timeout(1):
         await publisher.flush()
     assert "s.a" not in publisher.last_seq  # the map stays the size of the live objects
+    await publisher.close()
+
+
+async def test_a_tombstone_fills_the_subjects_history_with_its_copies_in_order() -> None:
+    publisher, client = await started(ack_timeout=60, history=3)
+    acked: list[float] = []
+    tombstone = ("s.a", b"DELETED", "volume:u1:5:deleted", tombstone_headers(60))
+    await publisher.publish_batch([("s.b", b"", "b1", None), tombstone], acked.append)
+    # The copies wait behind the tombstone, each for its predecessor's sequence.
+    assert [m for _, m, _ in client.sent] == ["b1", "volume:u1:5:deleted"] and publisher.held == 2
+    ack(publisher, client.sent[0][2], stored_at(1))
+    for n, seq in ((2, 2), (3, 3)):
+        ack(publisher, client.sent[-1][2], stored_at(seq))
+        await until(lambda n=n: len(client.sent) == n + 1, within=5, what=f"copy {n} released")  # type: ignore[misc]
+        assert client.sent[-1][1] == f"volume:u1:5:deleted.{n}" and client.expects[-1] == str(seq)
+    assert acked == []  # the batch's callback waits for the last copy
+    ack(publisher, client.sent[-1][2], stored_at(4))
+    async with asyncio.timeout(1):
+        await publisher.flush()
+    assert len(acked) == 1
+    assert publisher.last_seq == {"s.b": 1}  # the last copy forgot the subject's sequence
     await publisher.close()

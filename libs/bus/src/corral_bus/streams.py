@@ -9,10 +9,16 @@ them itself, so whichever starts first creates them. Running either twice change
 configuration cannot be changed in place (JetStream refuses to change retention, for one) fails
 loudly with `StreamConfigError` instead of leaving a service running on the wrong contract.
 
-LH_OBJECTS keeps the last N events per object. A DELETED event is a tombstone: it is published with
-`Nats-Rollup: sub` (older events of that object are dropped, so bootstrap cannot resurrect the object
-once the tombstone is gone) and a `Nats-TTL` (the tombstone itself goes after a while, so the stream
-does not grow with every object that ever existed). See `tombstone_headers`.
+LH_OBJECTS keeps the last N events per object. A DELETED event is a tombstone: it carries a `Nats-TTL`
+(it goes after a while, so the stream does not grow with every object that ever existed), and the
+watcher publishes it N times, so that it pushes the object's older events out and bootstrap cannot
+resurrect the object once the tombstone is gone (corral_watcher.tombstones). See `tombstone_headers`.
+
+The API server is the truth and LH_OBJECTS its copy, so no one may cut that copy short: the stream
+refuses rollup headers (the server cannot tell a tombstone's `Nats-Rollup: sub` from a forged
+`Nats-Rollup: all`, which empties the stream), purges and message deletes. Those denials cannot be
+lifted on an existing stream (JetStream refuses to), and `corral bus init` sets them on one made
+before.
 """
 
 from __future__ import annotations
@@ -76,7 +82,9 @@ def contract_configs(s: StreamSettings, storage: StorageType) -> list[StreamConf
             retention=RetentionPolicy.LIMITS,
             max_msgs_per_subject=s.objects_history,
             duplicate_window=s.objects_dedup_window,
-            allow_rollup_hdrs=True,
+            allow_rollup_hdrs=False,
+            deny_delete=True,
+            deny_purge=True,
             allow_msg_ttl=True,
             allow_direct=True,
             storage=storage,
@@ -143,6 +151,8 @@ _COMPARED = (
     "max_msgs_per_subject",
     "duplicate_window",
     "allow_rollup_hdrs",
+    "deny_delete",
+    "deny_purge",
     "allow_msg_ttl",
     "allow_direct",
     "max_age",
@@ -234,5 +244,5 @@ async def delete_streams(js: JetStreamContext) -> None:
 
 
 def tombstone_headers(ttl: float) -> dict[str, str]:
-    """Headers of a DELETED event: replace the object's history, and expire after `ttl` seconds."""
-    return {ROLLUP_HEADER: "sub", TTL_HEADER: f"{max(1, round(ttl))}s"}
+    """Headers of a DELETED event: expire after `ttl` seconds (LH_OBJECTS refuses rollups)."""
+    return {TTL_HEADER: f"{max(1, round(ttl))}s"}

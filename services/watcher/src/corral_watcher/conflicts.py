@@ -6,7 +6,12 @@ stores it only on top of the message the watcher last saw stored for that object
 something else was stored there meanwhile, or the watcher did not know what was there:
 
 * its own event, whose ack was lost (a re-send after a reconnect): nothing to publish again;
-* a newer state of the object, published by another watcher replica: ours is superseded;
+* a newer state of the object, published by another watcher replica: ours is superseded, but only
+  once the API server vouches for that state (`overrule`): anyone holding the watcher's NATS
+  credentials can store an event claiming any resourceVersion, and one far ahead would otherwise
+  supersede every real event of the object for good. The API server is the truth, the stream a
+  copy: a stored state newer than anything the API server has for the object is contradicted, and
+  ours goes on top of it;
 * an older state: a frame the watcher had sent to a server that froze and processed it late,
   a tombstone's sequence the watcher forgot, or a stream the watcher never read (it started
   without bootstrap): ours must go on top of it, expecting that message's sequence.
@@ -31,6 +36,9 @@ class Verdict(enum.Enum):
     """The stream's last message is a newer state: drop ours."""
     REPUBLISH = "republish"
     """The stream's last message is older (or there is none): publish ours on top of it."""
+    CONTRADICTED = "contradicted"
+    """The stream's last message claims a state newer than the API server has: a forgery (or a
+    stream left over from another cluster). Publish ours on top of it, and report it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,3 +84,15 @@ def resolve(msg_id: str, payload: bytes, last: LastMessage | None) -> Resolution
         return Resolution(Verdict.SUPERSEDED, last.seq)
     # Older, or not comparable (a server's marker without payload): the watcher's newest view wins.
     return Resolution(Verdict.REPUBLISH, last.seq)
+
+
+def overrule(resolution: Resolution, last: LastMessage | None, truth: int) -> Resolution:
+    """The verdict once the API server has answered: `truth` is the newest resourceVersion it
+    vouches for concerning the object (the object's own, or its list's when the object is gone). A
+    stored state beyond it never existed, so it cannot supersede ours."""
+    if resolution.verdict is not Verdict.SUPERSEDED or last is None:
+        return resolution
+    stored = resource_version(last.data)
+    if stored is not None and stored > truth:
+        return Resolution(Verdict.CONTRADICTED, resolution.seq)
+    return resolution

@@ -70,6 +70,8 @@ class WatchSettings(msgspec.Struct, frozen=True, kw_only=True):
     bootstrap_timeout: float = 30.0
     backoff_initial: float = 0.1
     backoff_max: float = 10.0
+    guard_grace: float = 2.0
+    """How long a stored state ahead of the watcher's may stay before it is challenged (guard.py)."""
 
 
 class _Backoff:

@@ -53,6 +53,13 @@ class WatcherMetrics:
             ["kind"],
             registry=r,
         )
+        self.contradicted = Counter(
+            "corral_watcher_contradicted_events",
+            "Messages LH_OBJECTS held that claimed a newer state of an object than the API server has"
+            " (forged, or from another cluster), replaced by the API server's object; by kind.",
+            ["kind"],
+            registry=r,
+        )
         self.lag = Histogram(
             "corral_watcher_lag_seconds",
             "From receiving an event from the API server to its ack by LH_OBJECTS.",

@@ -31,9 +31,13 @@ lives (the watch behind it cannot be rewound, so dropping an event would lose it
 
 A "wrong last sequence" refusal is resolved against the subject's last stored message (read from
 the stream leader, corral_watcher.conflicts): our own event (its ack was lost) is settled as stored,
-a newer state (another watcher replica) supersedes ours, anything older gets ours on top of it.
+a newer state (another watcher replica) supersedes ours once the API server vouches for it (a
+state it never had is contradicted and replaced: `truth`), anything older gets ours on top of it.
 Restarts: the sequences are learnt from the stream's last message per subject during bootstrap
 (`learn`); what is still unknown is expected to be empty (0) and resolved as a conflict if not.
+A tombstone goes out as many times as the stream keeps messages per subject (read from the
+stream at start), so that it replaces the object's history without a rollup (tombstones.py).
+
 Memory: one int per object's subject (70 bytes with the dict's slot: ≈ 7 MB at 100 000
 objects), dropped when the object's tombstone is stored.
 """
@@ -48,12 +52,14 @@ from collections.abc import Callable, Sequence
 
 from nats.js.errors import NotFoundError
 
-from corral_bus import Bus
+from corral_bus import Bus, StreamSettings
 from corral_bus.acks import AckPipeline, OnStored, Pending, ack_sequence
 from corral_bus.cancellation import cancel_and_wait
 from corral_model.subjects import OBJECTS_STREAM
-from corral_watcher.conflicts import LastMessage, Verdict, resolve
+from corral_watcher.conflicts import LastMessage, Resolution, Verdict, overrule, resolve, resource_version
 from corral_watcher.events import Message
+from corral_watcher.tombstones import copies, is_tombstone
+from corral_watcher.truth import Truth
 
 log = logging.getLogger("corral.watcher.publishing")
 
@@ -73,12 +79,25 @@ class OrderedPublisher(AckPipeline):
     frame stored late never becomes a subject's last message."""
 
     def __init__(
-        self, bus: Bus, *, window: int = 8192, ack_timeout: float = 2.0, stream: str = OBJECTS_STREAM
+        self,
+        bus: Bus,
+        *,
+        window: int = 8192,
+        ack_timeout: float = 2.0,
+        stream: str = OBJECTS_STREAM,
+        truth: Truth | None = None,
+        history: int | None = None,
     ) -> None:
+        """`truth`: the API server, asked before a stored state newer than ours may supersede it
+        (without it, the stream is believed: for tests of the publisher alone). `history`: the
+        messages the stream keeps per subject, which a tombstone fills; None: read from the stream
+        at start."""
         super().__init__(
             bus, window=window, ack_timeout=ack_timeout, check_every=min(0.25, max(0.02, ack_timeout / 4))
         )
         self._stream = stream
+        self._truth = truth
+        self.history = history
         self.last_seq: dict[str, int] = {}
         """Subject → stream sequence of its last stored message, as far as this publisher knows."""
         self._busy: set[str] = set()
@@ -97,6 +116,8 @@ class OrderedPublisher(AckPipeline):
         """"Wrong last sequence" refusals resolved."""
         self.superseded = 0
         """Events dropped because the stream already held a newer state of their object."""
+        self.contradicted = 0
+        """Stored messages the API server contradicted, replaced by our events."""
 
     @property
     def acked(self) -> int:
@@ -115,8 +136,25 @@ class OrderedPublisher(AckPipeline):
 
     async def start(self, fast: bool = True) -> None:
         await super().start(fast)
+        if self.history is None:
+            self.history = await self._stream_history()
         if self._releaser is None:
             self._releaser = asyncio.create_task(self._release_held(), name=f"held-{self._bus.name}")
+
+    async def _stream_history(self) -> int:
+        try:
+            config = (await self._bus.js.stream_info(self._stream)).config
+        except Exception as e:
+            default = StreamSettings().objects_history
+            log.warning(
+                "reading %s's configuration failed (%s): assuming %d per subject", self._stream, e, default
+            )
+            return default
+        limit = config.max_msgs_per_subject or 0
+        if limit <= 0:
+            log.warning("%s keeps every message per subject: deleted objects' history stays", self._stream)
+            return 1
+        return limit
 
     async def close(self) -> None:
         releaser, self._releaser = self._releaser, None
@@ -150,9 +188,11 @@ class OrderedPublisher(AckPipeline):
         if self._releaser is None:
             await self.start()
         busy, held, last_seq = self._busy, self._held, self.last_seq
+        history = self.history or 1
         out: list[Message] = []
         expects: list[int] = []
         last = len(messages) - 1
+        last_out: OnStored | None = None
         for i, message in enumerate(messages):
             subject = message[0]
             while subject in busy and self._held_count >= self._window:
@@ -161,18 +201,29 @@ class OrderedPublisher(AckPipeline):
                     out, expects = [], []
                 self._held_room.clear()
                 await self._held_room.wait()
+            # A tombstone is followed by its copies (tombstones.py); the batch's callback then
+            # waits for the last copy.
+            fill = history > 1 and message[3] is not None and is_tombstone(message[2])
+            on_this = on_last_ack if i == last and not fill else None
             if subject in busy:
                 queue = held.get(subject)
                 if queue is None:
                     queue = held[subject] = deque()
-                queue.append((message, on_last_ack if i == last else None))
+                queue.append((message, on_this))
                 self._held_count += 1
             else:
                 busy.add(subject)
                 out.append(message)
                 expects.append(last_seq.get(subject, 0))
+                last_out = on_this
+            if fill:
+                more = copies(message, history)
+                queue = held.setdefault(subject, deque())
+                queue.extend((copy, None) for copy in more[:-1])
+                queue.append((more[-1], on_last_ack if i == last else None))
+                self._held_count += len(more)
         if out:
-            await self._send(out, expects, on_last_ack if out[-1] is messages[last] else None)
+            await self._send(out, expects, last_out)
 
     async def _send(self, messages: list[Message], expects: list[int], on_last: OnStored | None) -> None:
         try:
@@ -226,9 +277,9 @@ class OrderedPublisher(AckPipeline):
         held = self._held
         if seq:
             # Only a tombstone (or a traced event) has headers: the cheap test first.
-            if item.headers is not None and subject not in held and item.msg_id.endswith(":deleted"):
-                # Tombstone: nothing follows until the object is re-created, and its sequence is
-                # then learnt from the refusal: the map stays the size of the live objects.
+            if item.headers is not None and subject not in held and is_tombstone(item.msg_id):
+                # Tombstone (its last copy): nothing follows until the object is re-created, and its
+                # sequence is then learnt from the refusal: the map stays the size of the live objects.
                 self.last_seq.pop(subject, None)
             else:
                 self.last_seq[subject] = seq
@@ -297,7 +348,7 @@ class OrderedPublisher(AckPipeline):
         for start in range(0, len(tokens), _RESOLVE_AT_ONCE):
             chunk = tokens[start : start + _RESOLVE_AT_ONCE]
             answers = await asyncio.gather(
-                *(self._last_message(self._pending[token].subject) for token in chunk),
+                *(self.last_message(self._pending[token].subject) for token in chunk),
                 return_exceptions=True,
             )
             for token, answer in zip(chunk, answers, strict=True):
@@ -307,17 +358,32 @@ class OrderedPublisher(AckPipeline):
                 if isinstance(answer, BaseException):
                     log.warning("reading the last message of %s failed: %s", item.subject, answer)
                     continue  # stays a conflict: tried again at the next check
-                await self._settle_conflict(token, item, answer)
+                resolution = resolve(item.msg_id, item.payload, answer)
+                if resolution.verdict is Verdict.SUPERSEDED and self._truth is not None:
+                    try:
+                        truth = await self._truth.newest(item.payload)
+                    except Exception as e:
+                        # Never believed unchecked: a forged state would win for good.
+                        log.warning("asking the API server about %s failed: %s", item.subject, e)
+                        continue  # stays a conflict: tried again at the next check
+                    resolution = overrule(resolution, answer, truth)
+                    if resolution.verdict is Verdict.CONTRADICTED:
+                        assert answer is not None
+                        stored = resource_version(answer.data)
+                        self._truth.contradicted(item.subject, item.payload, stored, truth)
+                if token in self._conflicts and token in self._pending:
+                    await self._settle_conflict(token, item, resolution)
 
-    async def _settle_conflict(self, token: int, item: Pending, last: LastMessage | None) -> None:
+    async def _settle_conflict(self, token: int, item: Pending, resolution: Resolution) -> None:
         self._conflicts.discard(token)
         self.conflicts += 1
-        resolution = resolve(item.msg_id, item.payload, last)
         if resolution.seq:
             self.last_seq[item.subject] = resolution.seq
         else:
             self.last_seq.pop(item.subject, None)
-        if resolution.verdict is Verdict.REPUBLISH:
+        if resolution.verdict is Verdict.CONTRADICTED:
+            self.contradicted += 1
+        if resolution.verdict in (Verdict.REPUBLISH, Verdict.CONTRADICTED):
             log.info("re-publishing %s on top of sequence %d", item.subject, resolution.seq)
             item.expect = resolution.seq
             # Under a new token, like a recovery's re-send: the refused token is behind acks that
@@ -337,7 +403,7 @@ class OrderedPublisher(AckPipeline):
             log.info("%s [%s]: a newer state is already stored", item.subject, item.msg_id)
         self._forget(token)
 
-    async def _last_message(self, subject: str) -> LastMessage | None:
+    async def last_message(self, subject: str) -> LastMessage | None:
         """The subject's last stored message, as the stream leader has it (None: there is none)."""
         try:
             raw = await self._bus.js.get_last_msg(self._stream, subject)

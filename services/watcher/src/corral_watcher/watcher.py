@@ -2,8 +2,10 @@
 
 Kinds are independent (a 410 on volumes does not disturb the watch on engines), so each runs in its
 own task; they share the NATS connection and the publisher's window, so the bus sees one pipelined
-stream of events. Stopping cancels the loops (a watch blocked on the network sees nothing else) and
-then waits until every event already taken from a watch is stored.
+stream of events. A guard follows what LH_OBJECTS stores, so that a state the watcher never
+published cannot stand there unchallenged (corral_watcher.guard). Stopping cancels the loops (a
+watch blocked on the network sees nothing else) and then waits until every event already taken
+from a watch is stored.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from opentelemetry.trace import Tracer
 
 from corral_bus import Bus
 from corral_model.kinds import KINDS, KindInfo
+from corral_watcher.guard import StreamGuard
 from corral_watcher.kindwatch import KindWatcher, WatchSettings
 from corral_watcher.metrics import WatcherMetrics
 from corral_watcher.publishing import OrderedPublisher
+from corral_watcher.truth import ApiTruth
 
 
 def resolve_kinds(tokens: Sequence[str]) -> list[KindInfo]:
@@ -43,17 +47,24 @@ class Watcher:
         ack_timeout: float = 2.0,
         bootstrap: bool = True,
         tracer: Tracer | None = None,
+        guard: bool = True,
     ) -> None:
         """`bootstrap`: start from what LH_OBJECTS already holds (see corral_watcher.bootstrap).
-        `tracer`: each watched change starts a trace (see corral_watcher.tracing)."""
+        `tracer`: each watched change starts a trace (see corral_watcher.tracing). `guard`: follow
+        LH_OBJECTS and challenge a stored state ahead of the watcher's (see corral_watcher.guard)."""
         self.metrics = metrics or WatcherMetrics()
-        self.publisher = OrderedPublisher(bus, window=publish_window, ack_timeout=ack_timeout)
+        self.publisher = OrderedPublisher(
+            bus, window=publish_window, ack_timeout=ack_timeout, truth=ApiTruth(api, self.metrics)
+        )
         self.kinds = {
             info.token: KindWatcher(
                 api, info, settings, self.publisher, self.metrics, bus if bootstrap else None, tracer
             )
             for info in resolve_kinds(kinds)
         }
+        self.guard = (
+            StreamGuard(bus, self.kinds, self.publisher, grace=settings.guard_grace) if guard else None
+        )
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -61,6 +72,8 @@ class Watcher:
         self._tasks = [
             asyncio.create_task(kind.run(), name=f"watch-{token}") for token, kind in self.kinds.items()
         ]
+        if self.guard is not None:
+            self._tasks.append(asyncio.create_task(self.guard.run(), name="guard-lh-objects"))
 
     async def wait_synced(self) -> None:
         """Until every kind has been listed and published once."""
