@@ -6,8 +6,9 @@ to say why: the change may already hold (a repeated command: `applied` without a
 precondition may no longer hold (`precondition-failed`: the deciding service re-decides from fresh
 state), or the patch needed parents that did not exist yet (it is rebuilt from the object as read,
 testing its resourceVersion so nothing can slip in between). Deletes always read first: the rule's
-required labels and the command's preconditions are checked on that read, and the delete carries
-the uid and resourceVersion read as its preconditions.
+required labels and the command's preconditions are checked on that read, then the preconditions on
+the other objects the decision read (related.py), and the delete carries the uid and
+resourceVersion read as its preconditions.
 
 A 409 Conflict is not a broken precondition (that is the `test` operations' 422): the object moved
 under the write. When the fresh read shows every precondition still holding, the patch is sent
@@ -39,6 +40,7 @@ from corral_actuator.expiry import DEFAULT_MAX_COMMAND_AGE, overage
 from corral_actuator.kinds import KindInfo
 from corral_actuator.occurrences import repeat_patch
 from corral_actuator.policy import Policy, Verdict
+from corral_actuator.related import first_broken
 from corral_actuator.settings import SettingValues
 from corral_actuator.tracing import policy_span
 from corral_kube.patching import (
@@ -316,6 +318,10 @@ class Actuator:
                 raise _Done(Outcome.PRECONDITION_FAILED, describe_mismatch(snapshot, broken), _rv(snapshot))
             if resolve(snapshot, "/metadata/deletionTimestamp") not in (MISSING, None, ""):
                 raise _Done(Outcome.APPLIED, "already being deleted; nothing written", _rv(snapshot))
+            # The objects the decision read, last of all: one API round trip before the delete.
+            related = await first_broken(self.api, command.related) if command.related else None
+            if related is not None:
+                raise _Done(Outcome.PRECONDITION_FAILED, related, _rv(snapshot))
             options = V1DeleteOptions(
                 preconditions=V1Preconditions(
                     uid=uid if isinstance(uid, str) and uid else None, resource_version=_rv(snapshot) or None

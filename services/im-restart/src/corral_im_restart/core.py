@@ -424,14 +424,17 @@ class ImRestartDecider(DeciderBase):
         pod = record.pod
         assert pod is not None
         detail = f"{judgement.detail}; " if judgement.detail else ""
+        unsynced = judgement.reason is Reason.SETTINGS_UNSYNCED
         command = delete_pod(
             pod,
             f"{judgement.reason}: {detail}instance manager {record.key[1]} on node {record.node or '-'}",
             now,
+            # Judged idle: the actuator deletes only while the IM still is (a failed pod goes anyway).
+            idle=record.im if unsynced else None,
         )
         record.delete_sent = self._sent(command, record, record.pod_rv(), now, pod_uid=pod.metadata.uid)
         self.slots.unwait(record.key)
-        if judgement.reason is Reason.SETTINGS_UNSYNCED:
+        if unsynced:
             self._start_restart(record, now)
         return command
 
