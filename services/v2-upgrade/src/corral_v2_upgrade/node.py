@@ -16,6 +16,7 @@ import msgspec
 from corral_model import longhorn as lh
 from corral_v2_upgrade import commands as cmd
 from corral_v2_upgrade.config import DeciderConfig
+from corral_v2_upgrade.node_guard import NODE_ACTING_STEPS, unfit
 from corral_v2_upgrade.states import AbortReason, UpgradeState, is_terminal
 from corral_v2_upgrade.step import Step, parse_time
 from corral_v2_upgrade.view import V2, UpgradeView, abort_requested
@@ -113,6 +114,10 @@ def step_node(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, config: DeciderCo
     aborting = _abort(view, nu, config, now, step)
     if aborting is not None:
         return aborting
+    if state in NODE_ACTING_STEPS:
+        held = unfit(view, nu.spec.node_id)
+        if held:
+            return step.wait(held, nu.status.message)
     match state:
         case S.UNDEFINED:
             return _transition(step, nu, S.INITIALIZING)
@@ -270,9 +275,7 @@ def readiness_blockers(view: UpgradeView, node: str) -> list[str]:
 
 def _initializing(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float, step: Step) -> Step:
     node, message = nu.spec.node_id, nu.status.message
-    if not view.node_ready(node):
-        return step.wait(f"node {node} is not ready", message)
-    lh_node = view.nodes[node]
+    lh_node = view.nodes[node]  # (present, ready: node_guard.unfit passed)
     if lh.condition_status(lh_node.status.conditions, "DataEngineUpgradeRequested") == "False":
         return step.wait("node is not requested for data engine upgrade", message)
     blockers = readiness_blockers(view, node)
