@@ -151,13 +151,24 @@ def _upgrading(
             # attempt counts as finished, so the next one gets a name (and a create command id) of
             # its own: the same name again would make the same command id, which JetStream drops as
             # a duplicate of the lost attempt's create for its whole dedup window, and would find
-            # the lost attempt's snapshots by their label.
-            nodes[upgrading] = msgspec.structs.replace(
-                entry,
-                state=S.PENDING,
-                message="node upgrade resource not found; will start again",
-                attempts=entry.attempts + 1,
-            )
+            # the lost attempt's snapshots by their label. With it gone its node is released (no
+            # upgrade flags it), and the next attempt waits for the node's volumes to rebuild
+            # (`_start_blocker`). Restarts that use no retry are bounded as well.
+            attempts = entry.attempts + 1
+            if attempts - entry.retries > config.max_retries:
+                nodes[upgrading] = msgspec.structs.replace(
+                    entry,
+                    state=S.ERROR,
+                    message=f"node upgrade resource not found; {attempts} attempts did not finish",
+                    attempts=attempts,
+                )
+            else:
+                nodes[upgrading] = msgspec.structs.replace(
+                    entry,
+                    state=S.PENDING,
+                    message="node upgrade resource not found; will start again",
+                    attempts=attempts,
+                )
             _write_nodes(step, manager, nodes)
             step.status["upgradingNode"] = ""
             return step
@@ -224,6 +235,7 @@ def _upgrading(
         if start is not None and start > now:
             step.wake = start
             return step.wait(f"scheduled to start at {manager.spec.start_time}", status.message)
+    held = ""
     for node in sorted(nodes):
         entry = nodes[node]
         if entry.state != S.PENDING:
@@ -231,15 +243,39 @@ def _upgrading(
         if node not in view.nodes:
             nodes[node] = msgspec.structs.replace(entry, state=S.ERROR, message=f"node {node} not found")
             continue
+        blocker = _start_blocker(view, node)
+        if blocker:
+            # Not started: an upgrade would flag the node, and the flag holds this rebuild.
+            if entry.message != blocker:
+                nodes[node] = msgspec.structs.replace(entry, message=blocker)
+            held = held or f"node {node}: {blocker}"
+            continue
         step.actions.append(
             cmd.create_node_upgrade(manager, node, entry.attempts, config.snapshot_before_upgrade, now)
         )
         _write_nodes(step, manager, nodes)
         return step
+    if held:
+        _write_nodes(step, manager, nodes)
+        return step.wait(f"waiting before the next node: {held}", status.message)
     # Nothing left to start: done, with a summary that names every node that failed.
     _write_nodes(step, manager, nodes)
     step.status.update(state=S.COMPLETED, message=_summary(nodes))
     return step
+
+
+def _start_blocker(view: UpgradeView, node: str) -> str:
+    """Why a node upgrade must not start on `node` yet: a v2 volume it owns is attached and not
+    healthy. While any node upgrade for the node exists in `initializing` or before, Longhorn's node
+    controller flags the node (`DataEngineUpgradeRequested`), and its volume controller does not
+    rebuild the replicas of v2 volumes owned there; `initializing` in turn waits for those volumes
+    to be healthy. Starting would deadlock the rebuild (a retry after an attempt deleted mid-flight,
+    or a node whose volume was degraded already); waiting unflagged lets it finish. "" when none."""
+    for volume in sorted(view.v2_volumes_owned_by(node), key=lambda v: v.metadata.name):
+        if volume.status.state != "detached" and volume.status.robustness != "healthy":
+            robustness = volume.status.robustness or "unknown"
+            return f"waiting for volume {volume.metadata.name} ({robustness}) to be healthy before starting"
+    return ""
 
 
 def _summary(nodes: NodeMap) -> str:
