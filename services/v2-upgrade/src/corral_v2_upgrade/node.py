@@ -111,6 +111,7 @@ def step_node(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, config: DeciderCo
     if is_terminal(state):
         return Step()
     step = Step()
+    nu = _without_leaving_volumes(view, nu, step)
     aborting = _abort(view, nu, config, now, step)
     if aborting is not None:
         return aborting
@@ -138,6 +139,26 @@ def step_node(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, config: DeciderCo
         case _:
             step.status.update(state=S.ERROR, message=f"Unknown state {state!r}")
             return step
+
+
+def leaving(volume: lh.Volume | None) -> bool:
+    """Gone, or being deleted: no longer the upgrade's to move (Longhorn detaches a volume it
+    deletes, which the steps would otherwise report as "in neither detached nor attached state")."""
+    return volume is None or bool(volume.metadata.deletion_timestamp)
+
+
+def _without_leaving_volumes(
+    view: UpgradeView, nu: lh.NodeDataEngineUpgrade, step: Step
+) -> lh.NodeDataEngineUpgrade:
+    """The node upgrade with the volumes that are gone or being deleted taken out of its plan
+    (`status.volumes`), the pruned map recorded in `step`; `nu` itself when none is."""
+    listed = nu.status.volumes
+    if not any(leaving(view.volumes.get(name)) for name in listed):
+        return nu
+    volumes = {name: entry for name, entry in listed.items() if not leaving(view.volumes.get(name))}
+    step.status["volumes"] = _volumes_status(volumes)
+    step.status["progress"] = _progress(volumes)
+    return msgspec.structs.replace(nu, status=msgspec.structs.replace(nu.status, volumes=volumes))
 
 
 # --- aborts (the redesign's timeout, and a target image changed mid-flight) ------------------------
@@ -262,7 +283,7 @@ def readiness_blockers(view: UpgradeView, node: str) -> list[str]:
     seen: set[str] = set()
     for replica in view.v2_replicas_on(node):
         volume = view.volumes.get(replica.spec.volume_name)
-        if volume is None or detached(volume) or volume.metadata.name in seen:
+        if volume is None or leaving(volume) or detached(volume) or volume.metadata.name in seen:
             continue
         name = volume.metadata.name
         seen.add(name)
@@ -284,7 +305,7 @@ def _initializing(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float, s
     replica_volumes = {
         r.spec.volume_name for r in view.v2_replicas_on(node) if r.spec.volume_name in view.volumes
     }
-    listed = {v.metadata.name: v for v in view.v2_volumes_owned_by(node)}
+    listed = {v.metadata.name: v for v in view.v2_volumes_owned_by(node) if not leaving(v)}
     volumes: VolumeMap = {name: lh.VolumeUpgradeStatus(state=S.INITIALIZING) for name in sorted(listed)}
     if nu.spec.snapshot_before_upgrade:
         taken = _snapshots(view, nu, listed.values(), now, step)
