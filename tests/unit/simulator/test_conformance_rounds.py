@@ -4,6 +4,9 @@ by round (in-process World):
 * SC-R-01 an instance manager's status maps and its engines' and replicas' states change in the
   same round (Longhorn's instance handler copies an instance's state from its IM's map: the two
   never disagree for a round);
+* SC-R-02 the engine-image controller acts only on committed states: it patches its DaemonSets'
+  node selector only in a round that starts with every volume detached as the API server holds
+  it, never on a detach the same round has only just written (which the server may refuse);
 """
 
 from __future__ import annotations
@@ -61,3 +64,40 @@ def test_sc_r_01_im_maps_and_instance_states_change_in_the_same_round() -> None:
     assert _rounds_until_quiet(w) == [], "detaching"
     assert w.get("volume", "vol-1")["status"]["state"] == "detached"
 
+
+def test_sc_r_02_the_engine_image_daemonset_follows_only_committed_detaches() -> None:
+    w = world()
+    w.put("volume", objects.volume("vol-1", NS, image=IMAGE, replicas=1, node_id="node-1"))
+    w.settle()
+    assert w.get("volume", "vol-1")["status"]["state"] == "attached"
+    setting = w.get("setting", "system-managed-components-node-selector")
+    w.patch("setting", setting["metadata"]["name"], {"value": "storage:yes"})
+    w.settle()
+    daemonsets = [d for d in w.view.all("daemonset") if d["metadata"]["name"].startswith("engine-image-")]
+    assert daemonsets and all(
+        not (d["spec"]["template"]["spec"].get("nodeSelector") or {}) for d in daemonsets
+    ), "not while a volume is attached"
+    w.patch("volume", "vol-1", {"spec": {"nodeID": ""}})
+    early: list[str] = []
+    for _ in range(200):
+        committed = {
+            v["metadata"]["name"]: (v.get("status") or {}).get("state") for v in w.view.all("volume")
+        }
+        result = w.round()
+        for write in result.writes:
+            body = write.body or {}
+            template = ((body.get("spec") or {}).get("template") or {}).get("spec") or {}
+            held_attached = any(state != "detached" for state in committed.values())
+            if write.kind == "daemonset" and "nodeSelector" in template and held_attached:
+                early.append(f"t={w.now:.1f}: {write.name} patched while the server held {committed}")
+        if not result.writes:
+            if result.next_deadline is None or result.next_deadline > w.now + 30:
+                break
+            w.now = result.next_deadline
+    assert early == []
+    assert w.get("volume", "vol-1")["status"]["state"] == "detached"
+    assert all(
+        w.get("daemonset", d["metadata"]["name"])["spec"]["template"]["spec"].get("nodeSelector")
+        == {"storage": "yes"}
+        for d in daemonsets
+    ), "then it follows the setting"
