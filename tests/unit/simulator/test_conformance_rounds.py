@@ -7,6 +7,8 @@ by round (in-process World):
 * SC-R-02 the engine-image controller acts only on committed states: it patches its DaemonSets'
   node selector only in a round that starts with every volume detached as the API server holds
   it, never on a detach the same round has only just written (which the server may refuse);
+* SC-R-03 the instances in an instance manager on a NotReady node are `unknown` (Longhorn's
+  instance handler), never `error` and then `stopped`; they run on once the node is back;
 """
 
 from __future__ import annotations
@@ -101,3 +103,49 @@ def test_sc_r_02_the_engine_image_daemonset_follows_only_committed_detaches() ->
         == {"storage": "yes"}
         for d in daemonsets
     ), "then it follows the setting"
+
+
+def _node_ready(w: World, node: str, ready: bool) -> None:
+    """The node controller's and the kubelet's Ready condition (as SimFaults.set_node_ready)."""
+    flag = "True" if ready else "False"
+    for kind in ("node", "kubenode"):
+        held = w.get(kind, node).get("status", {}).get("conditions") or []
+        conditions = [{"type": "Ready", "status": flag}, *(c for c in held if c.get("type") != "Ready")]
+        w.patch(kind, node, {"status": {"conditions": conditions}})
+
+
+def test_sc_r_03_instances_on_a_not_ready_node_are_unknown() -> None:
+    w = world()
+    w.put("volume", objects.volume("vol-1", NS, image=IMAGE, replicas=3, node_id="node-1"))
+    w.settle()
+    assert w.get("volume", "vol-1")["status"]["robustness"] == "healthy"
+    engine = objects.engine_name("vol-1")
+    on_node_1 = [
+        (kind, obj["metadata"]["name"])
+        for kind in ("engine", "replica")
+        for obj in w.view.all(kind)
+        if obj["spec"].get("nodeID") == "node-1"
+    ]
+    assert ("engine", engine) in on_node_1 and any(k == "replica" for k, _ in on_node_1)
+    _node_ready(w, "node-1", False)
+    states: dict[tuple[str, str], set[str]] = {key: set() for key in on_node_1}
+    for _ in range(60):
+        result = w.round()
+        for key in on_node_1:
+            obj = w.view.get(*key)
+            if obj is not None:
+                states[key].add((obj.get("status") or {}).get("currentState", ""))
+        if not result.writes:
+            if result.next_deadline is None or result.next_deadline > w.now + 30:
+                break
+            w.now = result.next_deadline
+    for key, seen in states.items():
+        assert seen <= {"running", "unknown"} and "unknown" in seen, (key, seen)
+    [im] = [i for i in w.view.all("instancemanager") if i["spec"]["nodeID"] == "node-1"]
+    assert im["status"]["currentState"] == "unknown"
+    assert w.get("volume", "vol-1")["status"]["state"] == "attached", "Longhorn keeps it attached"
+    _node_ready(w, "node-1", True)
+    w.settle()
+    assert w.get("engine", engine)["status"]["currentState"] == "running", "the process ran on"
+    assert w.get("volume", "vol-1")["status"]["state"] == "attached"
+
