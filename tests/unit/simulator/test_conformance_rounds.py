@@ -9,6 +9,8 @@ by round (in-process World):
   it, never on a detach the same round has only just written (which the server may refuse);
 * SC-R-03 the instances in an instance manager on a NotReady node are `unknown` (Longhorn's
   instance handler), never `error` and then `stopped`; they run on once the node is back;
+* SC-R-04 backing-image-manager pods exist only on the nodes that use a backing image (hold a
+  replica of a volume with `spec.backingImage`), and go once a node uses none.
 """
 
 from __future__ import annotations
@@ -149,3 +151,32 @@ def test_sc_r_03_instances_on_a_not_ready_node_are_unknown() -> None:
     assert w.get("engine", engine)["status"]["currentState"] == "running", "the process ran on"
     assert w.get("volume", "vol-1")["status"]["state"] == "attached"
 
+
+def _bim_nodes(w: World) -> set[str]:
+    return {
+        p["spec"]["nodeName"]
+        for p in w.view.all("pod")
+        if (p["metadata"].get("labels") or {}).get("longhorn.io/component") == "backing-image-manager"
+        and not p["metadata"].get("deletionTimestamp")
+    }
+
+
+def test_sc_r_04_backing_image_managers_only_where_backing_images_are_used() -> None:
+    w = world()
+    assert _bim_nodes(w) == set(), "no backing image, no backing-image manager"
+    w.put("volume", objects.volume("vol-plain", NS, image=IMAGE, replicas=3, node_id="node-1"))
+    w.settle()
+    assert _bim_nodes(w) == set()
+    with_image = objects.volume("vol-bi", NS, image=IMAGE, replicas=2, node_id="node-1")
+    with_image["spec"]["backingImage"] = "bi-ubuntu"
+    w.put("volume", with_image)
+    w.settle()
+    holders = {r["spec"]["nodeID"] for r in w.view.all("replica") if r["spec"]["volumeName"] == "vol-bi"}
+    assert len(holders) == 2
+    assert _bim_nodes(w) == holders
+    w.patch("volume", "vol-bi", {"spec": {"nodeID": ""}})
+    w.settle()
+    w.delete("volume", "vol-bi")
+    w.settle()
+    assert w.view.get("volume", "vol-bi") is None
+    assert _bim_nodes(w) == set(), "gone with the last volume that used a backing image"
