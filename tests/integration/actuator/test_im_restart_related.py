@@ -14,7 +14,7 @@ import pytest
 from corral_dangerzone.settings import DangerZoneSettings
 from corral_im_restart.core import READS, ImRestartDecider
 from corral_model import longhorn as lh
-from corral_model.envelopes import Command, EventType, ObjectEvent, Outcome, Verb
+from corral_model.envelopes import Command, EventType, ObjectEvent, Outcome, Verb, new_command
 from corral_sandbox.emulator import Emulator
 from tests.integration.actuator.conftest import NS, MakeActuator
 from tests.unit.im_restart.cluster import Clock, im_pod, instance_manager, kube_node, ready_node, setting
@@ -110,3 +110,28 @@ async def test_the_same_delete_applies_while_the_instance_manager_stays_idle(
     result = await make_actuator().execute(deletes[0])
     assert result.outcome is Outcome.APPLIED, result.detail
     assert emulator.get("", "pods", NS, "im-1") is None
+
+
+async def test_a_related_object_outside_the_target_namespace_is_not_read(
+    emulator: Emulator, make_actuator: MakeActuator
+) -> None:
+    """A result quotes what it read: a related precondition cannot read beyond the policy."""
+    _seed(emulator)
+    [delete] = [c for c in _decide(emulator) if c.verb is Verb.DELETE]
+    [idle] = delete.related
+    elsewhere = msgspec.structs.replace(
+        idle, target=msgspec.structs.replace(idle.target, namespace="kube-system")
+    )
+    forged = new_command(
+        service=delete.service,
+        verb=delete.verb,
+        target=delete.target,
+        preconditions=delete.preconditions,
+        related=(elsewhere,),
+        reason=delete.reason,
+        created_at=delete.created_at,
+    )
+    result = await make_actuator().execute(forged)
+    assert result.outcome is Outcome.PRECONDITION_FAILED, result.detail
+    assert "not in the target's namespace" in result.detail
+    assert emulator.get("", "pods", NS, "im-1") is not None

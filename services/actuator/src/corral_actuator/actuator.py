@@ -319,7 +319,7 @@ class Actuator:
             if resolve(snapshot, "/metadata/deletionTimestamp") not in (MISSING, None, ""):
                 raise _Done(Outcome.APPLIED, "already being deleted; nothing written", _rv(snapshot))
             # The objects the decision read, last of all: one API round trip before the delete.
-            related = await first_broken(self.api, command.related) if command.related else None
+            related = await first_broken(self.api, command.related, t.namespace) if command.related else None
             if related is not None:
                 raise _Done(Outcome.PRECONDITION_FAILED, related, _rv(snapshot))
             options = V1DeleteOptions(

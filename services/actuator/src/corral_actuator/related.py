@@ -57,13 +57,17 @@ def broken_in(document: Any, related: RelatedPrecondition) -> str | None:
     return None
 
 
-async def first_broken(api: KubeApi, related: tuple[RelatedPrecondition, ...]) -> str | None:
+async def first_broken(api: KubeApi, related: tuple[RelatedPrecondition, ...], namespace: str) -> str | None:
     """Read each related object and say which precondition fails first; None when all hold.
 
     A related object that is gone, of a kind the actuator does not know, or unreadable fails its
-    precondition: the decision was taken on something that can no longer be confirmed."""
+    precondition: the decision was taken on something that can no longer be confirmed. Only
+    objects in the command target's `namespace` are read: a result's detail quotes what it read,
+    so a related precondition must not become a way to read objects outside the policy."""
     for one in related:
         t = one.target
+        if t.namespace != namespace:
+            return f"{_name(one)}: not in the target's namespace {namespace!r}; not read"
         info = resolve_kind(t.kind)
         if info is None:
             return f"{_name(one)}: the actuator knows no kind {t.kind!r}"
