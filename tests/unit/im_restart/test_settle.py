@@ -11,7 +11,16 @@ from corral_im_restart.core import DeciderConfig
 from corral_im_restart.reasons import Reason
 from corral_im_restart.service import ImRestartConfig
 from corral_model import longhorn as lh
-from tests.unit.im_restart.cluster import Cluster, deletes, im_pod, one_node_cluster, setting
+from tests.unit.im_restart.cluster import (
+    Cluster,
+    deletes,
+    im_pod,
+    instance_manager,
+    kube_node,
+    one_node_cluster,
+    ready_node,
+    setting,
+)
 
 SETTLE = 2.0
 BURST = (
@@ -96,3 +105,31 @@ def test_a_detach_is_never_delayed() -> None:
 def test_the_deployed_service_settles() -> None:
     config = ImRestartConfig(service="im-restart", instance="i", nats_url="nats://x")
     assert config.decider_config().settle == SETTLE
+
+
+def test_an_im_waiting_for_a_slot_settles_again_when_the_settings_change() -> None:
+    """With one restart at a time: im-2 waits for im-1's slot; a further change makes it settle,
+    and the slot im-1 frees does not restart it before the settings are quiet."""
+    cluster = Cluster(DeciderConfig(settle=SETTLE, max_restarts=1))
+    defaults = DangerZoneSettings.defaults()
+    node, kube = ready_node("node-1"), kube_node("node-1")
+    cluster.put(node, kube)
+    for name in ("im-1", "im-2"):
+        im = instance_manager(name, "node-1")
+        cluster.put(im, im_pod(im, defaults, node, kube))
+    cluster.resync()
+    cluster.decide()
+    cluster.put(setting("priority-class", "high-priority"))
+    cluster.clock.now += SETTLE
+    assert deletes(cluster.decide()) == ["im-1"], "one at a time"
+    cluster.put(setting("taint-toleration", "k=v:NoSchedule"))  # im-2 must settle again
+    cluster.clock.now += 0.1
+    cluster.decide()
+    cluster.delete("pod", "im-1")  # im-1's restart is done: its slot frees
+    im_1 = cluster.get("instancemanager", "im-1")
+    values = {"priority-class": "high-priority", "taint-toleration": "k=v:NoSchedule"}
+    cluster.put(im_pod(im_1, DangerZoneSettings.from_values(values), node, kube, uid="pod-im-1-2"))
+    cluster.clock.now += 0.1
+    assert deletes(cluster.decide()) == [], "im-2 is still settling"
+    cluster.clock.now += SETTLE
+    assert deletes(cluster.decide()) == ["im-2"]

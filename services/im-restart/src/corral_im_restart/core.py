@@ -411,6 +411,7 @@ class ImRestartDecider(DeciderBase):
                 return  # this IM's restart is still under way
             until = self._settling_until(record, now)
             if until is not None:
+                self.slots.unwait(record.key)  # (a slot freed meanwhile must not restart it early)
                 self._schedule(until, record.key)
                 return
             if not self.slots.free(record.node):
