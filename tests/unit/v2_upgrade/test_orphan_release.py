@@ -15,10 +15,10 @@ from tests.unit.v2_upgrade.world import World, cluster, manager
 S = UpgradeState
 
 
-def _orphaned_in(state: str, config: DeciderConfig | None = None) -> World:
+def _orphaned_in(state: str, config: DeciderConfig | None = None, nodes: tuple[str, ...] = ()) -> World:
     world = cluster(volumes={"vol-a": "node-1", "vol-b": "node-2"}, config=config)
     world.rebuild_passes = 3
-    world.put(manager())
+    world.put(manager(nodes=nodes))
     world.start()
     for _ in range(60):
         found = world.node_upgrades("node-1")
@@ -55,14 +55,20 @@ def test_a_node_orphaned_mid_flight_is_released_until_its_volumes_rebuild(state:
 
 
 def test_while_released_the_node_says_what_it_waits_for() -> None:
-    """(Meanwhile the next node may start: its own flag does not hold this volume's rebuild.)"""
-    world = _orphaned_in(S.SWITCHING_OVER)
+    """(With other nodes to upgrade, the next one may start meanwhile: its own flag does not hold
+    this volume's rebuild. Here node-1 is the only one.)"""
+    world = _orphaned_in(S.SWITCHING_OVER, nodes=("node-1",))
     world.step(tick=1.0)
     world.step(tick=1.0)
     mgr = world.get("dataengineupgrademanager", "upgrade")
     entry = mgr.status.upgrade_nodes["node-1"]
     assert entry.state == S.PENDING
     assert entry.message == "waiting for volume vol-a (degraded) to be healthy before starting"
+    assert mgr.status.message == (
+        "waiting before the next node: node node-1: waiting for volume vol-a (degraded) to be healthy"
+        " before starting"
+    )
+    assert world.node_upgrades("node-1") == [], "released: no attempt flags it"
 
 
 def test_a_node_whose_upgrade_keeps_being_deleted_ends_in_error() -> None:

@@ -286,14 +286,16 @@ class World:
                     )
                 )
         # Rebuild missing v2 replicas on a node not being upgraded, unless the volume's owner is
-        # (Longhorn's volume controller skips replenishment there, §5.4); robustness follows the count.
+        # (Longhorn's volume controller skips replenishment there, §5.4) or one of its replicas is;
+        # robustness follows the count.
         for volume in self.all("volume"):
             if volume.spec.data_engine != "v2" or volume.metadata.name in self.stalled:
                 continue
             name = volume.metadata.name
             mine = [r for r in self.all("replica") if r.spec.volume_name == name]
             have = {r.spec.node_id for r in mine}
-            may_rebuild = volume.status.owner_id not in upgrading
+            # nor while any of its replicas sits on an upgrading node (the v2 engine's rule)
+            may_rebuild = volume.status.owner_id not in upgrading and not (have & upgrading.keys())
             if may_rebuild and len(have) < volume.spec.number_of_replicas:
                 waited = self._rebuild_waited[name] = self._rebuild_waited.get(name, 0) + 1
                 may_rebuild = waited > self.rebuild_passes

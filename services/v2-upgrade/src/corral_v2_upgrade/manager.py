@@ -235,7 +235,7 @@ def _upgrading(
         if start is not None and start > now:
             step.wake = start
             return step.wait(f"scheduled to start at {manager.spec.start_time}", status.message)
-    held = ""
+    held: dict[str, str] = {}
     for node in sorted(nodes):
         entry = nodes[node]
         if entry.state != S.PENDING:
@@ -246,18 +246,21 @@ def _upgrading(
         blocker = _start_blocker(view, node)
         if blocker:
             # Not started: an upgrade would flag the node, and the flag holds this rebuild.
-            if entry.message != blocker:
-                nodes[node] = msgspec.structs.replace(entry, message=blocker)
-            held = held or f"node {node}: {blocker}"
+            held[node] = blocker
             continue
         step.actions.append(
             cmd.create_node_upgrade(manager, node, entry.attempts, config.snapshot_before_upgrade, now)
         )
+        # (The held nodes' messages wait: a status write beside a create must name the node it
+        # starts, which only the next pass, adopting it, does.)
         _write_nodes(step, manager, nodes)
         return step
     if held:
+        for node, blocker in held.items():
+            nodes[node] = msgspec.structs.replace(nodes[node], message=blocker)
         _write_nodes(step, manager, nodes)
-        return step.wait(f"waiting before the next node: {held}", status.message)
+        first = min(held)
+        return step.wait(f"waiting before the next node: node {first}: {held[first]}", status.message)
     # Nothing left to start: done, with a summary that names every node that failed.
     _write_nodes(step, manager, nodes)
     step.status.update(state=S.COMPLETED, message=_summary(nodes))
@@ -265,16 +268,22 @@ def _upgrading(
 
 
 def _start_blocker(view: UpgradeView, node: str) -> str:
-    """Why a node upgrade must not start on `node` yet: a v2 volume it owns is attached and not
-    healthy. While any node upgrade for the node exists in `initializing` or before, Longhorn's node
-    controller flags the node (`DataEngineUpgradeRequested`), and its volume controller does not
-    rebuild the replicas of v2 volumes owned there; `initializing` in turn waits for those volumes
-    to be healthy. Starting would deadlock the rebuild (a retry after an attempt deleted mid-flight,
-    or a node whose volume was degraded already); waiting unflagged lets it finish. "" when none."""
-    for volume in sorted(view.v2_volumes_owned_by(node), key=lambda v: v.metadata.name):
+    """Why a node upgrade must not start on `node` yet: a v2 volume it owns, or with a replica on
+    it, is attached and not healthy. While any node upgrade for the node exists in `initializing`
+    or before, Longhorn's node controller flags the node (`DataEngineUpgradeRequested`); then its
+    volume controller does not replenish v2 volumes owned there, nor does a v2 engine rebuild while
+    any replica of its volume sits there, and `initializing` waits for exactly those volumes to be
+    healthy. Starting would deadlock the rebuild (a retry after an attempt deleted mid-flight, or a
+    volume degraded already); waiting unflagged lets it finish. "" when nothing blocks."""
+    names = {v.metadata.name for v in view.v2_volumes_owned_by(node)}
+    names.update(r.spec.volume_name for r in view.v2_replicas_on(node))
+    for name in sorted(names):
+        volume = view.volumes.get(name)
+        if volume is None or volume.metadata.deletion_timestamp or volume.spec.data_engine != V2:
+            continue
         if volume.status.state != "detached" and volume.status.robustness != "healthy":
             robustness = volume.status.robustness or "unknown"
-            return f"waiting for volume {volume.metadata.name} ({robustness}) to be healthy before starting"
+            return f"waiting for volume {name} ({robustness}) to be healthy before starting"
     return ""
 
 
