@@ -91,3 +91,29 @@ def test_a_node_whose_upgrade_keeps_being_deleted_ends_in_error() -> None:
     assert entry.message == "node upgrade resource not found; 3 attempts did not finish"
     assert deleted <= 3
     assert world.run() == S.COMPLETED
+
+
+def test_a_volume_degraded_after_the_start_releases_the_node_instead_of_waiting_on_it() -> None:
+    """The node upgrade's own flag holds the rebuild its `initializing` waits for: it lets the node
+    go (no retry used), and the manager starts it again once the volume is healthy."""
+    world = cluster(volumes={"vol-a": "node-1"})
+    world.rebuild_passes = 3
+    world.put(manager(nodes=("node-1",)))
+    world.start()
+    for _ in range(10):  # until the node upgrade exists: node-1 is flagged from then on
+        if world.node_upgrades("node-1"):
+            break
+        world.step(tick=1.0)
+    [first] = world.node_upgrades("node-1")
+    assert first.status.state in (S.UNDEFINED, S.INITIALIZING)
+    world.delete("replica", "vol-a-r-node-2")  # a replica lost elsewhere: vol-a degraded
+    for _ in range(10):
+        world.step(tick=1.0)
+        if world.get("nodedataengineupgrade", first.metadata.name).status.state == S.ERROR:
+            break
+    released = world.get("nodedataengineupgrade", first.metadata.name)
+    assert (released.status.state, released.status.abort_reason) == (S.ERROR, "released"), released.status
+    assert "vol-a" in released.status.message
+    assert world.run() == S.COMPLETED
+    entry = world.get("dataengineupgrademanager", "upgrade").status.upgrade_nodes["node-1"]
+    assert (entry.state, entry.retries) == (S.COMPLETED, 0), entry

@@ -180,7 +180,19 @@ def _upgrading(
             step.status["upgradingNode"] = ""
         elif state == S.ERROR:
             attempts = entry.attempts + 1
-            if current.status.abort_reason in (AbortReason.TARGET_IMAGE_CHANGED, AbortReason.REQUESTED):
+            if current.status.abort_reason == AbortReason.RELEASED:
+                # Let go before anything was touched: back to pending, no retry used, bounded as
+                # every such restart is (`_start_blocker` holds it until its volumes are healthy).
+                bounded = attempts - entry.retries > config.max_retries
+                nodes[upgrading] = msgspec.structs.replace(
+                    entry,
+                    state=S.ERROR if bounded else S.PENDING,
+                    message=f"{message}; {attempts} attempts did not finish"
+                    if bounded
+                    else f"will start again once its volumes are healthy: {message}",
+                    attempts=attempts,
+                )
+            elif current.status.abort_reason in (AbortReason.TARGET_IMAGE_CHANGED, AbortReason.REQUESTED):
                 nodes[upgrading] = msgspec.structs.replace(
                     entry,
                     state=S.PENDING,

@@ -269,6 +269,7 @@ def _finish_aborted(nu: lh.NodeDataEngineUpgrade, step: Step) -> Step:
 
 LIVE_UPGRADE_UNSUPPORTED = ", which is not supported for live upgrade"
 """How every volume readiness blocker ends (Longhorn's own wording, §5.5 `initializing`)."""
+NOT_HEALTHY = f" is not healthy{LIVE_UPGRADE_UNSUPPORTED}"
 
 
 def is_volume_blocker(message: str) -> bool:
@@ -290,7 +291,7 @@ def readiness_blockers(view: UpgradeView, node: str) -> list[str]:
         if volume.spec.number_of_replicas <= 1:
             blockers.append(f"volume {name} has only 1 replica{LIVE_UPGRADE_UNSUPPORTED}")
         elif volume.status.robustness != "healthy":
-            blockers.append(f"volume {name} is not healthy{LIVE_UPGRADE_UNSUPPORTED}")
+            blockers.append(f"volume {name}{NOT_HEALTHY}")
     return blockers
 
 
@@ -300,6 +301,18 @@ def _initializing(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float, s
     if lh.condition_status(lh_node.status.conditions, "DataEngineUpgradeRequested") == "False":
         return step.wait("node is not requested for data engine upgrade", message)
     blockers = readiness_blockers(view, node)
+    unhealthy = next((b for b in blockers if b.endswith(NOT_HEALTHY)), "")
+    if unhealthy:
+        # Waiting would deadlock: this node upgrade flags the node, and the flag holds the very
+        # rebuild (replenishment of volumes owned here, any rebuild of a volume with a replica
+        # here) it would wait for. Let the node go; the manager starts it again once healthy.
+        step.status.update(
+            state=S.ERROR,
+            abortReason=str(AbortReason.RELEASED),
+            abortedIn=str(S.INITIALIZING),
+            message=f"released: {unhealthy}; its rebuild waits while the node is flagged for upgrade",
+        )
+        return step
     if blockers:
         return step.wait(blockers[0], message)
     replica_volumes = {
