@@ -4,9 +4,9 @@
 The real path runs in this process as the im-restart scenarios run it (tests/scenarios/im_restart):
 sandbox → watcher → LH_OBJECTS → im-restart (at its deployed `debounce_s`) → LH_COMMANDS → actuator
 → the emulator. One run: a volume attached on node-1 keeps node-1's IM busy; a danger-zone setting
-changes (`priority-class`, a new value per run) and im-restart marks the IM SettingSynced=False;
-the volume detaches; its engine and replica stop; the simulated IM controller empties the IM's
-instance maps; im-restart deletes the pod. Measured from the commit of the last of the IM's
+changes (`priority-class`, another built-in PriorityClass each run) and im-restart marks the IM
+SettingSynced=False; the volume detaches; its engine and replica stop; the simulated IM controller
+empties the IM's instance maps; im-restart deletes the pod. Measured from the commit of the last of the IM's
 instances going `stopped` to the commit of the pod's delete, both taken inside the API server by
 admission hooks that never refuse (so no watch or poll delay is counted). Then the next run waits
 for the replacement pod to run.
@@ -23,6 +23,7 @@ import statistics
 import time
 from typing import Any
 
+from bench.applied_after_detach import CLASSES
 from bench.bench_engine_upgrade import calibration_ns
 from bench.wave_stack import deployed_debounce_s
 from corral_bus import connect, ensure_streams
@@ -153,7 +154,8 @@ async def one_run(cluster: SandboxCluster, ns: str, watch: Stopwatch, run: int) 
         return objects.engine_name(volume) in engines
 
     await _until(busy, f"{volume}'s engine in {name}")
-    await cluster.simulator.io.patch("setting", "priority-class", {"value": f"bench-{run}"})
+    # A new value per run, among the PriorityClasses every cluster has (the webhook refuses others).
+    await cluster.simulator.io.patch("setting", "priority-class", {"value": CLASSES[run % len(CLASSES)]})
 
     async def judged() -> bool:
         current = emulator.get(LONGHORN, "instancemanagers", ns, name) or {}

@@ -11,8 +11,9 @@ corral and not at the sandbox.
   Deployment naming one reports ReplicaFailure; a pod gets the class's priority.
 * SC-16 Longhorn's setting webhooks: normalisation, Longhorn's validation messages, the
   data-engine toggle, the read-only annotation, no deletes; the emulator's back door bypasses them.
-* SC-17 Share-manager pods for RWX volumes (none for migratable ones), a backing-image manager per
-  node, both recreated with the current settings after a delete.
+* SC-17 Share-manager pods for RWX volumes (none for migratable ones), a backing-image manager on
+  each node that uses a backing image (none before), both recreated with the current settings
+  after a delete.
 * SC-18 VolumeAttachment tickets follow attachment and migration.
 * SC-19 `longhorn-default-setting` changes reach the Setting values; refused values are skipped.
 """
@@ -257,11 +258,15 @@ async def test_sc16_setting_webhooks(sandbox: Sandbox) -> None:
 
 
 async def test_sc17_share_manager_and_backing_image_manager_pods(sandbox: Sandbox) -> None:
+    assert pods(sandbox, "longhorn.io/component=backing-image-manager") == [], "no backing image used"
+    using = await sandbox.create_volume("bi-user", replicas=3, node="node-1")
+    await sandbox.patch("volumes", using["metadata"]["name"], {"spec": {"backingImage": "bi-1"}})
+
     async def bims() -> list[dict[str, Any]]:
         found = pods(sandbox, "longhorn.io/component=backing-image-manager")
         return found if len(found) == 3 else []
 
-    found = await sandbox.wait_for(bims, within=20, what="a backing-image manager per node")
+    found = await sandbox.wait_for(bims, within=20, what="a backing-image manager per node using it")
     assert {p["spec"]["nodeName"] for p in found} == {"node-1", "node-2", "node-3"}
     for name, migratable in (("rwx-1", False), ("rwx-m", True)):
         body = {"spec": {"accessMode": "rwx", "migratable": migratable}}

@@ -124,6 +124,49 @@ async def test_im_01_an_idle_im_is_restarted_with_the_new_settings(
     )
 
 
+BURST = {
+    "taint-toleration": "key1=value1:NoSchedule",
+    "priority-class": "longhorn-critical",
+    "storage-network": "kube-system/storage",
+    "guaranteed-instance-manager-cpu": '{"v1":"25","v2":"12"}',
+    "instance-manager-pod-liveness-probe-timeout": "20",
+}
+BURST_GAP_S = 0.5
+
+
+async def test_im_01b_settings_half_a_second_apart_restart_each_idle_im_once(
+    sandbox: Sandbox, stack: list[Running], observer: ImObserver
+) -> None:
+    """Issue 24: five danger-zone settings written half a second apart restarted an idle IM five
+    times. The IMs settle until the settings are quiet, then each is restarted once, on a pod built
+    from all of them."""
+    await sandbox.create_priority_class("longhorn-critical")
+    before = await uids(observer)
+    assert before
+    for name, value in BURST.items():
+        await observer.set_setting(name, value)
+        await sandbox.stays(
+            lambda: _no_more_deletes(observer, {}), BURST_GAP_S, what="no IM restarted during the burst"
+        )
+
+    async def all_applied() -> dict[str, dict[str, Any]] | None:
+        pods = {name: await observer.running_pod(name, not_uid=uid) for name, uid in before.items()}
+        done = all(
+            p is not None and p["spec"]["containers"][0]["livenessProbe"]["timeoutSeconds"] == 20
+            for p in pods.values()
+        )
+        return {n: p for n, p in pods.items() if p is not None} if done else None
+
+    pods = await sandbox.wait_for(
+        all_applied, within=20, what="every IM on a pod with all the settings", invariant=observer.holds
+    )
+    for pod in pods.values():
+        assert pod["spec"]["priorityClassName"] == "longhorn-critical"
+    assert dict(observer.deletes) == dict.fromkeys(before, 1), "one restart per IM"
+    counts = dict(observer.deletes)
+    await sandbox.stays(lambda: _no_more_deletes(observer, counts), WINDOW_S, what="and no more")
+
+
 async def _no_more_deletes(observer: ImObserver, counts: dict[str, int]) -> bool:
     await observer.holds()
     return dict(observer.deletes) == counts

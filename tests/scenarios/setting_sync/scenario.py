@@ -139,6 +139,17 @@ class Observer:
             plugin = workload == CSI_PLUGIN
             if not carries(name, value, annotations, template.get("spec") or {}, csi_plugin=plugin):
                 late.append(f"{plural}/{workload}")
+        if name in _GROUP_A:
+            # The engine-image DaemonSets' templates (labelled managed-by: Longhorn's setting
+            # controller collects them); their pods follow by the rollout, as the CSI workloads'.
+            for ds in self.objects("apps", "daemonsets"):
+                ds_name = ds["metadata"]["name"]
+                if not ds_name.startswith("engine-image-"):
+                    continue
+                template = ds["spec"].get("template") or {}
+                annotations = (template.get("metadata") or {}).get("annotations") or {}
+                if not carries(name, value, annotations, template.get("spec") or {}):
+                    late.append(f"daemonsets/{ds_name}")
         for component in POD_COMPONENTS:
             if not applies_to(name, component):
                 continue

@@ -76,6 +76,17 @@ async def test_dz_01_priority_class_with_no_volume_attached(sandbox: Sandbox, st
         pods = observer.workload_pods(workload)
         assert pods and all(p["spec"].get("priorityClassName") == CLASS for p in pods), workload
         assert all(p["spec"].get("priority") == 2000000000 for p in pods)
+    engine_images = [
+        d["metadata"]["name"]
+        for d in observer.objects("apps", "daemonsets")
+        if d["metadata"]["name"].startswith("engine-image-")
+    ]
+    assert engine_images, "no engine-image DaemonSet"
+    for name in engine_images:  # as Longhorn's setting controller does (issue 24)
+        ds = observer.get("apps", "daemonsets", name)
+        assert ds is not None and ds["spec"]["template"]["spec"].get("priorityClassName") == CLASS, name
+        pods = observer.workload_pods(name)
+        assert pods and all(p["spec"].get("priorityClassName") == CLASS for p in pods), name
     assert observer.uids(UNMANAGED) == unmanaged, "an unmanaged workload restarted"
     for unmanaged_name in UNMANAGED:
         plural = "daemonsets" if unmanaged_name == "longhorn-manager" else "deployments"

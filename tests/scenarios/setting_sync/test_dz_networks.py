@@ -53,9 +53,13 @@ async def workload(sandbox: Sandbox, name: str = "app", replicas: int = 2) -> No
 
 async def test_dz_08_storage_network_waits_for_the_detach(sandbox: Sandbox, stack: list[Running]) -> None:
     observer = await settled(sandbox)
-    await attached(sandbox, "vol-1")
+    # a backing image on every node, so that every node runs a backing-image manager
+    await attached(sandbox, "vol-1", replicas=len(NODES), backing_image="bi-1")
+    await observer.until(
+        lambda: len(observer.pods("backing-image-manager")) == len(NODES),
+        what="a backing-image manager on every node using the backing image",
+    )
     bims = {p["metadata"]["name"]: p["metadata"]["uid"] for p in observer.pods("backing-image-manager")}
-    assert len(bims) == len(NODES)
     await observer.set_setting(STORAGE, NAD)
     await observer.until(lambda: not observer.applied(STORAGE), what="applied=false while attached")
 

@@ -21,7 +21,9 @@ async def attached(
     replicas: int = 1,
     access_mode: str = "rwo",
     migratable: bool = False,
+    backing_image: str = "",
 ) -> dict[str, Any]:
+    """`backing_image`: the volume uses it (a backing-image manager runs where its replicas are)."""
     body = lh_objects.volume(
         name,
         sandbox.namespace,
@@ -32,6 +34,8 @@ async def attached(
     )
     body["spec"]["accessMode"] = access_mode
     body["spec"]["migratable"] = migratable
+    if backing_image:
+        body["spec"]["backingImage"] = backing_image
     await sandbox.create("volumes", body)
     return await sandbox.wait_volume(
         name,

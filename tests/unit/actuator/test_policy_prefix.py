@@ -1,6 +1,7 @@
 """Workloads known only by a name prefix (the engine-image DaemonSets, `engine-image-ei-<hash>`):
-setting-sync may set their liveness probe's integer leaves and nothing else, on a labelled object
-whose name has the prefix; the loader refuses any wider namePrefix rule."""
+setting-sync may set their liveness probe's integer leaves and their template's group A fields
+(tolerations, last-applied tolerations, priority class, node selector) and nothing else, on a
+labelled object whose name has the prefix; the loader refuses any wider namePrefix rule."""
 
 from __future__ import annotations
 
@@ -51,9 +52,13 @@ def test_anything_else_is_refused(policy: Policy, name: str, changes: dict[str, 
 
 
 def test_the_csi_plugin_keeps_its_named_rule(policy: Policy) -> None:
+    """Group A's template fields on both; the CSI resources only on the csi-plugin."""
     tolerations: dict[str, Any] = {"/spec/template/spec/tolerations": []}
     assert policy.check(probe_patch("longhorn-csi-plugin", tolerations)).allowed
-    assert not policy.check(probe_patch("engine-image-ei-1a2b", tolerations)).allowed
+    assert policy.check(probe_patch("engine-image-ei-1a2b", tolerations)).allowed
+    resources: dict[str, Any] = {"/spec/template/spec/containers/0/resources": {}}
+    assert policy.check(probe_patch("longhorn-csi-plugin", resources)).allowed
+    assert not policy.check(probe_patch("engine-image-ei-1a2b", resources)).allowed
 
 
 RULE = "services: {s: {rules: [{kind: daemonset, namePrefix: engine-image-, %s}]}}\n"
@@ -71,6 +76,10 @@ LEAF = f"{{path: {LEAF_PATH}, integer: true}}"
         f"verbs: [patch], {LABEL}, fields: [{{path: {LEAF_PATH}}}]",  # not marked integer
         f"verbs: [patch], {LABEL}, fields: [{{path: /spec/template/spec/containers/*/image, integer: true}}]",
         f"verbs: [patch], names: [x], {LABEL}, fields: [{LEAF}]",
+        # a parent of the group A fields would let a command or a volume in
+        f"verbs: [patch], {LABEL}, fields: [{{path: /spec/template/spec}}]",
+        f"verbs: [patch], {LABEL}, fields: [{{path: /spec/template/metadata/annotations}}]",
+        f"verbs: [patch], {LABEL}, fields: [{{path: /spec/template/spec/tolerations, valueFromSetting: x}}]",
     ],
 )
 def test_a_wider_prefix_rule_is_refused(rule: str) -> None:
@@ -80,6 +89,14 @@ def test_a_wider_prefix_rule_is_refused(rule: str) -> None:
 
 def test_the_narrow_prefix_rule_loads() -> None:
     Policy.from_yaml(HEAD + RULE % f"verbs: [patch], {LABEL}, fields: [{LEAF}]")
+    group_a = (
+        "/spec/template/spec/tolerations",
+        "/spec/template/metadata/annotations/longhorn.io~1last-applied-tolerations",
+        "/spec/template/spec/priorityClassName",
+        "/spec/template/spec/nodeSelector",
+    )
+    fields = ", ".join(f"{{path: {p}}}" for p in group_a)
+    Policy.from_yaml(HEAD + RULE % f"verbs: [patch], {LABEL}, fields: [{LEAF}, {fields}]")
 
 
 def test_instance_manager_deletes_must_name_their_data_engine(policy: Policy) -> None:

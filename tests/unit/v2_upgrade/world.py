@@ -103,6 +103,10 @@ class World:
         self.stalled: set[str] = set()
         """Volumes the data plane leaves alone: no switch-over finishes, no rebuild, no robustness
         change (a stuck relocation, a volume degraded elsewhere)."""
+        self.rebuild_passes = 0
+        """Passes a volume that may rebuild waits before its missing replica appears (a rebuild
+        takes time: a decider acting on the very pass a node is released finds it still degraded)."""
+        self._rebuild_waited: dict[str, int] = {}
 
     # --- objects ----------------------------------------------------------------------------------
 
@@ -281,15 +285,24 @@ class World:
                         im, status=msgspec.structs.replace(im.status, instance_engines=engines)
                     )
                 )
-        # Rebuild missing v2 replicas on a node not being upgraded; robustness follows the count.
+        # Rebuild missing v2 replicas on a node not being upgraded, unless the volume's owner is
+        # (Longhorn's volume controller skips replenishment there, §5.4) or one of its replicas is;
+        # robustness follows the count.
         for volume in self.all("volume"):
             if volume.spec.data_engine != "v2" or volume.metadata.name in self.stalled:
                 continue
             name = volume.metadata.name
             mine = [r for r in self.all("replica") if r.spec.volume_name == name]
             have = {r.spec.node_id for r in mine}
+            # nor while any of its replicas sits on an upgrading node (the v2 engine's rule)
+            may_rebuild = volume.status.owner_id not in upgrading and not (have & upgrading.keys())
+            if may_rebuild and len(have) < volume.spec.number_of_replicas:
+                waited = self._rebuild_waited[name] = self._rebuild_waited.get(name, 0) + 1
+                may_rebuild = waited > self.rebuild_passes
+            else:
+                self._rebuild_waited.pop(name, None)
             for node in sorted(n.metadata.name for n in self.all("node")):
-                if len(have) >= volume.spec.number_of_replicas:
+                if len(have) >= volume.spec.number_of_replicas or not may_rebuild:
                     break
                 if node not in have and node not in upgrading:
                     self.put(replica(name, node, f"{len(mine)}-{self.rv}"))

@@ -67,7 +67,7 @@ def parse_now(text: str) -> float:
 
 
 def command_line(command: Command) -> dict[str, Any]:
-    return {
+    line = {
         "service": command.service,
         "verb": str(command.verb),
         "kind": command.target.kind,
@@ -78,6 +78,9 @@ def command_line(command: Command) -> dict[str, Any]:
         "id": command.id,
         "reason": command.reason,
     }
+    if command.related:  # (only when there are some: older plans read as before)
+        line["related"] = msgspec.to_builtins(command.related)
+    return line
 
 
 def undecodable(document: Mapping[str, Any]) -> list[str]:

@@ -94,6 +94,24 @@ class Target(msgspec.Struct, frozen=True, kw_only=True):
     uid: str = ""
 
 
+class NoneInStates(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """No entry of the map at `path` may have its `field` (a pointer inside the entry) in `states`:
+    e.g. no instance in an instance manager's `/status/instanceReplicas` `running` or `starting`."""
+
+    path: str
+    field: str
+    states: tuple[str, ...]
+
+
+class RelatedPrecondition(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """What must still hold of another object the decision read (the instance manager whose pod a
+    delete targets), checked by the actuator right before it writes the target."""
+
+    target: Target
+    holds: tuple[FieldValue, ...] = ()
+    none_in: tuple[NoneInStates, ...] = ()
+
+
 class Command(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """A decision: change these fields of this object, provided those fields still hold these values."""
 
@@ -104,6 +122,9 @@ class Command(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     target: Target
     changes: tuple[FieldValue, ...] = ()
     preconditions: tuple[FieldValue, ...] = ()
+    # Preconditions on other objects the decision read; checked just before a delete (related.py in
+    # the actuator). Part of the id: they are part of what was decided.
+    related: tuple[RelatedPrecondition, ...] = ()
     # For CREATE: the whole object to create.
     body: dict[str, Any] | None = None
     reason: str = ""
@@ -128,6 +149,7 @@ def command_id(
     changes: tuple[FieldValue, ...],
     preconditions: tuple[FieldValue, ...],
     body: dict[str, Any] | None = None,
+    related: tuple[RelatedPrecondition, ...] = (),
 ) -> str:
     """Hash of service, target, intent and precondition: the same decision always has the same id.
 
@@ -135,7 +157,7 @@ def command_id(
     (`firstTimestamp`, `lastTimestamp`, `eventTime`: when, not what): a crash-looping gate asks for
     its Event again under the same id, while an Event that says it is the Nth occurrence (`count`)
     is another command, counted on the recorded Event by the actuator. Commands without a body
-    hash exactly as before.
+    hash exactly as before; likewise preconditions on related objects, hashed only when there are any.
 
     So a restarted or duplicated decider republishes an identical Nats-Msg-Id and JetStream drops it.
     The hash input is the canonical JSON of exactly these five (an injective encoding, so different
@@ -145,6 +167,8 @@ def command_id(
     parts: tuple[Any, ...] = (service, verb, target, changes, preconditions)
     if body is not None:
         parts = (*parts, {k: v for k, v in body.items() if k not in _WHEN})
+    if related:
+        parts = (*parts, related)
     canonical = _ID_ENCODER.encode(parts)
     return f"{service}-{hashlib.sha256(canonical).hexdigest()[:32]}"
 
@@ -157,17 +181,19 @@ def new_command(
     changes: tuple[FieldValue, ...] = (),
     preconditions: tuple[FieldValue, ...] = (),
     body: dict[str, Any] | None = None,
+    related: tuple[RelatedPrecondition, ...] = (),
     reason: str = "",
     created_at: float = 0.0,
     term: int = 0,
 ) -> Command:
     return Command(
-        id=command_id(service, verb, target, changes, preconditions, body),
+        id=command_id(service, verb, target, changes, preconditions, body, related),
         service=service,
         verb=verb,
         target=target,
         changes=changes,
         preconditions=preconditions,
+        related=related,
         body=body,
         reason=reason,
         created_at=created_at,

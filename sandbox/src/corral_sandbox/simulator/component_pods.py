@@ -7,8 +7,11 @@ Longhorn's controllers recreate them.
   volume wants to be attached (`spec.nodeID` set or not yet detached) and is removed once it is
   detached; placed by the scheduler (kube_pods.py), on the RWX endpoint network (`lhnet2`) when
   `endpoint-network-for-rwx-volume` is set. Migratable RWX volumes have none.
-* Backing-image manager: one `backing-image-manager-<hash>` per ready node, bound to it, with the
-  storage network (`lhnet1`) when `storage-network` is set.
+* Backing-image manager: one `backing-image-manager-<hash>` per ready node that uses a backing
+  image (holds a replica of a volume with `spec.backingImage`), bound to it, with the storage
+  network (`lhnet1`) when `storage-network` is set. Longhorn runs a backing-image manager only
+  where a backing image has files (its disks); a node that uses none has none, and loses it once
+  it uses none any more.
 """
 
 from __future__ import annotations
@@ -85,6 +88,22 @@ def _share_manager(ctx: ReconcileContext, volume: Obj) -> None:
         ctx.delete("pod", pod, "RWX volume detached")
 
 
+def backing_image_nodes(ctx: ReconcileContext) -> set[str]:
+    """Nodes holding a replica of a volume that uses a backing image (where its files are)."""
+    using = {
+        v["metadata"]["name"]
+        for v in ctx.view.all("volume")
+        if spec(v).get("backingImage") and not deleting(v)
+    }
+    return {
+        spec(r).get("nodeID", "")
+        for r in ctx.view.all("replica")
+        if not deleting(r)
+        and spec(r).get("nodeID")
+        and (spec(r).get("volumeName") in using or spec(r).get("backingImage"))
+    }
+
+
 def reconcile_component_pods(ctx: ReconcileContext) -> None:
     if not ctx.config.kube_workloads:
         return
@@ -98,7 +117,7 @@ def reconcile_component_pods(ctx: ReconcileContext) -> None:
             ctx.delete("pod", pod, "volume gone")
     if not ctx.config.backing_image_managers:
         return
-    wanted = set(ready_nodes(ctx.view))
+    wanted = set(ready_nodes(ctx.view)) & backing_image_nodes(ctx)
     for node in sorted(wanted):
         name = backing_image_manager_pod_name(node)
         if ctx.view.get("pod", name) is None:
@@ -109,4 +128,4 @@ def reconcile_component_pods(ctx: ReconcileContext) -> None:
         labels = pod["metadata"].get("labels") or {}
         gone = labels.get("longhorn.io/node") not in wanted
         if labels.get(COMPONENT) == BACKING_IMAGE_MANAGER and gone and not deleting(pod):
-            ctx.delete("pod", pod, "node no longer ready")
+            ctx.delete("pod", pod, "node no longer ready, or it uses no backing image")

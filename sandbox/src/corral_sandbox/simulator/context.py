@@ -157,6 +157,13 @@ class ReconcileContext:
         self.writes.append(Write(verb, kind, key[1], {section: patch}, reason, observed=observed))
         _apply_locally(obj, section, patch)
 
+    def committed(self, kind: str, obj: Obj) -> Obj:
+        """`obj` as the API server holds it: before this round's own changes to it, which the round's
+        view already shows (`_apply_locally`) but which the server may still refuse. A controller
+        that acts on another controller's object reads it through this, as Longhorn's controllers
+        read their informers' caches."""
+        return self.observed.get((kind, obj["metadata"]["name"]), obj)
+
     def new_suffix(self) -> str:
         return f"{self.rng.getrandbits(32):08x}"
 

@@ -128,7 +128,8 @@ class SimFaults:
     async def set_node_ready(self, node: str, ready: bool) -> None:
         """Node NotReady (or Ready again): the Longhorn node's and the kube node's Ready condition,
         written through the API like the node controller and kubelet would. Its instance manager goes
-        `unknown`, the instances in it fail, and volumes react (SIM-FAULT node NotReady).
+        `unknown`, so do the instances in it (an engine elsewhere fails its replicas there), and
+        volumes react (SIM-FAULT node NotReady).
 
         A fault is the one write here that must not be lost: one the API server refuses (injected
         409/429/500) is tried again, for up to `_NODE_WRITE_SECONDS`."""

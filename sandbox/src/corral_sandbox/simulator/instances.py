@@ -4,8 +4,10 @@ An instance with `desireState: running` starts (starting → running) only while
 of its data engine is running on its node; it then reports that IM, an address and its image as
 `currentImage`. A stopped instance reports no image (that is why a detached volume's replicas show an
 empty currentImage). An instance whose IM stops running underneath it goes to `error` — the path by
-which deleting a busy IM pod crashes engines and replicas (SIM-CRASH). Faults requested through
-SimFaults (kill an engine, fail a replica) land here too.
+which deleting a busy IM pod crashes engines and replicas (SIM-CRASH); one whose IM is `unknown`
+(its node NotReady) is `unknown` instead, as Longhorn's instance handler has it, and `running` again
+once the node is back. Faults requested through SimFaults (kill an engine, fail a replica) land
+here too.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import zlib
 
 from corral_sandbox.simulator.context import ReconcileContext
+from corral_sandbox.simulator.instance_managers import sync_instance_maps
 from corral_sandbox.simulator.nulls import NULL
 from corral_sandbox.simulator.objects import FINALIZER
 from corral_sandbox.simulator.upgrade_signals import upgrading_nodes
@@ -61,6 +64,7 @@ def reconcile_instances(ctx: ReconcileContext) -> None:
         for obj in ctx.view.all(kind):
             with ctx.isolated(kind, obj):
                 _reconcile_instance(ctx, kind, obj, managers, running_by_name, upgrading)
+    sync_instance_maps(ctx)  # the IMs' maps change in the round their instances do
 
 
 def _reconcile_instance(
@@ -95,7 +99,19 @@ def _reconcile_instance(
         crash_set.discard(name)  # seen dead (or there was no process to kill)
     im_name = istatus.get("instanceManagerName", "")
     v2_engine = kind == "engine" and is_v2(obj)
-    if current in ("running", "starting", "suspended") and im_name and im_name not in running_managers:
+    if current in ("running", "starting", "suspended", "unknown") and im_name:
+        if _node_down(ctx, im_name):
+            _unknown(ctx, kind, obj, v2_engine)
+            return
+        if current == "unknown" and im_name in running_managers:
+            # the node is back and its IM lists the process again: it kept running all along
+            ctx.patch_status(kind, obj, {"currentState": "running"}, f"{kind} back with its node")
+            return
+    if (
+        current in ("running", "starting", "suspended", "unknown")
+        and im_name
+        and im_name not in running_managers
+    ):
         if v2_engine and current in ALIVE and ispec.get("nodeID", "") in upgrading:
             # §5.4: tolerated on an upgrading node; one asked to stop (a detach) is simply gone
             if (ispec.get("desireState") or "stopped") in ALIVE:
@@ -163,6 +179,23 @@ def _reconcile_instance(
         ctx.memory.timers.setdefault(f"stop/{kind}/{name}", min(asked, ctx.now))
     if current != "stopped" and ctx.waited(f"stop/{kind}/{name}", ctx.config.instance_stop_seconds):
         ctx.patch_status(kind, obj, _stopped(kind, v2_engine), f"{kind} stopped")
+
+
+def _node_down(ctx: ReconcileContext, im_name: str) -> bool:
+    """Its IM is `unknown`: its node is down or gone (§4.2 step 7)."""
+    manager = ctx.view.get("instancemanager", im_name)
+    return manager is not None and status(manager).get("currentState") == "unknown"
+
+
+def _unknown(ctx: ReconcileContext, kind: str, obj: Obj, v2_engine: bool) -> None:
+    """Longhorn's instance handler for an instance whose IM is `unknown`: a started process is
+    `unknown` (it may well run on, out of reach), one never started is `stopped`. Not `error`:
+    nothing is known to have failed, and the volume controller must not act as if it had."""
+    if status(obj).get("started"):
+        if status(obj).get("currentState") != "unknown":
+            ctx.patch_status(kind, obj, {"currentState": "unknown"}, f"{kind} unknown: its node is down")
+    elif status(obj).get("currentState") != "stopped":
+        ctx.patch_status(kind, obj, _stopped(kind, v2_engine), f"{kind} never started; its node is down")
 
 
 def _stopped(kind: str, v2_engine: bool = False) -> dict[str, object]:

@@ -18,7 +18,9 @@ from corral_sandbox.simulator.view import spec, status
 def mark_failed_replicas(ctx: ReconcileContext, scope: VolumeScope, state: str) -> None:
     for replica in scope.live():
         rspec = spec(replica)
-        if status(replica).get("currentState") == "error" and not failed(replica) and state != "detached":
+        # unknown (its node down): out of the engine's reach, which marks it failed as an error
+        lost = status(replica).get("currentState") in ("error", "unknown")
+        if lost and not failed(replica) and state != "detached":
             ctx.patch_spec(
                 "replica",
                 replica,
@@ -48,7 +50,7 @@ def engine_modes(ctx: ReconcileContext, facts: ClusterFacts, scope: VolumeScope)
     )
     for replica in active:
         name = replica["metadata"]["name"]
-        if failed(replica) or status(replica).get("currentState") == "error":
+        if failed(replica) or status(replica).get("currentState") in ("error", "unknown"):
             modes[name] = "ERR"
             continue
         if not running(replica):

@@ -111,6 +111,8 @@ def _reconcile_volume(ctx: ReconcileContext, facts: ClusterFacts, scope: VolumeS
             wanted["currentNodeID"] = want_node
     elif state == "attached" and want_node != vstatus.get("currentNodeID", ""):
         state = "detaching"
+    elif state == "attached" and status(engine).get("currentState") == "unknown":
+        pass  # its node is down: Longhorn keeps the volume attached, robustness unknown, and waits
     elif state == "attached" and not alive(engine):
         # the status says attached but the engine is not serving: a crash whose detach was not
         # recorded (the status write was refused, and the engine stopped meanwhile). Go the crash's
@@ -285,6 +287,9 @@ def _addr(replica: Obj) -> str:
 
 
 def _robustness(scope: VolumeScope, state: str, modes: dict[str, str]) -> str:
+    engine = scope.engine
+    if state == "attached" and engine is not None and status(engine).get("currentState") == "unknown":
+        return "unknown"
     if state != "attached":
         usable = [r for r in scope.active() if not failed(r)]
         return "faulted" if scope.active() and not usable else "unknown"

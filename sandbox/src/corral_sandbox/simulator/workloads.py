@@ -48,7 +48,8 @@ def reconcile_workloads(ctx: ReconcileContext) -> None:
         if view.get("daemonset", name) is None:
             settings = settings or current_settings(view.setting)
             ctx.create("daemonset", wo.engine_image_daemonset(ei, settings, ns), "engine image DaemonSet")
-    detached = all(status(v).get("state") == "detached" for v in view.all("volume"))
+    # committed states only: a detach this round's volume controller has just made is not one yet
+    detached = all(status(ctx.committed("volume", v)).get("state") == "detached" for v in view.all("volume"))
     for ds in view.all("daemonset"):
         name = ds["metadata"]["name"]
         if not name.startswith("engine-image-") or deleting(ds):

@@ -6,8 +6,9 @@ to say why: the change may already hold (a repeated command: `applied` without a
 precondition may no longer hold (`precondition-failed`: the deciding service re-decides from fresh
 state), or the patch needed parents that did not exist yet (it is rebuilt from the object as read,
 testing its resourceVersion so nothing can slip in between). Deletes always read first: the rule's
-required labels and the command's preconditions are checked on that read, and the delete carries
-the uid and resourceVersion read as its preconditions.
+required labels and the command's preconditions are checked on that read, then the preconditions on
+the other objects the decision read (related.py), and the delete carries the uid and
+resourceVersion read as its preconditions.
 
 A 409 Conflict is not a broken precondition (that is the `test` operations' 422): the object moved
 under the write. When the fresh read shows every precondition still holding, the patch is sent
@@ -41,6 +42,7 @@ from corral_actuator.instance_manager_guard import InstanceManagerGuard
 from corral_actuator.kinds import KindInfo
 from corral_actuator.occurrences import repeat_patch
 from corral_actuator.policy import Policy, Verdict
+from corral_actuator.related import first_broken
 from corral_actuator.settings import SettingValues
 from corral_actuator.snapshot_guard import is_snapshot, snapshot_refusal
 from corral_actuator.tracing import policy_span
@@ -387,7 +389,11 @@ class Actuator:
                 raise _Done(Outcome.PRECONDITION_FAILED, describe_mismatch(snapshot, broken), _rv(snapshot))
             if resolve(snapshot, "/metadata/deletionTimestamp") not in (MISSING, None, ""):
                 raise _Done(Outcome.APPLIED, "already being deleted; nothing written", _rv(snapshot))
-            # The last read before the delete: the instance manager must be idle (instance_manager_guard.py).
+            # The last reads before the delete, one API round trip each: the objects the decision
+            # read (related.py), and the instance manager idle, whoever asks (instance_manager_guard.py).
+            related = await first_broken(self.api, command.related, t.namespace) if command.related else None
+            if related is not None:
+                raise _Done(Outcome.PRECONDITION_FAILED, related, _rv(snapshot))
             refusal = await self.instance_managers.judge_delete(command, snapshot)
             if refusal is not None:
                 self.security_log(command, refusal)

@@ -35,9 +35,19 @@ NAMED_KINDS = frozenset({"daemonset", "deployment"})
 # corral's own workloads (Deployments `corral-<service>`): no rule may name them.
 OWN_PREFIX = "corral-"
 # A workload rule that cannot name its objects (Longhorn names engine-image DaemonSets after an
-# image hash) may instead give a `namePrefix`, but then only set these integer leaves of a probe,
-# never anything that could carry a command (`exec`), an image or a volume.
+# image hash) may instead give a `namePrefix`, but then only set these integer leaves of a probe
+# and the pod template's scheduling fields that Longhorn's setting controller manages on every
+# DaemonSet it labels `longhorn.io/managed-by` (§3.3 group A), never anything that could carry a
+# command (`exec`), an image or a volume.
 PROBE_LEAVES = frozenset({"periodSeconds", "timeoutSeconds", "failureThreshold"})
+PREFIX_TEMPLATE_FIELDS = frozenset(
+    {
+        ("spec", "template", "spec", "tolerations"),
+        ("spec", "template", "metadata", "annotations", "longhorn.io/last-applied-tolerations"),
+        ("spec", "template", "spec", "priorityClassName"),
+        ("spec", "template", "spec", "nodeSelector"),
+    }
+)
 
 
 class PolicyError(ValueError):
@@ -310,16 +320,19 @@ class Policy:
 
 def _check_prefix_rule(where: str, rule: Rule, compiled: _CompiledRule) -> None:
     """A workload rule known only by a name prefix: patch only, a required label, and nothing but
-    integer probe leaves."""
+    integer probe leaves and the template's group A scheduling fields."""
     if set(rule.verbs) != {Verb.PATCH}:
         raise PolicyError(f"{where}: a namePrefix rule may only patch")
     if not any(r.path.startswith("/metadata/labels/") for r in rule.require):
         raise PolicyError(f"{where}: a namePrefix rule must require a label on the object")
     for parts, field in compiled.fields:
+        if tuple(parts) in PREFIX_TEMPLATE_FIELDS and not field.integer and field.value_from_setting is None:
+            continue
         if not field.integer or parts[-1] not in PROBE_LEAVES or parts[-2:-1] != ("livenessProbe",):
             raise PolicyError(
                 f"{where}: {field.path}: a namePrefix rule may only set integer probe leaves"
-                f" ({', '.join(sorted(PROBE_LEAVES))})"
+                f" ({', '.join(sorted(PROBE_LEAVES))}) and the pod template's tolerations (with their"
+                " last-applied annotation), priority class and node selector"
             )
 
 

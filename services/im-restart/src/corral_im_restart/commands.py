@@ -2,7 +2,9 @@
 
 * **Delete an IM pod**, exactly the pod judged: its uid and resourceVersion must still hold (a pod
   that changed, or was recreated, since the decision is refused and judged again) and it must
-  carry the instance-manager label (the actuator's policy requires it as well).
+  carry the instance-manager label (the actuator's policy requires it as well). A restart for
+  unsynced settings was judged on an idle IM, so it also requires the IM (this uid) to run and
+  start nothing when the actuator deletes; a failed pod is deleted whatever its IM lists.
 * **Patch the IM's SettingSynced condition**, on exactly the IM status judged (its
   resourceVersion). An existing condition is patched field by field at its index; a missing one
   is appended by writing the conditions list (JSON Patch cannot append through a field path).
@@ -14,7 +16,7 @@ import time
 
 import msgspec
 
-from corral_decision.pod_delete import guarded_pod_delete
+from corral_decision.pod_delete import guarded_pod_delete, idle_instance_manager
 from corral_im_restart.judge import SETTING_SYNCED
 from corral_model.envelopes import Command, FieldValue, Target, Verb, new_command
 from corral_model.longhorn import Condition, InstanceManager, Pod
@@ -23,8 +25,10 @@ SERVICE = "im-restart"
 CONDITION_MODE = "condition"
 
 
-def delete_pod(pod: Pod, reason: str, now: float) -> Command:
-    return guarded_pod_delete(SERVICE, pod, "instance-manager", reason, now)
+def delete_pod(pod: Pod, reason: str, now: float, idle: InstanceManager | None = None) -> Command:
+    """Delete the IM pod `pod`; with `idle`, only while that IM still runs and starts nothing."""
+    related = (idle_instance_manager(idle),) if idle is not None else ()
+    return guarded_pod_delete(SERVICE, pod, "instance-manager", reason, now, related)
 
 
 def rfc3339(seconds: float) -> str:

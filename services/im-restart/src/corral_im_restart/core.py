@@ -25,6 +25,7 @@ import msgspec
 from corral_dangerzone.errors import SettingValueError
 from corral_decision.base import DeciderBase
 from corral_decision.decider import Clock, Explanation, InvalidEvent, Pending
+from corral_decision.settle import settle_until
 from corral_im_restart.commands import SERVICE, condition_differs, delete_pod, patch_condition
 from corral_im_restart.judge import Judgement, judge_running, judge_state
 from corral_im_restart.limits import RestartSlots
@@ -47,6 +48,7 @@ _RESYNCED, _DELETED = EventType.RESYNCED, EventType.DELETED
 _RUNNING_REASONS = frozenset(
     {Reason.SETTINGS_SYNCED, Reason.SETTINGS_UNSYNCED, Reason.BUSY, Reason.HUGEPAGE_CAPACITY}
 )
+_IDLE_REASONS = _RUNNING_REASONS - {Reason.BUSY}
 
 
 def pod_terminating(pod: lh.Pod | None) -> bool:
@@ -83,6 +85,10 @@ class DeciderConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Settings restarts in flight per node; 0 = unlimited (Longhorn)."""
     restart_timeout: float = 600.0
     """How long a restart holds its slot while its replacement pod does not run."""
+    settle: float = 0.0
+    """After a danger-zone setting changes, an IM that was already idle waits this long since the
+    latest change before its settings restart, so settings written in quick succession cost one
+    restart, not one each (corral_decision.settle). An IM that turns idle later (a detach) is never held."""
 
 
 class ImRestartDecider(DeciderBase):
@@ -98,6 +104,7 @@ class ImRestartDecider(DeciderBase):
         self._timers: list[tuple[float, int, ImKey]] = []
         self._seq = itertools.count()
         self._bootstrapped = False
+        self._settings_changed_at: float | None = None
 
     # --- input ------------------------------------------------------------------------------------
 
@@ -119,6 +126,8 @@ class ImRestartDecider(DeciderBase):
         view = self.view
         touched = view.apply(event)
         if touched is None:
+            if self._bootstrapped:  # (the settings listed at start-up are no change)
+                self._settings_changed_at = self.clock()
             return  # the settings changed: every IM is judged at the next decision
         if not view.quiet:
             self._dirty.update(touched)
@@ -333,6 +342,11 @@ class ImRestartDecider(DeciderBase):
             assert pod is not None
             judgement = self._judge_running(record, im, pod)
         record.judgement = judgement
+        if judgement.reason in _IDLE_REASONS:
+            if record.idle_since is None:
+                record.idle_since = now
+        else:
+            record.idle_since = None
         if self.slots.restarts:
             self._follow_restart(record, pod, judgement, now)
 
@@ -395,6 +409,11 @@ class ImRestartDecider(DeciderBase):
         if reason is Reason.SETTINGS_UNSYNCED:
             if record.key in self.slots.restarts:
                 return  # this IM's restart is still under way
+            until = self._settling_until(record, now)
+            if until is not None:
+                self.slots.unwait(record.key)  # (a slot freed meanwhile must not restart it early)
+                self._schedule(until, record.key)
+                return
             if not self.slots.free(record.node):
                 self.slots.wait(record.key, record.node)
                 return
@@ -424,16 +443,23 @@ class ImRestartDecider(DeciderBase):
         pod = record.pod
         assert pod is not None
         detail = f"{judgement.detail}; " if judgement.detail else ""
+        unsynced = judgement.reason is Reason.SETTINGS_UNSYNCED
         command = delete_pod(
             pod,
             f"{judgement.reason}: {detail}instance manager {record.key[1]} on node {record.node or '-'}",
             now,
+            # Judged idle: the actuator deletes only while the IM still is (a failed pod goes anyway).
+            idle=record.im if unsynced else None,
         )
         record.delete_sent = self._sent(command, record, record.pod_rv(), now, pod_uid=pod.metadata.uid)
         self.slots.unwait(record.key)
-        if judgement.reason is Reason.SETTINGS_UNSYNCED:
+        if unsynced:
             self._start_restart(record, now)
         return command
+
+    def _settling_until(self, record: ImRecord, now: float) -> float | None:
+        """When `record`'s settings restart may go, while it must settle (None: now)."""
+        return settle_until(self._settings_changed_at, record.idle_since, self.config.settle, now)
 
     def _start_restart(self, record: ImRecord, now: float) -> None:
         pod_uid = record.pod.metadata.uid if record.pod is not None else ""
@@ -476,6 +502,17 @@ class ImRestartDecider(DeciderBase):
         if judgement.delete:
             if record.delete_hold is not None:
                 return Reason.RETRY_BACKOFF, f"{judgement.reason}: {judgement.detail}"
+            until = (
+                self._settling_until(record, self.clock())
+                if judgement.reason is Reason.SETTINGS_UNSYNCED
+                else None
+            )
+            if until is not None:
+                return (
+                    Reason.SETTLING,
+                    f"settings changed moments ago; restart at {until:.1f} unless they change again;"
+                    f" due: {judgement.detail}",
+                )
             if self.slots.is_waiting(record.key):
                 return (
                     Reason.CONCURRENCY_LIMIT,

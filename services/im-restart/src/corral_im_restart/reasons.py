@@ -31,6 +31,9 @@ class Reason(enum.StrEnum):
     """A stored danger-zone setting does not parse: Longhorn's sync fails, nothing is decided."""
     CHECK_FAILED = "check-failed"
     """A predicate could not be evaluated (e.g. the Longhorn node is not in the view)."""
+    SETTLING = "settling"
+    """A delete is due, but the settings changed moments ago while it was idle: one restart for a
+    burst of changes (`settle`), not one per change."""
     CONCURRENCY_LIMIT = "concurrency-limit"
     """A delete is due but `max_concurrent_im_restarts[_per_node]` restarts are in flight."""
     COMMAND_PENDING = "command-pending"

@@ -24,6 +24,10 @@ class ImRestartConfig(DecisionConfig, kw_only=True, frozen=True):
     """Settings restarts in flight at once per node; 0 = unlimited, as Longhorn."""
     restart_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 600.0
     """How long a restart holds its slot while the replacement pod does not run."""
+    settings_settle_s: Annotated[float, msgspec.Meta(ge=0)] = 2.0
+    """After a danger-zone setting changes, an already idle IM waits this long since the latest
+    change before its settings restart: one restart for a burst of changes (CORRAL_SETTINGS_SETTLE_S;
+    0 = none). An IM that turns idle later (a detach) is never held."""
 
     def decider_config(self) -> DeciderConfig:
         return DeciderConfig(
@@ -33,6 +37,7 @@ class ImRestartConfig(DecisionConfig, kw_only=True, frozen=True):
             max_restarts=self.max_concurrent_im_restarts,
             max_restarts_per_node=self.max_concurrent_im_restarts_per_node,
             restart_timeout=self.restart_timeout_s,
+            settle=self.settings_settle_s,
         )
 
 

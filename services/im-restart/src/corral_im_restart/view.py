@@ -39,6 +39,7 @@ class ImRecord:
         "condition_sent",
         "delete_hold",
         "delete_sent",
+        "idle_since",
         "im",
         "im_shape",
         "judgement",
@@ -62,6 +63,9 @@ class ImRecord:
         self.pod_shape = b""
         self.pod_state = ""
         """`judge.pod_state(pod)` of the pod in view ("" without one), computed once per pod event."""
+        self.idle_since: float | None = None
+        """When it was first judged running and idle (None while busy or not running): an IM idle
+        before the latest settings change settles; one that turned idle since restarts at once."""
         self.judgement: Judgement | None = None
         self.delete_sent: Sent | None = None
         self.condition_sent: Sent | None = None

@@ -74,8 +74,10 @@ SETTINGS_OF: Mapping[Role, tuple[SettingName, ...]] = {
         N.SYSTEM_MANAGED_CSI_COMPONENTS_RESOURCE_LIMITS,
     ),
     Role.CSI_DEPLOYMENT: (*_GROUP_A, N.SYSTEM_MANAGED_CSI_COMPONENTS_RESOURCE_LIMITS),
-    # Group C's probe settings only: the engine-image controller applies group A to them (§1.5).
-    Role.ENGINE_IMAGE: tuple(ENGINE_IMAGE_PROBE),
+    # Group A as on every DaemonSet labelled `longhorn.io/managed-by` (Longhorn's setting
+    # controller collects them all; the engine-image controller reads the settings only when it
+    # creates the DaemonSet), and group C's probe settings.
+    Role.ENGINE_IMAGE: (*_GROUP_A, *ENGINE_IMAGE_PROBE),
     Role.INSTANCE_MANAGER: (*_GROUP_A, N.STORAGE_NETWORK),
     Role.SHARE_MANAGER: _GROUP_A,
     Role.BACKING_IMAGE_MANAGER: (*_GROUP_A, N.STORAGE_NETWORK),

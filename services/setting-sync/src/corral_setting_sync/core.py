@@ -29,6 +29,7 @@ from corral_dangerzone.table import DANGER_ZONE, ApplyGroup, SettingName, defaul
 from corral_dangerzone.validation import normalize_value
 from corral_decision.base import DeciderBase, TargetKey, key_of
 from corral_decision.decider import Clock, Explanation, InvalidEvent
+from corral_decision.settle import settle_until
 from corral_model import longhorn as lh
 from corral_model.envelopes import Command, CommandResult, EventType, ObjectEvent
 from corral_setting_sync.commands import (
@@ -61,6 +62,8 @@ _BY_GROUP = {
     for group in (ApplyGroup.ALL_VOLUMES_DETACHED, ApplyGroup.RWX_VOLUMES_DETACHED)
 }
 _COMPONENT_KINDS = frozenset({"pod", "daemonset", "deployment"})
+_SETTLED_GROUPS = frozenset({ApplyGroup.ALL_VOLUMES_DETACHED, ApplyGroup.RWX_VOLUMES_DETACHED})
+"""The groups whose pods are restarted (and templates rolled) only while volumes are detached."""
 _PER_ENGINE = (*TOGGLE.values(), SettingName.GUARANTEED_INSTANCE_MANAGER_CPU)
 """Group D: judged per instance manager (per_engine.py)."""
 _FORMULA = frozenset({*_PER_ENGINE, SettingName.DATA_ENGINE_NUMBER_OF_CPU_CORES})
@@ -78,6 +81,11 @@ class DeciderConfig(msgspec.Struct, frozen=True, kw_only=True):
     retry_backoff: float = 120.0
     """After a refusal with no fresher object in view, wait this long before the same command
     (at least LH_COMMANDS' dedup window, or the identical retry is dropped)."""
+    settle: float = 0.0
+    """After a group A/B setting changes while its precondition already held, wait this long since
+    the latest change before deleting a pod or patching a template for it, so settings written in
+    quick succession cost one restart, not one each (corral_decision.settle). Once the precondition
+    comes to hold after the change (the last volume detached), nothing is held."""
 
 
 class Verdict(msgspec.Struct, frozen=True):
@@ -130,6 +138,10 @@ class SettingSyncDecider(DeciderBase):
         self._occurrences: dict[str, int] = {}
         """Event name → how many times this decider reported it (the Event's `count`)."""
         self._report_due: set[str] = set()
+        self._changed_at: float | None = None
+        """When a group A/B setting's value last changed (after start-up)."""
+        self._free_since: dict[ApplyGroup, float] = {}
+        """Since when each volume precondition has held, from when it last came to hold."""
 
     # --- input ------------------------------------------------------------------------------------
 
@@ -191,8 +203,12 @@ class SettingSyncDecider(DeciderBase):
         if moves != self.volumes.moves:
             self._blockers_moved()
         if flipped_a:
+            if self.volumes.all_detached:
+                self._free_since[ApplyGroup.ALL_VOLUMES_DETACHED] = self.clock()
             self._precondition_moved(ApplyGroup.ALL_VOLUMES_DETACHED)
         if flipped_b:
+            if self.volumes.rwx_detached:
+                self._free_since[ApplyGroup.RWX_VOLUMES_DETACHED] = self.clock()
             self._precondition_moved(ApplyGroup.RWX_VOLUMES_DETACHED)
 
     def _precondition_moved(self, group: ApplyGroup) -> None:
@@ -222,6 +238,8 @@ class SettingSyncDecider(DeciderBase):
         else:
             self.invalid[name] = message
         if SettingName(name) in APPLIED_HERE:
+            if self._bootstrapped and APPLIED_HERE[SettingName(name)] in _SETTLED_GROUPS:
+                self._changed_at = self.clock()
             self._revalue(SettingName(name), raw, message is None)
         if SettingName(name) in _FORMULA and message is None:
             settings = DangerZoneSettings.from_values(self.valid_values)
@@ -449,6 +467,10 @@ class SettingSyncDecider(DeciderBase):
         names = [n for n in record.lagging if self._actionable(n)]
         if not names:
             return
+        until = self._settling_until(names, now)
+        if until is not None:
+            self._schedule(until, key)
+            return
         obj = record.obj
         if isinstance(obj, lh.Pod):
             if obj.metadata.deletion_timestamp:
@@ -458,6 +480,16 @@ class SettingSyncDecider(DeciderBase):
             changes = template_changes(obj, names, self.wanted)
             command = patch_template(key[0], obj, changes, names, now)
         self._issue(command, key, record.rv, now, commands)
+
+    def _settling_until(self, names: list[SettingName], now: float) -> float | None:
+        """While a burst of group A/B changes may still be under way on a precondition that held
+        before it: when to act (None: now)."""
+        groups = {APPLIED_HERE[n] for n in names}
+        if not groups <= _SETTLED_GROUPS:
+            return None
+        free = [self._free_since.get(g) for g in groups]
+        free_since = None if None in free else min(f for f in free if f is not None)
+        return settle_until(self._changed_at, free_since, self.config.settle, now)
 
     def _act_per_engine(self, name: SettingName, now: float, commands: list[Command]) -> None:
         """Group D: delete a disabled engine's IM CRs, or IM pods whose CPU request lags, once no

@@ -4,8 +4,9 @@ commands, its decider and its scrape-time gauge. Everything else is the kit's ru
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from corral_decision import Clock, DecisionConfig, DecisionService, LonghornLoop
@@ -16,11 +17,17 @@ from corral_upgradepath.hooks import bus_gate
 
 
 class SettingSyncConfig(DecisionConfig, kw_only=True, frozen=True):
+    settings_settle_s: Annotated[float, msgspec.Meta(ge=0)] = 2.0
+    """After a group A/B setting changes while every volume is already detached, wait this long
+    since the latest change before restarting components: one restart for a burst of changes
+    (CORRAL_SETTINGS_SETTLE_S; 0 = none). The last volume detaching is never held."""
+
     def decider_config(self) -> DeciderConfig:
         return DeciderConfig(
             command_ttl=self.command_ttl_s,
             applied_ttl=self.applied_ttl_s,
             retry_backoff=self.retry_backoff_s,
+            settle=self.settings_settle_s,
         )
 
 

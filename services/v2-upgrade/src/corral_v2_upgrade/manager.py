@@ -151,13 +151,24 @@ def _upgrading(
             # attempt counts as finished, so the next one gets a name (and a create command id) of
             # its own: the same name again would make the same command id, which JetStream drops as
             # a duplicate of the lost attempt's create for its whole dedup window, and would find
-            # the lost attempt's snapshots by their label.
-            nodes[upgrading] = msgspec.structs.replace(
-                entry,
-                state=S.PENDING,
-                message="node upgrade resource not found; will start again",
-                attempts=entry.attempts + 1,
-            )
+            # the lost attempt's snapshots by their label. With it gone its node is released (no
+            # upgrade flags it), and the next attempt waits for the node's volumes to rebuild
+            # (`_start_blocker`). Restarts that use no retry are bounded as well.
+            attempts = entry.attempts + 1
+            if attempts - entry.retries > config.max_retries:
+                nodes[upgrading] = msgspec.structs.replace(
+                    entry,
+                    state=S.ERROR,
+                    message=f"node upgrade resource not found; {attempts} attempts did not finish",
+                    attempts=attempts,
+                )
+            else:
+                nodes[upgrading] = msgspec.structs.replace(
+                    entry,
+                    state=S.PENDING,
+                    message="node upgrade resource not found; will start again",
+                    attempts=attempts,
+                )
             _write_nodes(step, manager, nodes)
             step.status["upgradingNode"] = ""
             return step
@@ -169,7 +180,19 @@ def _upgrading(
             step.status["upgradingNode"] = ""
         elif state == S.ERROR:
             attempts = entry.attempts + 1
-            if current.status.abort_reason in (AbortReason.TARGET_IMAGE_CHANGED, AbortReason.REQUESTED):
+            if current.status.abort_reason == AbortReason.RELEASED:
+                # Let go before anything was touched: back to pending, no retry used, bounded as
+                # every such restart is (`_start_blocker` holds it until its volumes are healthy).
+                bounded = attempts - entry.retries > config.max_retries
+                nodes[upgrading] = msgspec.structs.replace(
+                    entry,
+                    state=S.ERROR if bounded else S.PENDING,
+                    message=f"{message}; {attempts} attempts did not finish"
+                    if bounded
+                    else f"will start again once its volumes are healthy: {message}",
+                    attempts=attempts,
+                )
+            elif current.status.abort_reason in (AbortReason.TARGET_IMAGE_CHANGED, AbortReason.REQUESTED):
                 nodes[upgrading] = msgspec.structs.replace(
                     entry,
                     state=S.PENDING,
@@ -224,6 +247,7 @@ def _upgrading(
         if start is not None and start > now:
             step.wake = start
             return step.wait(f"scheduled to start at {manager.spec.start_time}", status.message)
+    held: dict[str, str] = {}
     for node in sorted(nodes):
         entry = nodes[node]
         if entry.state != S.PENDING:
@@ -231,15 +255,48 @@ def _upgrading(
         if node not in view.nodes:
             nodes[node] = msgspec.structs.replace(entry, state=S.ERROR, message=f"node {node} not found")
             continue
+        blocker = _start_blocker(view, node)
+        if blocker:
+            # Not started: an upgrade would flag the node, and the flag holds this rebuild.
+            held[node] = blocker
+            continue
         step.actions.append(
             cmd.create_node_upgrade(manager, node, entry.attempts, config.snapshot_before_upgrade, now)
         )
+        # (The held nodes' messages wait: a status write beside a create must name the node it
+        # starts, which only the next pass, adopting it, does.)
         _write_nodes(step, manager, nodes)
         return step
+    if held:
+        for node, blocker in held.items():
+            nodes[node] = msgspec.structs.replace(nodes[node], message=blocker)
+        _write_nodes(step, manager, nodes)
+        first = min(held)
+        return step.wait(f"waiting before the next node: node {first}: {held[first]}", status.message)
     # Nothing left to start: done, with a summary that names every node that failed.
     _write_nodes(step, manager, nodes)
     step.status.update(state=S.COMPLETED, message=_summary(nodes))
     return step
+
+
+def _start_blocker(view: UpgradeView, node: str) -> str:
+    """Why a node upgrade must not start on `node` yet: a v2 volume it owns, or with a replica on
+    it, is attached and not healthy. While any node upgrade for the node exists in `initializing`
+    or before, Longhorn's node controller flags the node (`DataEngineUpgradeRequested`); then its
+    volume controller does not replenish v2 volumes owned there, nor does a v2 engine rebuild while
+    any replica of its volume sits there, and `initializing` waits for exactly those volumes to be
+    healthy. Starting would deadlock the rebuild (a retry after an attempt deleted mid-flight, or a
+    volume degraded already); waiting unflagged lets it finish. "" when nothing blocks."""
+    names = {v.metadata.name for v in view.v2_volumes_owned_by(node)}
+    names.update(r.spec.volume_name for r in view.v2_replicas_on(node))
+    for name in sorted(names):
+        volume = view.volumes.get(name)
+        if volume is None or volume.metadata.deletion_timestamp or volume.spec.data_engine != V2:
+            continue
+        if volume.status.state != "detached" and volume.status.robustness != "healthy":
+            robustness = volume.status.robustness or "unknown"
+            return f"waiting for volume {name} ({robustness}) to be healthy before starting"
+    return ""
 
 
 def _summary(nodes: NodeMap) -> str:

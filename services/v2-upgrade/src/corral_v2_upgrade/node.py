@@ -16,6 +16,7 @@ import msgspec
 from corral_model import longhorn as lh
 from corral_v2_upgrade import commands as cmd
 from corral_v2_upgrade.config import DeciderConfig
+from corral_v2_upgrade.node_guard import NODE_ACTING_STEPS, unfit
 from corral_v2_upgrade.states import AbortReason, UpgradeState, is_terminal
 from corral_v2_upgrade.step import Step, parse_time
 from corral_v2_upgrade.view import V2, UpgradeView, abort_requested
@@ -110,9 +111,14 @@ def step_node(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, config: DeciderCo
     if is_terminal(state):
         return Step()
     step = Step()
+    nu = _without_leaving_volumes(view, nu, step)
     aborting = _abort(view, nu, config, now, step)
     if aborting is not None:
         return aborting
+    if state in NODE_ACTING_STEPS:
+        held = unfit(view, nu.spec.node_id)
+        if held:
+            return step.wait(held, nu.status.message)
     match state:
         case S.UNDEFINED:
             return _transition(step, nu, S.INITIALIZING)
@@ -133,6 +139,26 @@ def step_node(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, config: DeciderCo
         case _:
             step.status.update(state=S.ERROR, message=f"Unknown state {state!r}")
             return step
+
+
+def leaving(volume: lh.Volume | None) -> bool:
+    """Gone, or being deleted: no longer the upgrade's to move (Longhorn detaches a volume it
+    deletes, which the steps would otherwise report as "in neither detached nor attached state")."""
+    return volume is None or bool(volume.metadata.deletion_timestamp)
+
+
+def _without_leaving_volumes(
+    view: UpgradeView, nu: lh.NodeDataEngineUpgrade, step: Step
+) -> lh.NodeDataEngineUpgrade:
+    """The node upgrade with the volumes that are gone or being deleted taken out of its plan
+    (`status.volumes`), the pruned map recorded in `step`; `nu` itself when none is."""
+    listed = nu.status.volumes
+    if not any(leaving(view.volumes.get(name)) for name in listed):
+        return nu
+    volumes = {name: entry for name, entry in listed.items() if not leaving(view.volumes.get(name))}
+    step.status["volumes"] = _volumes_status(volumes)
+    step.status["progress"] = _progress(volumes)
+    return msgspec.structs.replace(nu, status=msgspec.structs.replace(nu.status, volumes=volumes))
 
 
 # --- aborts (the redesign's timeout, and a target image changed mid-flight) ------------------------
@@ -243,6 +269,7 @@ def _finish_aborted(nu: lh.NodeDataEngineUpgrade, step: Step) -> Step:
 
 LIVE_UPGRADE_UNSUPPORTED = ", which is not supported for live upgrade"
 """How every volume readiness blocker ends (Longhorn's own wording, §5.5 `initializing`)."""
+NOT_HEALTHY = f" is not healthy{LIVE_UPGRADE_UNSUPPORTED}"
 
 
 def is_volume_blocker(message: str) -> bool:
@@ -257,31 +284,41 @@ def readiness_blockers(view: UpgradeView, node: str) -> list[str]:
     seen: set[str] = set()
     for replica in view.v2_replicas_on(node):
         volume = view.volumes.get(replica.spec.volume_name)
-        if volume is None or detached(volume) or volume.metadata.name in seen:
+        if volume is None or leaving(volume) or detached(volume) or volume.metadata.name in seen:
             continue
         name = volume.metadata.name
         seen.add(name)
         if volume.spec.number_of_replicas <= 1:
             blockers.append(f"volume {name} has only 1 replica{LIVE_UPGRADE_UNSUPPORTED}")
         elif volume.status.robustness != "healthy":
-            blockers.append(f"volume {name} is not healthy{LIVE_UPGRADE_UNSUPPORTED}")
+            blockers.append(f"volume {name}{NOT_HEALTHY}")
     return blockers
 
 
 def _initializing(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float, step: Step) -> Step:
     node, message = nu.spec.node_id, nu.status.message
-    if not view.node_ready(node):
-        return step.wait(f"node {node} is not ready", message)
-    lh_node = view.nodes[node]
+    lh_node = view.nodes[node]  # (present, ready: node_guard.unfit passed)
     if lh.condition_status(lh_node.status.conditions, "DataEngineUpgradeRequested") == "False":
         return step.wait("node is not requested for data engine upgrade", message)
     blockers = readiness_blockers(view, node)
+    unhealthy = next((b for b in blockers if b.endswith(NOT_HEALTHY)), "")
+    if unhealthy:
+        # Waiting would deadlock: this node upgrade flags the node, and the flag holds the very
+        # rebuild (replenishment of volumes owned here, any rebuild of a volume with a replica
+        # here) it would wait for. Let the node go; the manager starts it again once healthy.
+        step.status.update(
+            state=S.ERROR,
+            abortReason=str(AbortReason.RELEASED),
+            abortedIn=str(S.INITIALIZING),
+            message=f"released: {unhealthy}; its rebuild waits while the node is flagged for upgrade",
+        )
+        return step
     if blockers:
         return step.wait(blockers[0], message)
     replica_volumes = {
         r.spec.volume_name for r in view.v2_replicas_on(node) if r.spec.volume_name in view.volumes
     }
-    listed = {v.metadata.name: v for v in view.v2_volumes_owned_by(node)}
+    listed = {v.metadata.name: v for v in view.v2_volumes_owned_by(node) if not leaving(v)}
     volumes: VolumeMap = {name: lh.VolumeUpgradeStatus(state=S.INITIALIZING) for name in sorted(listed)}
     if nu.spec.snapshot_before_upgrade:
         taken = _snapshots(view, nu, listed.values(), now, step)

@@ -50,6 +50,9 @@ class AbortReason(enum.StrEnum):
     TEMPORARY_NODE_LOST = "temporary-node-lost"
     REQUESTED = "requested"
     """The operator asked for it (the manager's `corral.longhorn.io/abort` annotation)."""
+    RELEASED = "released"
+    """In `initializing`, a volume it holds was not healthy: its own flag would hold that rebuild,
+    so it lets the node go (no retry used) and the manager starts it again once it is healthy."""
 
 
 def is_terminal(state: str) -> bool:
