@@ -17,12 +17,12 @@ from prometheus_client import CollectorRegistry
 from corral_bus import Bus
 from corral_dangerzone.settings import DangerZoneSettings
 from corral_decision import DecisionRunner, DecisionService, Mode, Stance
-from corral_decision.coexistence import Coexistence, stance_of
+from corral_decision.coexistence import Coexistence, LonghornLoop, stance_of
 from corral_engine_upgrade.service import DEFINITION as ENGINE_UPGRADE
 from corral_engine_upgrade.view import DEFAULT_IMAGE_SETTING, LIMIT_SETTING
 from corral_im_restart.service import DEFINITION as IM_RESTART
 from corral_model import longhorn as lh
-from corral_model.envelopes import Command, Target, Verb, new_command
+from corral_model.envelopes import Command, EventType, ObjectEvent, Target, Verb, new_command
 from corral_runtime.logs import get_logger
 from corral_setting_sync.service import DEFINITION as SETTING_SYNC
 from tests.fixtures.bus_traffic import FakeWatcher, commands_seen
@@ -137,6 +137,28 @@ def test_a_withheld_intent_is_reported_once_not_per_pass() -> None:
     assert [r.command_id for r in withheld] == [command.id] and withheld[0].dry_run
     again, withheld = coexistence.screen([command], now=200.0)
     assert again == [] and len(withheld) == 1  # still withheld, not reported again
+
+
+@pytest.mark.parametrize("mode", list(Mode))
+def test_the_mode_and_stance_are_told_on_the_first_pass_and_on_every_change(mode: Mode) -> None:
+    """What the runner logs: once when it first decides, then only when the stance changes."""
+    decider = ToyDecider(clock=lambda: 0.0)
+    told: list[tuple[Mode, Stance, str]] = []
+    loop_on = [True]
+    loop = LonghornLoop(name="toy loop", is_on=lambda _: loop_on[0])
+    coexistence = Coexistence("toy", loop, mode, NS, decider, on_stance=lambda *said: told.append(said))
+    resynced: ObjectEvent[Any] = ObjectEvent(type=EventType.RESYNCED, kind="setting", namespace=NS, name="")
+    decider.apply(resynced)  # the view is complete: the stance means something
+    coexistence.screen([], now=1.0)
+    coexistence.screen([], now=2.0)
+    first = stance_of(mode, True)
+    assert [(m, s) for m, s, _ in told] == [(mode, first)]
+    assert f"mode {mode}" in told[0][2]
+    loop_on[0] = False
+    coexistence.screen([], now=3.0)
+    coexistence.screen([], now=4.0)
+    expected = [first] if stance_of(mode, False) is first else [first, stance_of(mode, False)]
+    assert [s for _, s, _ in told] == expected
 
 
 # --- engine-upgrade ------------------------------------------------------------------------------------
