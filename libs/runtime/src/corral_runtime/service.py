@@ -39,7 +39,7 @@ from corral_bus.auth import CredentialsError, NatsAuth, check_url, redact_url
 from corral_bus.cancellation import cancel_and_wait
 from corral_bus.connection import Bus, connect
 from corral_bus.streams import StreamSettings, check_streams
-from corral_runtime.config import ConfigError, ServiceConfig, load_config
+from corral_runtime.config import ConfigError, ServiceConfig, load_config, unknown_variables
 from corral_runtime.health import HealthServer, Readiness
 from corral_runtime.leadership import Leadership
 from corral_runtime.logs import Logger, configure_logging
@@ -188,6 +188,8 @@ async def serve(
                 nats_url=redact_url(config.nats_url),
                 nats_user=config.nats_user or "(anonymous)",
             )
+            for unknown in unknown_variables(type(config), environ=environ):
+                log.warning("unknown configuration variable", problem=unknown)
             bus = await _connect_unless_stopped(config, stop)
             if bus is None:
                 log.info("stopped before NATS answered", signal=_signal_name(signals))
