@@ -191,6 +191,8 @@ async def test_engine_upgrade_in_mode_act_refuses_while_longhorns_loop_is_on_the
         assert f"{LIMIT_SETTING} is 2" in refusal["message"] and "drive it twice" in refusal["message"]
         await eventually(lambda: len(events(seen, "CorralWouldAct")) == 2, within=5, what="two would-act")
         assert {e["involvedObject"]["name"] for e in events(seen, "CorralWouldAct")} == {"v1", "v3"}
+        # named by uid too, so `kubectl describe volume` lists them
+        assert {e["involvedObject"]["uid"] for e in events(seen, "CorralWouldAct")} == {"uid-v1", "uid-v3"}
         assert service.runner.coexistence.refusing  # the readiness probe `coexistence` fails
         assert service.metric("coexistence", mode="act", stance="refusing") == 1
         assert service.metric("longhorn_loop_on") == 1
@@ -225,6 +227,7 @@ async def test_engine_upgrade_in_mode_auto_observes_while_longhorns_loop_is_on(
             "name": "v2",
             "apiVersion": "longhorn.io/v1beta2",
             "namespace": NS,
+            "uid": "uid-v2",
         }
         await settled(service, lambda: watcher.put(eu.longhorn_node("n1")))
         assert changes(seen) == []

@@ -228,14 +228,21 @@ class Coexistence:
         self._reported[key] = intent
         held = "observing" if stance is Stance.OBSERVING else "refusing to double-drive"
         message = f"corral {self.service} would {intent} (withheld, {held}: {self.why(stance)})"
+        uid = target.uid or self._uid_of(target)
         return event_command(
             service=self.service,
-            about=Target(kind=target.kind, namespace=target.namespace, name=target.name, uid=target.uid),
+            about=Target(kind=target.kind, namespace=target.namespace, name=target.name, uid=uid),
             type_=EventType.NORMAL,
             reason="CorralWouldAct",
             message=message,
             now=now,
         )
+
+    def _uid_of(self, target: Target) -> str:
+        """A decider that knows its objects' uids (`uid_of(target)`) names them, so the Event is
+        listed by `kubectl describe` (which matches on involvedObject.uid); else none."""
+        known = getattr(self.decider, "uid_of", None)
+        return str(known(target)) if callable(known) else ""
 
     def _withheld_result(self, command: Command, stance: Stance) -> CommandResult:
         return CommandResult(
