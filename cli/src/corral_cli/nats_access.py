@@ -6,7 +6,8 @@ once, saying why (NATS refusing the credentials is not retried: the same ones ca
 
 * `--nats-url URL` (`CORRAL_NATS_URL`; `--nats` is the same option).
 * Credentials: `--nats-creds FILE` (`CORRAL_NATS_CREDS`, a NATS `.creds` file: JWT + nkey seed),
-  or `--nats-user`/`--nats-password` (`CORRAL_NATS_USER`/`CORRAL_NATS_PASSWORD`), or
+  or `--nats-user`/`--nats-password` (`CORRAL_NATS_USER`/`CORRAL_NATS_PASSWORD`, or the password
+  from `--nats-password-file`/`CORRAL_NATS_PASSWORD_FILE`, a mounted Secret), or
   `--nats-token` (`CORRAL_NATS_TOKEN`). The CLI needs only a user that may read the streams
   (the read-only user of the chart's NATS configuration); it publishes nothing.
 * `--port-forward [NAMESPACE/]SERVICE` (`CORRAL_PORT_FORWARD`): run `kubectl port-forward
@@ -65,6 +66,12 @@ def add_nats_options(parser: argparse.ArgumentParser, *, url_default: str | None
     parser.add_argument(
         "--nats-password", default=env("CORRAL_NATS_PASSWORD", ""), help="(CORRAL_NATS_PASSWORD)"
     )
+    parser.add_argument(
+        "--nats-password-file",
+        default=env("CORRAL_NATS_PASSWORD_FILE", ""),
+        metavar="FILE",
+        help="the password from a file, e.g. a mounted Secret (CORRAL_NATS_PASSWORD_FILE)",
+    )
     parser.add_argument("--nats-token", default=env("CORRAL_NATS_TOKEN", ""), help="(CORRAL_NATS_TOKEN)")
     parser.add_argument(
         "--port-forward",
@@ -87,7 +94,13 @@ class NatsAccess:
         def option(name: str) -> str:
             return str(getattr(args, name, "") or "")
 
-        url = with_userinfo(args.nats, option("nats_user"), option("nats_password"), option("nats_token"))
+        password = option("nats_password")
+        if not password and option("nats_password_file"):
+            try:
+                password = Path(option("nats_password_file")).read_text().strip()
+            except OSError as error:
+                raise AccessError(f"cannot read the NATS password file: {error}") from None
+        url = with_userinfo(args.nats, option("nats_user"), password, option("nats_token"))
         creds = option("nats_creds")
         if creds and not Path(creds).is_file():
             raise AccessError(f"no NATS credentials file at {creds}")
@@ -100,6 +113,22 @@ class NatsAccess:
         host = parts.hostname or ""
         netloc = f"{host}:{parts.port}" if parts.port else host
         return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def auth_of(access: NatsAccess) -> Any:
+    """The `corral_bus.auth.NatsAuth` (TLS from CORRAL_NATS_TLS_*) of the URL's user and password,
+    for a command that connects through corral_bus itself (`demo`)."""
+    from corral_bus.auth import NatsAuth
+
+    parts = urlsplit(access.url)
+    auth = NatsAuth.from_settings(
+        tls_ca=os.environ.get("CORRAL_NATS_TLS_CA", ""),
+        tls_cert=os.environ.get("CORRAL_NATS_TLS_CERT", ""),
+        tls_key=os.environ.get("CORRAL_NATS_TLS_KEY", ""),
+    )
+    if parts.username:
+        auth = dataclasses.replace(auth, user=unquote(parts.username), password=unquote(parts.password or ""))
+    return auth
 
 
 def access_shown(args: argparse.Namespace) -> str:
