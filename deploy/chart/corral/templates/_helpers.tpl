@@ -52,6 +52,44 @@ admin watcher engine-upgrade setting-sync im-restart v2-upgrade actuator reader
 {{- .Values.nats.auth.existingSecret | default (printf "%s-nats-users" (include "corral.fullname" .)) -}}
 {{- end -}}
 
+{{/* TLS to the bundled NATS: the Secret holding tls.crt, tls.key and ca.crt ("" when off). */}}
+{{- define "corral.natsTlsSecret" -}}
+{{- $tls := .Values.nats.tls -}}
+{{- if and .Values.nats.enabled $tls.enabled -}}
+{{- if $tls.certManager.enabled -}}
+{{ include "corral.natsName" . }}-tls
+{{- else -}}
+{{- required "nats.tls.existingSecret (a Secret with tls.crt, tls.key and ca.crt) or nats.tls.certManager.enabled is required with nats.tls.enabled" $tls.existingSecret -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Where a client finds the CA that signed NATS's certificate. */}}
+{{- define "corral.natsCaDir" -}}
+/etc/corral/nats-ca
+{{- end -}}
+
+{{/* A client container's TLS environment and its volume mount / pod volume (empty when TLS is off). */}}
+{{- define "corral.natsTlsEnv" -}}
+{{- if include "corral.natsTlsSecret" . }}
+- {name: CORRAL_NATS_TLS_CA, value: {{ printf "%s/ca.crt" (include "corral.natsCaDir" .) | quote }}}
+{{- end }}
+{{- end -}}
+{{- define "corral.natsTlsMount" -}}
+{{- if include "corral.natsTlsSecret" . }}
+- {name: nats-ca, mountPath: {{ include "corral.natsCaDir" . }}, readOnly: true}
+{{- end }}
+{{- end -}}
+{{- define "corral.natsTlsVolume" -}}
+{{- with include "corral.natsTlsSecret" . }}
+- name: nats-ca
+  secret:
+    secretName: {{ . }}
+    items:
+      - {key: ca.crt, path: ca.crt}
+{{- end }}
+{{- end -}}
+
 {{/* Where a pod finds its user's password: the Secret's key <user> mounted as a file. */}}
 {{- define "corral.natsPasswordDir" -}}
 /var/run/secrets/corral-nats
