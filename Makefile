@@ -77,7 +77,9 @@ image: $(if $(filter .tools/bin/uv,$(UV)),.tools/bin/uv)
 	$(if $(filter local,$(IMAGE_BASE)),deploy/image/local-base.sh $(LOCAL_BASE))
 	docker build -f deploy/image/Dockerfile -t $(IMAGE) \
 	  --build-arg BASE=$(if $(filter local,$(IMAGE_BASE)),$(LOCAL_BASE),$(IMAGE_BASE)) \
-	  --build-arg UV_VERSION=$$($(UV) --version | cut -d' ' -f2) .
+	  --build-arg UV_VERSION=$$($(UV) --version | cut -d' ' -f2) \
+	  --build-arg VERSION=$$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1) \
+	  --build-arg REVISION=$$(git rev-parse HEAD 2>/dev/null) .
 
 # The chart (deploy/chart/corral): `helm lint --strict` and `helm template` for several value sets,
 # the output and the CRDs validated against Kubernetes' schemas for two versions, RBAC and namespace

@@ -1,10 +1,13 @@
-"""How the read-only commands (`progress`, `events`) reach a corral bus from an operator's desk,
-the `kubectl corral` plugin's way in: a NATS URL, credentials of a read-only NATS user, or a
-`kubectl port-forward` the command runs itself.
+"""How the commands that read a corral bus (`progress`, `events`, `replay --nats`) reach it from an
+operator's desk, the `kubectl corral` plugin's way in: a NATS URL, credentials of a read-only NATS
+user, or a `kubectl port-forward` the command runs itself. One set of options and one way of
+connecting (`open_reader`) for all of them, so they take the same credentials and fail the same way:
+once, saying why (NATS refusing the credentials is not retried: the same ones cannot succeed).
 
 * `--nats-url URL` (`CORRAL_NATS_URL`; `--nats` is the same option).
 * Credentials: `--nats-creds FILE` (`CORRAL_NATS_CREDS`, a NATS `.creds` file: JWT + nkey seed),
-  or `--nats-user`/`--nats-password` (`CORRAL_NATS_USER`/`CORRAL_NATS_PASSWORD`), or
+  or `--nats-user`/`--nats-password` (`CORRAL_NATS_USER`/`CORRAL_NATS_PASSWORD`, or the password
+  from `--nats-password-file`/`CORRAL_NATS_PASSWORD_FILE`, a mounted Secret), or
   `--nats-token` (`CORRAL_NATS_TOKEN`). The CLI needs only a user that may read the streams
   (the read-only user of the chart's NATS configuration); it publishes nothing.
 * `--port-forward [NAMESPACE/]SERVICE` (`CORRAL_PORT_FORWARD`): run `kubectl port-forward
@@ -37,15 +40,21 @@ class AccessError(Exception):
     """The bus cannot be reached the way the options say (printed to the operator as is)."""
 
 
-def add_nats_options(parser: argparse.ArgumentParser) -> None:
+_FROM_ENV = "from the environment"
+
+
+def add_nats_options(parser: argparse.ArgumentParser, *, url_default: str | None = _FROM_ENV) -> None:
+    """The options every bus-reading command takes. `url_default=None`: no URL unless given (a
+    command that reads a bus only when asked, `replay`)."""
     env = os.environ.get
+    default = env("CORRAL_NATS_URL", DEFAULT_NATS_URL) if url_default == _FROM_ENV else url_default
     parser.add_argument(
         "--nats-url",
         "--nats",
         dest="nats",
-        default=env("CORRAL_NATS_URL", DEFAULT_NATS_URL),
+        default=default,
         metavar="URL",
-        help=f"NATS URL (CORRAL_NATS_URL; default {DEFAULT_NATS_URL})",
+        help=f"NATS URL (CORRAL_NATS_URL; e.g. {DEFAULT_NATS_URL})",
     )
     parser.add_argument(
         "--nats-creds",
@@ -56,6 +65,12 @@ def add_nats_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nats-user", default=env("CORRAL_NATS_USER", ""), help="(CORRAL_NATS_USER)")
     parser.add_argument(
         "--nats-password", default=env("CORRAL_NATS_PASSWORD", ""), help="(CORRAL_NATS_PASSWORD)"
+    )
+    parser.add_argument(
+        "--nats-password-file",
+        default=env("CORRAL_NATS_PASSWORD_FILE", ""),
+        metavar="FILE",
+        help="the password from a file, e.g. a mounted Secret (CORRAL_NATS_PASSWORD_FILE)",
     )
     parser.add_argument("--nats-token", default=env("CORRAL_NATS_TOKEN", ""), help="(CORRAL_NATS_TOKEN)")
     parser.add_argument(
@@ -79,7 +94,13 @@ class NatsAccess:
         def option(name: str) -> str:
             return str(getattr(args, name, "") or "")
 
-        url = with_userinfo(args.nats, option("nats_user"), option("nats_password"), option("nats_token"))
+        password = option("nats_password")
+        if not password and option("nats_password_file"):
+            try:
+                password = Path(option("nats_password_file")).read_text().strip()
+            except OSError as error:
+                raise AccessError(f"cannot read the NATS password file: {error}") from None
+        url = with_userinfo(args.nats, option("nats_user"), password, option("nats_token"))
         creds = option("nats_creds")
         if creds and not Path(creds).is_file():
             raise AccessError(f"no NATS credentials file at {creds}")
@@ -92,6 +113,22 @@ class NatsAccess:
         host = parts.hostname or ""
         netloc = f"{host}:{parts.port}" if parts.port else host
         return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def auth_of(access: NatsAccess) -> Any:
+    """The `corral_bus.auth.NatsAuth` (TLS from CORRAL_NATS_TLS_*) of the URL's user and password,
+    for a command that connects through corral_bus itself (`demo`)."""
+    from corral_bus.auth import NatsAuth
+
+    parts = urlsplit(access.url)
+    auth = NatsAuth.from_settings(
+        tls_ca=os.environ.get("CORRAL_NATS_TLS_CA", ""),
+        tls_cert=os.environ.get("CORRAL_NATS_TLS_CERT", ""),
+        tls_key=os.environ.get("CORRAL_NATS_TLS_KEY", ""),
+    )
+    if parts.username:
+        auth = dataclasses.replace(auth, user=unquote(parts.username), password=unquote(parts.password or ""))
+    return auth
 
 
 def access_shown(args: argparse.Namespace) -> str:
@@ -165,6 +202,41 @@ async def _local_port(proc: asyncio.subprocess.Process, target: str) -> int:
     raise AccessError(f"kubectl port-forward to {target} failed: {error or 'it exited'}")
 
 
+async def open_reader(
+    stack: contextlib.AsyncExitStack[Any], access: NatsAccess, name: str, timeout_s: float
+) -> tuple[Any, str]:
+    """`reader` entered on `stack` within `timeout_s`; every way it can fail is one AccessError
+    whose message says what happened and what to do."""
+    from corral_bus import NotAuthorized
+
+    try:
+        async with asyncio.timeout(timeout_s):
+            opened: tuple[Any, str] = await stack.enter_async_context(reader(access, name))
+            return opened
+    except NotAuthorized as error:
+        raise AccessError(refused(access, error)) from None
+    except TimeoutError:
+        raise AccessError(f"cannot reach NATS at {access.shown}: no answer in {timeout_s:g} s") from None
+    except OSError as error:
+        raise AccessError(f"cannot reach NATS at {access.shown}: {error}") from None
+
+
+def refused(access: NatsAccess, error: Exception) -> str:
+    """What to say when NATS refuses the credentials."""
+    user = unquote(urlsplit(access.url).username or "")
+    given = (
+        f"the credentials file {access.creds}"
+        if access.creds
+        else f"user {user!r}"
+        if user
+        else "no credentials"
+    )
+    return (
+        f"NATS at {access.shown} refused {given} ({error.__cause__ or error}). Give a read-only user's:"
+        " --nats-user reader --nats-password … (CORRAL_NATS_USER, CORRAL_NATS_PASSWORD), or --nats-creds FILE"
+    )
+
+
 async def connect_reader(access: NatsAccess, name: str, **options: Any) -> Any:
     """A `corral_bus.Bus` for reading, with the credentials file when one is given. A user and
     password connect as that NATS user (corral_bus.auth: its own reply inbox, which is all the
@@ -178,19 +250,27 @@ async def connect_reader(access: NatsAccess, name: str, **options: Any) -> Any:
             auth = dataclasses.replace(
                 NatsAuth.from_env(), user=unquote(parts.username), password=unquote(parts.password)
             )
-            return await connect(access.shown, name, auth=auth, **options)
-        return await connect(access.url, name, **options)
+            return await connect(access.shown, name, auth=auth, refused_is_final=True, **options)
+        return await connect(access.url, name, refused_is_final=True, **options)
     import nats
 
-    from corral_bus import Bus
+    from corral_bus import Bus, NotAuthorized
+
+    connected = False
+
+    async def on_error(error: Exception) -> None:
+        if not connected and "authorization violation" in str(error).lower():
+            raise NotAuthorized(str(error)) from error  # ends nats-py's first-connect loop
 
     nc = await nats.connect(
         servers=[access.url],
         name=name,
         user_credentials=access.creds,
+        error_cb=on_error,
         allow_reconnect=True,
         max_reconnect_attempts=options.get("max_reconnect_attempts", -1),
     )
+    connected = True
     bus = Bus(nc=nc, js=nc.jetstream(), name=name)
     bus.connected.set()
     return bus

@@ -52,6 +52,7 @@ def test_sandbox_profile_runs_one_wave(corral_image: str, tmp_path: Path) -> Non
         "CORRAL_NATS_IMAGE": nats_image,
         "CORRAL_NATS_SECRETS": str(secrets),
         "CORRAL_SANDBOX_VOLUMES": "8",
+        "CORRAL_MODE": "replace",  # the sandbox has no longhorn-manager; the demo leaves its limit on
         "CORRAL_SANDBOX_LIVE_UPGRADE_SECONDS": "1",
         "CORRAL_SANDBOX_OFFLINE_UPGRADE_SECONDS": "0.5",
         **dict.fromkeys(PORTS, ""),

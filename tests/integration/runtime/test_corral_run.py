@@ -369,6 +369,20 @@ async def emulator_volumes(kubeconfig: Path) -> list[dict[str, object]]:
     return items
 
 
+async def corral_volume_events(kubeconfig: Path) -> list[dict[str, Any]]:
+    """The Events corral recorded about Volumes, as `kubectl get events` lists them."""
+    from kubernetes_asyncio import client
+
+    async with connected(str(kubeconfig)) as api:
+        answer = await client.CoreV1Api(api).list_namespaced_event("longhorn-system")
+        events = [api.sanitize_for_serialization(e) for e in answer.items]
+    return [
+        e
+        for e in events
+        if e["involvedObject"]["kind"] == "Volume" and e["source"].get("component", "").startswith("corral-")
+    ]
+
+
 def assert_one_trace_per_volume_patch(spans: list[ReceivedSpan], patched: int) -> None:
     """Every applied volume patch: actuator span → its decision span → a watcher span, one trace."""
     by_id = {span.span_id: span for span in spans}
@@ -443,6 +457,17 @@ def test_the_demo_shows_the_engine_upgrade_wave_until_it_is_over(tmp_path: Path)
                 "in_flight": 0,
             }, (node, shown)
         assert int(last["total"]["done"]) == sum(c["done"] for c in expected.values()) == 8
+        # Every Event corral recorded on a Volume names its uid: `kubectl describe` lists it.
+        uids = {}
+        for volume in volumes:
+            meta = volume["metadata"]
+            assert isinstance(meta, dict)
+            uids[meta["name"]] = meta["uid"]
+        events = asyncio.run(corral_volume_events(tmp_path / "sandbox" / "kubeconfig"))
+        assert len(events) >= 8, events  # at least the started and completed of each upgrade
+        for event in events:
+            involved = event["involvedObject"]
+            assert involved.get("uid") == uids[involved["name"]], (involved, event["reason"])
 
         proc.send_signal(signal.SIGINT)
         rest = "".join(output.until("", DEADLINE_S))

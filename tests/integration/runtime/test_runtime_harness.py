@@ -126,6 +126,20 @@ async def test_bad_configuration_exits_2_naming_the_variable(nats_server: NatsSe
 
 
 @pytest.mark.integration
+async def test_a_misspelt_variable_is_a_warning_naming_the_setting() -> None:
+    demo = await start_demo("nats://127.0.0.1:9", f"demo-{uuid.uuid4().hex[:8]}", CORRAL_SHUTDOWN_GRACE="5")
+    try:
+        warning = await demo.line_where("unknown configuration variable")
+        assert warning["level"] == "warning"
+        assert warning["problem"] == (
+            "CORRAL_SHUTDOWN_GRACE is not a setting of this service: did you mean CORRAL_SHUTDOWN_GRACE_S?"
+        )
+    finally:
+        demo.proc.kill()
+        await demo.proc.wait()
+
+
+@pytest.mark.integration
 async def test_sigterm_before_nats_answers_still_exits_zero() -> None:
     # Port 9 (discard) on loopback refuses connections: the service keeps retrying until stopped.
     demo = await start_demo("nats://127.0.0.1:9", f"demo-{uuid.uuid4().hex[:8]}")

@@ -10,6 +10,7 @@ an API server (a small aiohttp server here, since the emulator has no RBAC) must
 from __future__ import annotations
 
 import asyncio
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -203,3 +204,24 @@ async def test_api_errors_mean_cannot_decide(
     assert code == 2
     assert out == ""
     assert complaint in err
+
+
+async def test_without_kubeconfig_it_reads_the_usual_one(
+    emulator: Emulator, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On an operator's desk: no --kubeconfig, no $KUBECONFIG, not in a pod: ~/.kube/config, as kubectl."""
+    _seed(emulator, "blocked-engine-v1.10.0.yaml")
+    home = tmp_path / "home"
+    (home / ".kube").mkdir(parents=True)
+    shutil.copyfile(str(emulator.kubeconfig_path), home / ".kube" / "config")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    code, out, err = await _run(["pre-upgrade", "--namespace", NS], capsys)
+    assert code == 1, err
+    assert out.splitlines()[-1].startswith("blocked: failed checking Engine upgrade path")
+
+    (home / ".kube" / "config").unlink()  # nothing at all: said plainly
+    code, out, err = await _run(["pre-upgrade", "--namespace", NS], capsys)
+    assert code == 2
+    assert "no cluster to talk to" in err and "~/.kube/config" in err, err

@@ -64,3 +64,10 @@ async def test_volume_events_say_started_completed_and_blocked_once_each(
     final = await volume_events(sandbox)
     assert Counter((e.involved_object.name, e.reason) for e in final).most_common(1)[0][1] == 1
     assert all(e.count == 1 for e in final), [(e.involved_object.name, e.reason, e.count) for e in final]
+    # Each names its Volume's uid: `kubectl describe volumes.longhorn.io` lists Events by uid.
+    for event in final:
+        volume = await sandbox.get("volumes", event.involved_object.name)
+        assert event.involved_object.uid == volume["metadata"]["uid"], (
+            event.involved_object.name,
+            event.reason,
+        )

@@ -149,6 +149,7 @@ async def test_one_volumes_upgrade_is_one_trace_across_the_three_services(
         and line.get("event") == "command finished"
         and line.get("command_id") == _attribute(actuated, "corral.command.id")
     ]
+    assert (logged["service"], logged["sender"]) == ("actuator", "engine-upgrade")  # who logs, who asked
     assert logged["trace_id"] == format(actuated.context.trace_id, "032x")
     assert logged["span_id"] == format(actuated.context.span_id, "016x")
 

@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from corral_cli.nats_access import AccessError, NatsAccess, add_nats_options, forwarded, with_userinfo
+from corral_cli.main import build_parser
+from corral_cli.nats_access import (
+    AccessError,
+    NatsAccess,
+    add_nats_options,
+    auth_of,
+    forwarded,
+    with_userinfo,
+)
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -59,3 +67,33 @@ def test_a_port_forward_keeps_the_credentials_and_points_at_its_local_end() -> N
 def test_a_parser_with_only_a_url_gives_a_plain_url() -> None:
     access = NatsAccess.from_args(argparse.Namespace(nats="nats://h:4222"))
     assert (access.url, access.creds, access.port_forward) == ("nats://h:4222", "", "")
+
+
+def test_the_password_can_come_from_a_mounted_file(tmp_path: Path) -> None:
+    secret = tmp_path / "reader"
+    secret.write_text("s3cret\n")
+    access = NatsAccess.from_args(
+        parse("--nats", "nats://h:4222", "--nats-user", "reader", "--nats-password-file", str(secret))
+    )
+    assert access.url == "nats://reader:s3cret@h:4222"
+    auth = auth_of(access)  # what `demo` connects with
+    assert (auth.user, auth.password) == ("reader", "s3cret")
+    with pytest.raises(AccessError, match="cannot read the NATS password file"):
+        NatsAccess.from_args(parse("--nats-user", "reader", "--nats-password-file", str(tmp_path / "none")))
+
+
+BUS_READERS = [
+    ["events", "dump"],
+    ["events", "tail"],
+    ["progress", "engine-upgrade"],
+    ["progress", "setting-sync"],
+    ["replay", "engine-upgrade", "--from-seq", "1"],
+    ["demo", "engine-upgrade", "--kubeconfig", "k"],
+]
+
+
+@pytest.mark.parametrize("command", BUS_READERS, ids=lambda c: " ".join(c[:2]))
+def test_every_command_that_reads_the_bus_takes_the_same_credentials(command: list[str]) -> None:
+    credentials = ["--nats", "nats://h:4222", "--nats-user", "reader", "--nats-password", "pw"]
+    args = build_parser().parse_args([*command, *credentials])
+    assert NatsAccess.from_args(args).url == "nats://reader:pw@h:4222"

@@ -17,12 +17,12 @@ from prometheus_client import CollectorRegistry
 from corral_bus import Bus
 from corral_dangerzone.settings import DangerZoneSettings
 from corral_decision import DecisionRunner, DecisionService, Mode, Stance
-from corral_decision.coexistence import Coexistence, stance_of
+from corral_decision.coexistence import Coexistence, LonghornLoop, stance_of
 from corral_engine_upgrade.service import DEFINITION as ENGINE_UPGRADE
 from corral_engine_upgrade.view import DEFAULT_IMAGE_SETTING, LIMIT_SETTING
 from corral_im_restart.service import DEFINITION as IM_RESTART
 from corral_model import longhorn as lh
-from corral_model.envelopes import Command, Target, Verb, new_command
+from corral_model.envelopes import Command, EventType, ObjectEvent, Target, Verb, new_command
 from corral_runtime.logs import get_logger
 from corral_setting_sync.service import DEFINITION as SETTING_SYNC
 from tests.fixtures.bus_traffic import FakeWatcher, commands_seen
@@ -139,6 +139,28 @@ def test_a_withheld_intent_is_reported_once_not_per_pass() -> None:
     assert again == [] and len(withheld) == 1  # still withheld, not reported again
 
 
+@pytest.mark.parametrize("mode", list(Mode))
+def test_the_mode_and_stance_are_told_on_the_first_pass_and_on_every_change(mode: Mode) -> None:
+    """What the runner logs: once when it first decides, then only when the stance changes."""
+    decider = ToyDecider(clock=lambda: 0.0)
+    told: list[tuple[Mode, Stance, str]] = []
+    loop_on = [True]
+    loop = LonghornLoop(name="toy loop", is_on=lambda _: loop_on[0])
+    coexistence = Coexistence("toy", loop, mode, NS, decider, on_stance=lambda *said: told.append(said))
+    resynced: ObjectEvent[Any] = ObjectEvent(type=EventType.RESYNCED, kind="setting", namespace=NS, name="")
+    decider.apply(resynced)  # the view is complete: the stance means something
+    coexistence.screen([], now=1.0)
+    coexistence.screen([], now=2.0)
+    first = stance_of(mode, True)
+    assert [(m, s) for m, s, _ in told] == [(mode, first)]
+    assert f"mode {mode}" in told[0][2]
+    loop_on[0] = False
+    coexistence.screen([], now=3.0)
+    coexistence.screen([], now=4.0)
+    expected = [first] if stance_of(mode, False) is first else [first, stance_of(mode, False)]
+    assert [s for _, s, _ in told] == expected
+
+
 # --- engine-upgrade ------------------------------------------------------------------------------------
 
 
@@ -169,6 +191,8 @@ async def test_engine_upgrade_in_mode_act_refuses_while_longhorns_loop_is_on_the
         assert f"{LIMIT_SETTING} is 2" in refusal["message"] and "drive it twice" in refusal["message"]
         await eventually(lambda: len(events(seen, "CorralWouldAct")) == 2, within=5, what="two would-act")
         assert {e["involvedObject"]["name"] for e in events(seen, "CorralWouldAct")} == {"v1", "v3"}
+        # named by uid too, so `kubectl describe volume` lists them
+        assert {e["involvedObject"]["uid"] for e in events(seen, "CorralWouldAct")} == {"uid-v1", "uid-v3"}
         assert service.runner.coexistence.refusing  # the readiness probe `coexistence` fails
         assert service.metric("coexistence", mode="act", stance="refusing") == 1
         assert service.metric("longhorn_loop_on") == 1
@@ -203,6 +227,7 @@ async def test_engine_upgrade_in_mode_auto_observes_while_longhorns_loop_is_on(
             "name": "v2",
             "apiVersion": "longhorn.io/v1beta2",
             "namespace": NS,
+            "uid": "uid-v2",
         }
         await settled(service, lambda: watcher.put(eu.longhorn_node("n1")))
         assert changes(seen) == []

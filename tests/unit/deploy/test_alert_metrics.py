@@ -16,12 +16,13 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from corral_actuator.runner import ActuatorMetrics
+from corral_decision.coexistence import Coexistence, Mode
+from corral_decision.events import EventType, event_command
 from corral_decision.metrics import RunnerMetrics
-from corral_decision.service import DecisionService
-from corral_engine_upgrade.service import DEFINITION as ENGINE_UPGRADE
-from corral_im_restart.service import DEFINITION as IM_RESTART
+from corral_decision.registry import decision_services
+from corral_engine_upgrade.service import upgrade_mode
+from corral_model.envelopes import Target, Verb, new_command
 from corral_runtime.metrics import ServiceMetrics
-from corral_setting_sync.service import DEFINITION as SETTING_SYNC
 from corral_watcher.metrics import WatcherMetrics
 from tests.fixtures.helm import CHART, render
 from tests.unit.deploy.manifests import of_kind
@@ -41,10 +42,10 @@ def exported_names() -> set[str]:
     ServiceMetrics(registry, "test", "test-0")
     WatcherMetrics(registry)
     ActuatorMetrics(registry)
-    services: tuple[DecisionService[Any], ...] = (ENGINE_UPGRADE, SETTING_SYNC, IM_RESTART)
-    for service in services:
+    for service in decision_services().values():
         decider = service.new_decider(service.config(), lambda: 0.0)
         RunnerMetrics(service.metric_prefix, registry, decider, service.gauges)
+        Coexistence(service.name, service.longhorn_loop, Mode.AUTO, "ns", decider, registry)
     names = set()
     for family in registry.collect():
         names.add(family.name)
@@ -91,3 +92,45 @@ def test_dashboard_queries_exported_metrics() -> None:
 def test_a_misnamed_metric_would_be_caught() -> None:
     names, _ = _queried(["sum(corral_engine_upgrade_inflight)"])
     assert not names <= exported_names()
+
+
+def _dashboard() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(
+        (Path(CHART) / "files" / "dashboards" / "corral-wave.json").read_text()
+    )
+    return loaded
+
+
+def test_upgrades_are_counted_from_upgrade_commands_only() -> None:
+    """engine-upgrade publishes Events too (started, blocked…): they are mode=event, and what counts
+    upgrades (the dashboard's, the stuck-wave alert) leaves them out."""
+    volume = Target(kind="Volume", namespace="ns", name="v")
+    event = event_command(
+        service="engine-upgrade",
+        about=volume,
+        type_=EventType.NORMAL,
+        reason="EngineUpgradeStarted",
+        message="started",
+        now=0.0,
+    )
+    upgrade = new_command(service="engine-upgrade", verb=Verb.PATCH, target=volume, reason="live upgrade")
+    assert (upgrade_mode(event), upgrade_mode(upgrade)) == ("event", "live")
+    rule = of_kind(render(MONITORING), "PrometheusRule")["corral"]
+    expressions = [r["expr"] for group in rule["spec"]["groups"] for r in group["rules"]]
+    expressions += [t["expr"] for panel in _dashboard()["panels"] for t in panel["targets"]]
+    counted = [e for e in expressions if "corral_engine_upgrade_commands_total" in e]
+    assert len(counted) == 3, counted  # the alert, "Upgrades started", "Upgrades started per minute"
+    assert all('mode!="event"' in e for e in counted), counted
+
+
+def test_the_dashboard_shows_every_decision_service_and_its_stance() -> None:
+    patterns = [
+        p
+        for panel in _dashboard()["panels"]
+        for t in panel["targets"]
+        for p in NAME_PATTERN.findall(t["expr"])
+    ]
+    for service in decision_services().values():
+        for suffix in ("coexistence", "longhorn_loop_on", "commands_total", "withheld_commands_total"):
+            name = f"{service.metric_prefix}_{suffix}"
+            assert any(re.fullmatch(p, name) for p in patterns), name

@@ -3,7 +3,6 @@ valid Kubernetes (for two Kubernetes versions) that deploys every corral service
 
 from __future__ import annotations
 
-import base64
 import shutil
 import subprocess
 import sys
@@ -37,6 +36,18 @@ VALUE_SETS: dict[str, dict[str, str]] = {
     "nats-existing-secret": {"nats.auth.existingSecret": "my-nats-users"},
     "v2-admission-cert-manager": {"v2Admission.tls.certManager.enabled": "true"},
     "v2-admission-off": {"v2Admission.enabled": "false"},
+    "nats-tls": {"nats.tls.enabled": "true", "nats.tls.existingSecret": "nats-tls"},
+    "nats-tls-cert-manager": {"nats.tls.enabled": "true", "nats.tls.certManager.enabled": "true"},
+    "gitops-webhook-tls": {"v2Admission.tls.existingSecret": "my-tls", "v2Admission.tls.caBundle": "Q0E="},
+    "placed": {
+        "priorityClassName": "storage-critical",
+        "topologySpreadConstraints[0].maxSkew": "1",
+        "topologySpreadConstraints[0].topologyKey": "kubernetes.io/hostname",
+        "topologySpreadConstraints[0].whenUnsatisfiable": "ScheduleAnyway",
+        "nats.storageClass": "local-path",
+        "extraEnv[0].name": "CORRAL_LOG_LEVEL",
+        "extraEnv[0].value": "debug",
+    },
 }
 
 
@@ -218,47 +229,98 @@ def test_the_nats_server_runs_the_rendered_permissions(tmp_path: Path) -> None:
     _assert_nats_accepts(docs, tmp_path)
 
 
-def test_the_password_secret_has_every_user_and_is_kept_or_given() -> None:
+def _bus_init(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (job,) = [j for name, j in of_kind(docs, "Job").items() if name.startswith("corral-bus-init-")]
+    return job
+
+
+def test_the_password_secret_is_made_by_the_bus_init_job_never_rendered() -> None:
+    """No render carries a password: the Job's first container makes the Secret (and keeps it)."""
     docs = render()
-    secret = of_kind(docs, "Secret")["corral-nats-users"]
-    assert set(secret["data"]) == set(USERS)
-    passwords = [base64.b64decode(v).decode() for v in secret["data"].values()]
-    assert len(set(passwords)) == len(USERS) and all(len(p) == 32 and p[0].isalpha() for p in passwords)
-    template = (CHART / "templates" / "nats-users.yaml").read_text()
-    assert 'lookup "v1" "Secret"' in template  # an upgrade keeps the passwords the server runs with
-    given = render(VALUE_SETS["nats-existing-secret"])
-    assert set(of_kind(given, "Secret")) == {"corral-v2-admission-tls"}  # the webhook's certificate
-    refs = [
-        _password_volume(w)["secretName"]
-        for w in [*bus_deployments(given).values(), *of_kind(given, "Job").values()]
-        if w["metadata"]["name"] != "corral-pre-upgrade"
+    assert "corral-nats-users" not in of_kind(docs, "Secret")
+    job = _bus_init(docs)
+    (passwords,) = _pod(job)["initContainers"]
+    assert passwords["command"][:5] == ["corral", "bus", "passwords", "--kube-secret", "corral-nats-users"]
+    assert _pod(job)["serviceAccountName"] == "corral-bus-init"
+    role = of_kind(docs, "Role")["corral-bus-init"]
+    assert role["metadata"]["namespace"] == "longhorn-system"
+    named = [r for r in role["rules"] if r.get("resourceNames")]
+    assert named == [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": ["corral-nats-users"],
+            "verbs": ["get", "patch"],
+        }
     ]
+    given = render(VALUE_SETS["nats-existing-secret"])
+    assert "corral-nats-users" not in of_kind(given, "Secret")
+    assert "corral-bus-init" not in of_kind(given, "Role")
+    given_job = _bus_init(given)
+    assert (
+        "initContainers" not in _pod(given_job) and _pod(given_job)["automountServiceAccountToken"] is False
+    )
+    refs = [_password_volume(w)["secretName"] for w in bus_deployments(given).values()]
     nats = _pod(of_kind(given, "StatefulSet")["corral-nats"])["containers"][0]["env"]
     refs += [e["valueFrom"]["secretKeyRef"]["name"] for e in nats if "secretKeyRef" in str(e)]
+    refs += [
+        e["valueFrom"]["secretKeyRef"]["name"]
+        for e in _pod(given_job)["containers"][0]["env"]
+        if "valueFrom" in e
+    ]
     assert refs and set(refs) == {"my-nats-users"}
 
 
-def test_bus_init_job_runs_as_admin_after_install_and_before_upgrades() -> None:
-    job = of_kind(render(), "Job")["corral-bus-init"]
-    annotations = job["metadata"]["annotations"]
-    # `helm template` has no cluster: as for a first upgrade, the Secret is not there beforehand
-    assert annotations["helm.sh/hook"] == "post-install,post-upgrade"
+def test_bus_init_is_a_regular_job_run_as_admin() -> None:
+    job = _bus_init(render())
+    assert "helm.sh/hook" not in job["metadata"].get("annotations", {})  # nothing --wait waits behind
     (container,) = _pod(job)["containers"]
     assert container["command"][:3] == ["corral", "bus", "init"]
     assert "nats://corral-nats.longhorn-system.svc:4222" in container["command"]
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e.get("value") or e["valueFrom"]["secretKeyRef"] for e in container["env"]}
     assert env == {
         "CORRAL_NATS_USER": "admin",
-        "CORRAL_NATS_PASSWORD_FILE": "/var/run/secrets/corral-nats/admin",
+        "CORRAL_NATS_PASSWORD": {"name": "corral-nats-users", "key": "admin"},
         "CORRAL_NATS_REPLICAS": "1",
     }
-    assert _password_volume(job)["items"] == [{"key": "admin", "path": "admin"}]
-    assert _pod(job)["automountServiceAccountToken"] is False
-    given = of_kind(render(VALUE_SETS["nats-existing-secret"]), "Job")["corral-bus-init"]
-    assert given["metadata"]["annotations"]["helm.sh/hook"] == "post-install,pre-upgrade"
+    # a change to what it depends on is a new Job (a Job's template cannot change in place)
+    other = _bus_init(render({"image.tag": "v2"}))
+    assert other["metadata"]["name"] != job["metadata"]["name"]
 
 
 def test_the_charts_users_are_the_permission_tables() -> None:
     helpers = (CHART / "templates" / "_helpers.tpl").read_text()
     users = helpers.split('define "corral.natsUsers" -}}', 1)[1].split("{{", 1)[0].split()
     assert users == list(USERS)
+
+
+def test_nats_tls_is_wired_to_the_server_and_every_client() -> None:
+    docs = render({"nats.tls.enabled": "true", "nats.tls.certManager.enabled": "true"})
+    certificate = of_kind(docs, "Certificate")["corral-nats-tls"]
+    assert certificate["spec"]["secretName"] == "corral-nats-tls"
+    assert "corral-nats.longhorn-system.svc" in certificate["spec"]["dnsNames"]
+    assert certificate["spec"]["ipAddresses"] == ["127.0.0.1"]  # a --port-forward verifies too
+    assert certificate["spec"]["issuerRef"]["name"] in of_kind(docs, "Issuer")
+    nats = _pod(of_kind(docs, "StatefulSet")["corral-nats"])
+    (tls,) = [v for v in nats["volumes"] if v["name"] == "tls"]
+    assert tls["secret"]["secretName"] == "corral-nats-tls"
+    assert {"name": "tls", "mountPath": "/etc/nats/tls", "readOnly": True} in nats["containers"][0][
+        "volumeMounts"
+    ]
+    assert _nats_conf(docs).splitlines()[0] == "include ./nats-server-tls.conf"
+    clients = [*bus_deployments(docs).values(), _bus_init(docs)]
+    for workload in clients:
+        container = _pod(workload)["containers"][0]
+        assert container_env(workload)["CORRAL_NATS_TLS_CA"] == "/etc/corral/nats-ca/ca.crt"
+        (ca,) = [v for v in _pod(workload)["volumes"] if v["name"] == "nats-ca"]
+        assert ca["secret"] == {
+            "secretName": "corral-nats-tls",
+            "items": [{"key": "ca.crt", "path": "ca.crt"}],
+        }
+        assert {"name": "nats-ca", "mountPath": "/etc/corral/nats-ca", "readOnly": True} in container[
+            "volumeMounts"
+        ]
+    plain = render()
+    assert "CORRAL_NATS_TLS_CA" not in container_env(bus_deployments(plain)["corral-watcher"])
+    done = helm("template", "corral", str(CHART), "--set", "nats.tls.enabled=true")
+    assert done.returncode != 0 and "nats.tls.existingSecret" in done.stderr

@@ -17,7 +17,7 @@ import pytest
 from corral_v2_admission.config import AdmissionConfig
 from corral_v2_admission.server import PATH
 from corral_v2admission import UPGRADES_WEBHOOK, VOLUMES_WEBHOOK
-from tests.fixtures.helm import CHART, render
+from tests.fixtures.helm import CHART, NAMESPACE, render
 from tests.unit.deploy.manifests import WEBHOOK, container_env, of_kind
 
 CONFIGURATION = "corral-v2-admission"
@@ -39,7 +39,8 @@ def test_the_webhooks_are_narrow_and_fail_as_chosen(namespace: str) -> None:
         (rule,) = hook["rules"]
         assert rule["operations"] == ["CREATE", "UPDATE"] and rule["scope"] == "Namespaced"
         service = hook["clientConfig"]["service"]
-        assert service == {"name": WEBHOOK, "namespace": namespace, "path": PATH, "port": 443}
+        # the server is corral's own, in the release's namespace; it judges Longhorn's
+        assert service == {"name": WEBHOOK, "namespace": NAMESPACE, "path": PATH, "port": 443}
     upgrades, volumes = hooks[UPGRADES_WEBHOOK], hooks[VOLUMES_WEBHOOK]
     assert upgrades["failurePolicy"] == "Fail" and volumes["failurePolicy"] == "Ignore"
     assert upgrades["rules"][0]["apiGroups"] == ["corral.longhorn.io"]

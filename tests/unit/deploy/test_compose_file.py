@@ -15,11 +15,13 @@ import yaml
 
 from corral_bus.permissions import ADMIN, READER, USERS, env_password_variable
 from corral_cli.compose_secrets import SERVER_ENV, write_compose_secrets
+from corral_decision.registry import decision_services
 from tests.fixtures.compose import ComposeUnavailable, compose_binary
 from tests.unit.deploy.manifests import WITH_KUBE, service_entry_points
 
 COMPOSE_FILE = Path(__file__).resolve().parents[3] / "docker-compose.yml"
 INFRASTRUCTURE = {"nats", "bus-init", "sandbox", "demo", "kubeconfig"}
+DECISION = set(decision_services())
 
 
 def compose() -> dict[str, Any]:
@@ -78,6 +80,18 @@ def test_compose_v2_accepts_it_with_each_profile(tmp_path: Path) -> None:
         # nats-server gets every user's password from the env file, by the variable the config reads
         nats_env = services["nats"]["environment"]
         assert nats_env == {env_password_variable(user): passwords[user] for user in USERS}
+        # safe beside a real Longhorn unless told otherwise: decision services in mode auto
+        for name, service in services.items():
+            if name in DECISION:
+                assert service["environment"]["CORRAL_MODE"] == "auto", name
+            else:
+                assert "CORRAL_MODE" not in service.get("environment", {}), name
+        assert services["engine-upgrade"]["environment"]["CORRAL_PER_NODE_LIMIT"] == "1"
+    env["CORRAL_MODE"] = "replace"  # the sandbox's wave: no longhorn-manager beside it
+    assert (
+        json.loads(config("sandbox").stdout)["services"]["im-restart"]["environment"]["CORRAL_MODE"]
+        == "replace"
+    )
 
 
 def test_no_build_section_and_no_inline_dockerfile() -> None:

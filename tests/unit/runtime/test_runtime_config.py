@@ -7,7 +7,7 @@ from typing import Annotated
 import msgspec
 import pytest
 
-from corral_runtime.config import ConfigError, ServiceConfig, env_name, load_config
+from corral_runtime.config import ConfigError, ServiceConfig, env_name, load_config, unknown_variables
 
 
 class EngineUpgradeConfig(ServiceConfig, frozen=True, kw_only=True):
@@ -143,4 +143,22 @@ def test_errors_inside_a_nested_value_keep_their_path() -> None:
         load_config(Shapes, environ={"CORRAL_LIMITS": '{"cpu": "many"}'})
     assert caught.value.problems == [
         'CORRAL_LIMITS=\'{"cpu": "many"}\': Expected `int`, got `str` - at `$.cpu`'
+    ]
+
+
+def test_a_misspelt_variable_is_named_with_the_setting_it_resembles() -> None:
+    environ = {
+        "CORRAL_LEASE_TTL": "3",  # CORRAL_LEASE_TTL_S
+        "CORRAL_NAMESPACE": "storage",  # a setting: nothing said
+        "CORRAL_SOMETHING_ELSE": "1",
+        "CORRAL_NATS_PASSWORD_ADMIN": "x",  # nats-server's, not a service's
+        "CORRAL_KUBECONFIG": "/k",  # the kube client's
+        "HOME": "/root",
+    }
+    assert unknown_variables(ServiceConfig, environ=environ) == [
+        "CORRAL_LEASE_TTL is not a setting of this service: did you mean CORRAL_LEASE_TTL_S?",
+        "CORRAL_SOMETHING_ELSE is not a setting of this service: it sets nothing here and is ignored",
+    ]
+    assert unknown_variables(EngineUpgradeConfig, environ={"CORRAL_DRY_RUNN": "1"}) == [
+        "CORRAL_DRY_RUNN is not a setting of this service: did you mean CORRAL_DRY_RUN?"
     ]

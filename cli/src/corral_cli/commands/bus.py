@@ -10,7 +10,9 @@ It is idempotent and brings existing streams up to the contract. Credentials com
 passwords read by nats-server from `CORRAL_NATS_PASSWORD_<USER>` environment variables (what a
 Secret provides), so the output holds no secret; `deploy/nats/nats-server.conf` is its output.
 
-`corral bus passwords DIR` writes the passwords of docker-compose.yml (corral_cli.compose_secrets).
+`corral bus passwords DIR` writes the passwords of docker-compose.yml (corral_cli.compose_secrets);
+`corral bus passwords --kube-secret NAME` makes them as a Kubernetes Secret (the chart's bus-init
+Job; corral_cli.kube_passwords), keeping every password already there.
 """
 
 from __future__ import annotations
@@ -70,8 +72,33 @@ def config(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _kube_secret(namespace: str, name: str, labels: dict[str, str]) -> list[str]:
+    from corral_cli.kube_passwords import ensure_password_secret
+    from corral_kube.client import connected
+
+    async with connected() as api:
+        return await ensure_password_secret(api, namespace, name, labels)
+
+
 def passwords(args: argparse.Namespace) -> int:
     from pathlib import Path
+
+    if args.kube_secret:
+        labels = dict(label.split("=", 1) for label in args.label)
+        try:
+            made = asyncio.run(_kube_secret(args.namespace, args.kube_secret, labels))
+        except Exception as error:
+            print(f"corral bus passwords: {type(error).__name__}: {error}", file=sys.stderr)
+            return 1
+        kept = "kept the others" if made else "every user's password was there"
+        print(
+            f"corral bus passwords: Secret {args.namespace}/{args.kube_secret}:"
+            f" made {', '.join(made) or 'none'}; {kept}"
+        )
+        return 0
+    if not args.directory:
+        print("corral bus passwords: give a DIRECTORY or --kube-secret NAME", file=sys.stderr)
+        return 2
 
     from corral_cli.compose_secrets import SERVER_ENV, write_compose_secrets
 
@@ -102,5 +129,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     render.add_argument("--tls-ca", default="", help="CA that client certificates must be signed by")
     render.set_defaults(func=config)
     secrets = commands.add_parser("passwords", help="write every NATS user's password for docker compose")
-    secrets.add_argument("directory", help="where: one file per user and nats.env (never commit it)")
+    secrets.add_argument(
+        "directory", nargs="?", default="", help="where: one file per user and nats.env (never commit it)"
+    )
+    secrets.add_argument(
+        "--kube-secret", default="", metavar="NAME", help="instead: a Kubernetes Secret, a key per user"
+    )
+    secrets.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "default"))
+    secrets.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="on the Secret")
     secrets.set_defaults(func=passwords)

@@ -11,18 +11,17 @@ line and exits 0 once the wave is over (1 if it never started or did not finish)
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 
-DEFAULT_NATS_URL = os.environ.get("CORRAL_NATS_URL", "nats://127.0.0.1:4222")
+from corral_cli.nats_access import add_nats_options
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("demo", help="start the demo wave on a running corral and show it")
     waves = parser.add_subparsers(dest="wave", required=True, metavar="SERVICE")
     sub = waves.add_parser("engine-upgrade", help="bring a new engine image; show the wave per owner node")
-    sub.add_argument("--nats", default=DEFAULT_NATS_URL, help=f"NATS URL (default {DEFAULT_NATS_URL})")
+    add_nats_options(sub)  # the same URL and credentials as every command that reads the bus
     sub.add_argument("--kubeconfig", required=True, help="the (sandbox) cluster the upgrade is made in")
     sub.add_argument("--namespace", default="longhorn-system", help="Longhorn's namespace")
     sub.add_argument(
@@ -37,16 +36,18 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from corral_bus.auth import CredentialsError, NatsAuth
+    from corral_bus.auth import CredentialsError
     from corral_cli.demo.show import DEMO_IMAGE, Demo, DemoSettings
+    from corral_cli.nats_access import AccessError, NatsAccess, auth_of
 
     try:
-        nats_auth = NatsAuth.from_env()
-    except CredentialsError as error:
+        access = NatsAccess.from_args(args)
+        nats_auth = auth_of(access)
+    except (AccessError, CredentialsError) as error:
         print(f"corral demo: {error}", file=sys.stderr)
         return 2
     settings = DemoSettings(
-        nats_url=args.nats,
+        nats_url=access.shown,
         kubeconfig=args.kubeconfig,
         ready_urls=args.ready_url,
         image=args.image or DEMO_IMAGE,
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         tty=sys.stdout.isatty(),
         keeps_running=False,
         prefix="corral demo",
-        # the `reader` user on a locked-down NATS (CORRAL_NATS_USER / CORRAL_NATS_PASSWORD_FILE)
+        # the `reader` user on a locked-down NATS (--nats-user, CORRAL_NATS_USER, …)
         nats_auth=nats_auth,
     )
     demo = Demo(settings, sys.stdout)

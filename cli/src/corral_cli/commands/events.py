@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from corral_cli.nats_access import DEFAULT_NATS_URL as NATS_URL
-from corral_cli.nats_access import AccessError, NatsAccess, add_nats_options, reader
+from corral_cli.nats_access import AccessError, NatsAccess, add_nats_options, open_reader
 
 DEFAULT_NATS_URL = os.environ.get("CORRAL_NATS_URL", NATS_URL)
 CONNECT_TIMEOUT_S = 10.0
@@ -132,13 +132,9 @@ async def with_bus(
             loop.add_signal_handler(sig, stop.set)
     async with contextlib.AsyncExitStack() as stack:
         try:
-            async with asyncio.timeout(CONNECT_TIMEOUT_S):
-                bus, url = await stack.enter_async_context(reader(access, f"corral-{name}"))
+            bus, url = await open_reader(stack, access, f"corral-{name}", CONNECT_TIMEOUT_S)
         except AccessError as error:
             print(f"corral {name}: {error}", file=sys.stderr)
-            return 1
-        except (TimeoutError, OSError) as error:
-            print(f"corral {name}: cannot reach NATS at {url}: {error or 'timed out'}", file=sys.stderr)
             return 1
         try:
             return await body(bus, stop)

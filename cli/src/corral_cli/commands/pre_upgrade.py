@@ -41,7 +41,9 @@ def register(subparsers: Any) -> None:
     )
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
-        "--kubeconfig", metavar="FILE", help="kubeconfig for the live read (default $KUBECONFIG, in-cluster)"
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig for the live read (default $KUBECONFIG, in-cluster, ~/.kube/config)",
     )
     source.add_argument(
         "--snapshot", metavar="FILE", help="read a kubectl List (JSON or YAML) instead; `-` reads stdin"
@@ -64,11 +66,13 @@ async def _read_live(kubeconfig: str | None, namespace: str) -> ClusterView:
     import aiohttp
     from kubernetes_asyncio.config import ConfigException
 
-    from corral_kube.client import connected
+    from corral_kube.client import NoKubeconfig, connected
 
     try:
         async with connected(kubeconfig) as api:
             return await read_cluster_view(api, namespace)
+    except NoKubeconfig as e:
+        raise LiveReadError(str(e)) from e
     except (ConfigException, OSError, aiohttp.ClientError, TimeoutError) as e:
         raise LiveReadError(f"{type(e).__name__}: {e}") from e
 

@@ -29,7 +29,7 @@ import signal
 import sys
 from typing import Any
 
-from corral_cli.nats_access import AccessError, NatsAccess, add_nats_options, reader
+from corral_cli.nats_access import AccessError, NatsAccess, add_nats_options, open_reader
 
 CONNECT_TIMEOUT_S = 10.0
 
@@ -111,20 +111,15 @@ async def _run(args: argparse.Namespace) -> int:
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread (tests)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
     async with contextlib.AsyncExitStack() as stack:
         try:
             access = NatsAccess.from_args(args)
-            async with asyncio.timeout(CONNECT_TIMEOUT_S):
-                bus, url = await stack.enter_async_context(reader(access, "corral-progress"))
+            bus, url = await open_reader(stack, access, "corral-progress", CONNECT_TIMEOUT_S)
         except AccessError as error:
             print(f"corral progress: {error}", file=sys.stderr)
-            return 1
-        except (TimeoutError, OSError) as error:
-            print(
-                f"corral progress: cannot reach NATS at {args.nats}: {error or 'timed out'}", file=sys.stderr
-            )
             return 1
         try:
             await bus.js.stream_info(OBJECTS_STREAM)

@@ -23,7 +23,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from corral_cli.commands.events import DEFAULT_NATS_URL, parse_moment
+from corral_cli.commands.events import parse_moment
+from corral_cli.nats_access import AccessError, NatsAccess, add_nats_options
 from corral_decision import decision_services
 
 EXIT_SAME, EXIT_DIFFERENT, EXIT_BAD_INPUT = 0, 1, 2
@@ -35,7 +36,8 @@ def register(subparsers: Any) -> None:
     for name in sorted(decision_services()):
         sub = services.add_parser(name, help=f"replay the {name} service")
         sub.add_argument("bundle", nargs="?", help="bundle from `corral events dump` ('-' reads stdin)")
-        sub.add_argument("--nats", default=None, help=f"read a live bus instead (e.g. {DEFAULT_NATS_URL})")
+        # read a live bus instead of a bundle, with the credentials every bus-reading command takes
+        add_nats_options(sub, url_default=None)
         sub.add_argument(
             "--from-seq", type=int, default=None, metavar="N", help="with --nats: from LH_OBJECTS seq N"
         )
@@ -67,7 +69,7 @@ def _file_lines(path: str) -> Iterator[bytes]:
         yield from handle
 
 
-def _bus_lines(url: str, from_seq: int | None) -> list[Any]:
+def _bus_lines(access: NatsAccess, from_seq: int | None) -> list[Any]:
     from corral_cli.commands.events import with_bus
     from corral_cli.events.reader import snapshot
     from corral_cli.events.streams import DEFAULT_SUBJECTS, filters_by_stream
@@ -79,8 +81,8 @@ def _bus_lines(url: str, from_seq: int | None) -> list[Any]:
         records.extend(await snapshot(bus, filters_by_stream(DEFAULT_SUBJECTS), from_seq=from_seq))
         return 0
 
-    if asyncio.run(with_bus("replay", url, read)) != 0:
-        raise OSError(f"cannot read the bus at {url}")
+    if asyncio.run(with_bus("replay", access, read)) != 0:
+        raise OSError(f"cannot read the bus at {access.shown}")
     return [Line(n, record, parse_time(record.time)) for n, record in enumerate(records, start=1)]
 
 
@@ -108,10 +110,10 @@ def run(args: argparse.Namespace) -> int:
         lines: Iterable[Any] = (
             read_bundle(_file_lines(args.bundle))
             if args.bundle is not None
-            else _bus_lines(args.nats, args.from_seq)
+            else _bus_lines(NatsAccess.from_args(args), args.from_seq)
         )
         report = replay.feed_all(lines)
-    except OSError as e:
+    except (OSError, AccessError) as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     out = sys.stdout

@@ -289,7 +289,16 @@ def service_packages(requested: list[str] | None) -> list[str]:
     return [installed.get(name, name) for name in requested]
 
 
+SANDBOX_MODE = "replace"
+"""The decision services' CORRAL_MODE here unless the environment sets one: the sandbox has no
+longhorn-manager running Longhorn's loops, and the demo leaves Longhorn's engine-upgrade limit on
+(which corral, in mode replace, follows as Longhorn would). A deployment's default is `auto`."""
+
+
 def service_components(plan: RunPlan, packages: list[str], health_base_port: int) -> list[Component]:
+    from corral_decision.registry import decision_services
+
+    deciders = set(decision_services())
     components = []
     for index, package in enumerate(packages):
         name = package.rsplit(".", 1)[-1].removeprefix("corral_").replace("_", "-")
@@ -303,6 +312,8 @@ def service_components(plan: RunPlan, packages: list[str], health_base_port: int
             **plan.nats_env(name),
             **plan.service_env,
         }
+        if name in deciders:
+            env["CORRAL_MODE"] = os.environ.get("CORRAL_MODE") or SANDBOX_MODE
         ready_url = f"http://127.0.0.1:{health_port}/readyz"
         where = [f"{name:<16} {ready_url}  /metrics  log {plan.log_dir / name}.log"]
         components.append(

@@ -42,6 +42,7 @@ from corral_bus.deadletter import DeadReason
 from corral_bus.delivery import Delivery
 from corral_bus.errors import (
     BusError,
+    NotAuthorized,
     PermanentError,
     PublishError,
     PublishFailure,
@@ -73,6 +74,7 @@ __all__ = [
     "Handler",
     "Lease",
     "LeaseRecord",
+    "NotAuthorized",
     "PermanentError",
     "PublishError",
     "PublishFailure",

@@ -19,12 +19,14 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
 from corral_bus.auth import NatsAuth
+from corral_bus.errors import NotAuthorized
 
 log = logging.getLogger("corral.bus")
 
 # Publishes buffered while disconnected, and the write buffer of a pipelined publisher.
 _PENDING_BYTES = 32 * 1024 * 1024
 _PERMISSIONS_VIOLATION = "permissions violation"
+_AUTHORIZATION_VIOLATION = "authorization violation"
 CLOSE_FLUSH_S = 2
 """How long `Bus.close` waits for the server to confirm what was written before closing anyway."""
 
@@ -95,6 +97,7 @@ async def connect(
     ping_interval: float = 10.0,
     max_outstanding_pings: int = 3,
     auth: NatsAuth | None = None,
+    refused_is_final: bool = False,
 ) -> Bus:
     """Connect to NATS as `name` (shown in the server's connection list) and return a `Bus`.
 
@@ -108,10 +111,17 @@ async def connect(
     or a sequence. A server that stops answering without closing the connection (frozen, or cut off
     by a partition) is noticed after `ping_interval * max_outstanding_pings` seconds, and the client
     moves to another server of the list.
+
+    `refused_is_final`: NATS refusing the credentials of the first connection raises NotAuthorized
+    at once instead of retrying (and logging) until the caller's timeout: for a person at a
+    terminal (the CLI). A service keeps retrying: its Secret may be fixed under it.
     """
     holder: list[Bus] = []
 
     async def on_error(e: Exception) -> None:
+        if refused_is_final and not holder and _AUTHORIZATION_VIOLATION in str(e).lower():
+            # raised inside nats-py's first-connect loop, which awaits this callback: it ends there
+            raise NotAuthorized(f"NATS refused the credentials: {e}") from e
         if _PERMISSIONS_VIOLATION in str(e).lower():
             if holder:
                 holder[0].denials.append(str(e))

@@ -33,6 +33,11 @@ class StreamConfigError(BusError):
     """A stream exists with a configuration that cannot be changed in place (e.g. its retention)."""
 
 
+class NotAuthorized(BusError):
+    """NATS refused the client's credentials on connect (`Authorization Violation`): retrying with
+    the same ones cannot help, so a client that asked to (the CLI) is told once instead."""
+
+
 @dataclass(frozen=True, slots=True)
 class PublishFailure:
     """One message whose publish was not acknowledged by JetStream."""

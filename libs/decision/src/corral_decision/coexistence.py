@@ -4,8 +4,10 @@ Each decision service re-implements a loop longhorn-manager also runs (automatic
 the setting controller's danger-zone sync, the instance-manager restart). Beside a real Longhorn
 both would act on the same objects, so every service runs in one `Mode` (`CORRAL_MODE`):
 
-* `replace`: corral is the only driver: no longhorn-manager runs this loop (the sandbox, a manager
-  built without it). It acts, as it always has. The default.
+* `replace`: corral is the only driver: for clusters without longhorn-manager's loop (the sandbox,
+  a manager built without it). It acts even while Longhorn's own loop is on, so never beside a
+  real Longhorn. The library default (tests, `corral run` sets it explicitly); the chart and the
+  compose file deploy `auto`.
 * `act`: beside longhorn-manager, it acts only while Longhorn's own loop is off; while it is on it
   *refuses* (a Warning Event, the readiness probe `coexistence` failing, the `coexistence` gauge).
 * `auto`: beside longhorn-manager, it acts while Longhorn's loop is off and observes while it is on.
@@ -27,6 +29,10 @@ service gets it and a decider stays the same in every mode:
 A change of stance is itself an Event on the object the service names (`LonghornLoop.reported_on`,
 by default the `current-longhorn-version` Setting, where the upgrade-path gate reports too). In mode
 `replace` nothing here runs: no stance Events, nothing withheld.
+
+Whatever the mode, the service says it in its log: its mode and stance once it first decides, and
+again on every change of stance (`on_stance`), so an operator reading one pod's log knows whether it
+drives Longhorn.
 """
 
 from __future__ import annotations
@@ -112,6 +118,7 @@ class Coexistence:
         namespace: str,
         decider: Decider,
         registry: CollectorRegistry | None = None,
+        on_stance: Callable[[Mode, Stance, str], None] | None = None,
     ) -> None:
         self.service = service
         self.loop = loop or LonghornLoop(name=f"{service} (no counterpart in longhorn-manager)")
@@ -119,6 +126,9 @@ class Coexistence:
         self.namespace = namespace
         self.decider = decider
         self.last: Stance | None = None
+        self.on_stance = on_stance
+        """Told (mode, stance, why) on the first decision pass and on every change of stance."""
+        self._logged: Stance | None = None
         self._reported: dict[tuple[str, str, str], str] = {}
         prefix = "corral_" + service.replace("-", "_")
         self.withheld = Counter(
@@ -143,9 +153,13 @@ class Coexistence:
     def screen(self, commands: Sequence[Command], now: float) -> tuple[list[Command], list[CommandResult]]:
         """The commands to publish for this pass (stance Events and reports included) and the
         dry-run results for those withheld, which the runner hands back to the decider."""
+        stance = self.stance()
+        if stance is not self._logged:
+            self._logged = stance
+            if self.on_stance is not None:
+                self.on_stance(self.mode, stance, self.why(stance))
         if self.mode is Mode.REPLACE:
             return list(commands), []
-        stance = self.stance()
         out: list[Command] = []
         if stance is not self.last:
             out.append(self._stance_event(stance, now))
@@ -214,14 +228,21 @@ class Coexistence:
         self._reported[key] = intent
         held = "observing" if stance is Stance.OBSERVING else "refusing to double-drive"
         message = f"corral {self.service} would {intent} (withheld, {held}: {self.why(stance)})"
+        uid = target.uid or self._uid_of(target)
         return event_command(
             service=self.service,
-            about=Target(kind=target.kind, namespace=target.namespace, name=target.name, uid=target.uid),
+            about=Target(kind=target.kind, namespace=target.namespace, name=target.name, uid=uid),
             type_=EventType.NORMAL,
             reason="CorralWouldAct",
             message=message,
             now=now,
         )
+
+    def _uid_of(self, target: Target) -> str:
+        """A decider that knows its objects' uids (`uid_of(target)`) names them, so the Event is
+        listed by `kubectl describe` (which matches on involvedObject.uid); else none."""
+        known = getattr(self.decider, "uid_of", None)
+        return str(known(target)) if callable(known) else ""
 
     def _withheld_result(self, command: Command, stance: Stance) -> CommandResult:
         return CommandResult(

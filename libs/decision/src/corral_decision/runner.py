@@ -45,7 +45,7 @@ from prometheus_client import CollectorRegistry
 
 from corral_bus import BootstrapReader, Bus, Publisher, PublishError, StreamMessage
 from corral_bus.cancellation import cancel_and_wait
-from corral_decision.coexistence import Coexistence
+from corral_decision.coexistence import Coexistence, Mode, Stance
 from corral_decision.command_feed import CommandFeed
 from corral_decision.decider import Decider, InvalidEvent
 from corral_decision.events import is_event
@@ -103,8 +103,16 @@ class DecisionRunner:
         self.decider = decider if decider is not None else service.new_decider(config, time.time)
         self.metrics = RunnerMetrics(service.metric_prefix, registry, self.decider, service.gauges)
         self.coexistence = Coexistence(
-            service.name, service.longhorn_loop, config.mode, config.namespace, self.decider, registry
+            service.name,
+            service.longhorn_loop,
+            config.mode,
+            config.namespace,
+            self.decider,
+            registry,
+            on_stance=self._log_stance,
         )
+        # the stance follows once the view is bootstrapped and the first pass decides (_log_stance)
+        log.info("coexistence mode", mode=str(config.mode), stance="not yet decided")
         self.decode_event = EventDecoder(service)
         self._is_leader = is_leader
         self._lease_term = lease_term
@@ -253,6 +261,9 @@ class DecisionRunner:
                             detail="not stored in LH_COMMANDS",
                         )
                     )
+
+    def _log_stance(self, mode: Mode, stance: Stance, why: str) -> None:
+        self.log.info("coexistence", mode=str(mode), stance=str(stance), why=why)
 
     async def _decide_once(self) -> Sequence[Command]:
         started = time.perf_counter()

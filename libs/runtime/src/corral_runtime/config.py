@@ -5,10 +5,13 @@ setting is a field of a Struct and `CORRAL_<FIELD>` (upper case) sets it. Values
 msgspec's lax conversion turns them into ints, floats, bools and durations, and collections are read
 as JSON (`[...]`/`{...}`) or, for lists and sets, as comma-separated items. Every problem names the
 variable that caused it, and all problems are reported at once so an operator fixes them in one go.
+A `CORRAL_*` variable that sets nothing (`CORRAL_MODEE=auto`) would otherwise be silently ignored,
+so `unknown_variables` names each one with the setting it most resembles, for a warning at start.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from collections.abc import Mapping
@@ -17,6 +20,21 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 
 DEFAULT_NAMESPACE = "longhorn-system"
+
+READ_ELSEWHERE = frozenset(
+    {
+        "CORRAL_KUBECONFIG",  # the kube client of the watcher and actuator
+        "CORRAL_CRD_DIR",  # the sandbox emulator
+        "CORRAL_NATS_CREDS",  # the CLI's read-only access
+        "CORRAL_NATS_TOKEN",
+        "CORRAL_PORT_FORWARD",
+    }
+)
+"""`CORRAL_*` variables read by something other than a service's configuration Struct."""
+READ_ELSEWHERE_PREFIXES = (
+    "CORRAL_NATS_PASSWORD_",  # nats-server's own, one per user (corral_bus.permissions)
+    "CORRAL_SANDBOX_",  # the sandbox and compose's
+)
 
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 
@@ -107,6 +125,25 @@ def load_config(
     except msgspec.ValidationError as exc:
         # Cross-field checks in __post_init__ land here; name the variable when msgspec knows it.
         raise ConfigError([_name_variable(str(exc), prefix)]) from exc
+
+
+def unknown_variables(
+    cls: type[msgspec.Struct], prefix: str = "CORRAL_", environ: Mapping[str, str] | None = None
+) -> list[str]:
+    """One message per `<prefix>*` variable that sets none of `cls`'s fields, naming the closest
+    known one when there is one (a misspelling), else saying it is ignored."""
+    env = os.environ if environ is None else environ
+    known = {env_name(f.name, prefix) for f in msgspec.structs.fields(cls)}
+    messages = []
+    for var in sorted(env):
+        if not var.startswith(prefix) or var in known or var in READ_ELSEWHERE:
+            continue
+        if var.startswith(READ_ELSEWHERE_PREFIXES):
+            continue
+        close = difflib.get_close_matches(var, sorted(known | READ_ELSEWHERE), n=1, cutoff=0.75)
+        hint = f"did you mean {close[0]}?" if close else "it sets nothing here and is ignored"
+        messages.append(f"{var} is not a setting of this service: {hint}")
+    return messages
 
 
 def _parse(raw: str, annotation: Any) -> Any:

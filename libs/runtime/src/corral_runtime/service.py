@@ -8,6 +8,11 @@ released so a standby takes over at once, then the connection is drained). Exit 
 requested stop or a main that returned, 1 when main failed, 2 for bad configuration, 130 when a
 second signal cut the grace period short.
 
+A service that finds the streams missing or not yet as the contract says (the setup step, the
+chart's bus-init Job, has not run yet) does not exit: it stays alive and unready, says once what
+it waits for, and checks again with a growing pause until they are there. So a `helm install
+--wait` or a GitOps sync, which starts the Job and the services together, converges by itself.
+
     from corral_runtime import ServiceConfig, ServiceContext, run_service
 
     async def main(ctx: ServiceContext[ServiceConfig]) -> None:
@@ -38,8 +43,9 @@ from prometheus_client import CollectorRegistry
 from corral_bus.auth import CredentialsError, NatsAuth, check_url, redact_url
 from corral_bus.cancellation import cancel_and_wait
 from corral_bus.connection import Bus, connect
+from corral_bus.errors import StreamConfigError
 from corral_bus.streams import StreamSettings, check_streams
-from corral_runtime.config import ConfigError, ServiceConfig, load_config
+from corral_runtime.config import ConfigError, ServiceConfig, load_config, unknown_variables
 from corral_runtime.health import HealthServer, Readiness
 from corral_runtime.leadership import Leadership
 from corral_runtime.logs import Logger, configure_logging
@@ -188,13 +194,17 @@ async def serve(
                 nats_url=redact_url(config.nats_url),
                 nats_user=config.nats_user or "(anonymous)",
             )
+            for unknown in unknown_variables(type(config), environ=environ):
+                log.warning("unknown configuration variable", problem=unknown)
             bus = await _connect_unless_stopped(config, stop)
             if bus is None:
                 log.info("stopped before NATS answered", signal=_signal_name(signals))
                 return EXIT_OK
             # The setup step made the streams (corral bus init); on an open server whichever service
             # starts first does (corral_bus.streams.check_streams).
-            await check_streams(bus.js, StreamSettings(replicas=config.nats_replicas))
+            if not await _streams_when_set_up(bus, config, stop, log):
+                log.info("stopped while waiting for the streams", signal=_signal_name(signals))
+                return EXIT_OK
             for hook in startup if config.upgrade_gate else ():
                 verdict = await hook(bus, config)
                 if not verdict.allowed:
@@ -237,6 +247,35 @@ async def serve(
             await _close(leadership, bus, health, log)
             if provider is not None:
                 provider.shutdown()  # exports what is still queued
+
+
+STREAM_RETRY_FIRST_S, STREAM_RETRY_MAX_S = 0.5, 10.0
+
+
+async def _streams_when_set_up(bus: Bus, config: ServiceConfig, stop: asyncio.Event, log: Logger) -> bool:
+    """Check the streams until they are as the contract says (True) or a stop comes first (False);
+    the first failure is a warning that says what to run, later ones only debug lines."""
+    pause = STREAM_RETRY_FIRST_S
+    said = ""
+    while True:
+        try:
+            await check_streams(bus.js, StreamSettings(replicas=config.nats_replicas))
+        except StreamConfigError as e:
+            if not said:
+                log.warning("waiting for the streams; unready until they are set up", reason=str(e))
+            else:
+                log.debug("streams still not set up", reason=str(e))
+            said = str(e)
+        else:
+            if said:
+                log.info("streams set up; going on")
+            return True
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(pause):
+                await stop.wait()
+        if stop.is_set():
+            return False
+        pause = min(pause * 2, STREAM_RETRY_MAX_S)
 
 
 def nats_auth(config: ServiceConfig) -> NatsAuth:

@@ -233,7 +233,8 @@ class CommandHandler:
             return
         fields: dict[str, Any] = {
             "command_id": command.id,
-            "service": command.service,
+            # `service` is this log's own (the actuator); the command's issuer is the sender
+            "sender": command.service,
             "verb": command.verb.value,
             "kind": command.target.kind,
             "namespace": command.target.namespace,
@@ -270,7 +271,7 @@ def security_logger(log: Logger) -> Any:
             "command rejected by policy",
             security=True,
             command_id=command.id,
-            service=command.service,
+            sender=command.service,
             verb=command.verb.value,
             kind=command.target.kind,
             namespace=command.target.namespace,

@@ -116,7 +116,8 @@ class Announcer:
         return commands
 
     def _emit(self, volume: VolumeRecord, type_: EventType, reason: str, message: str, now: float) -> None:
-        about = Target(kind="Volume", namespace=volume.namespace, name=volume.name)
+        # with its uid, or `kubectl describe volume` would not list the Event (it matches by uid)
+        about = Target(kind="Volume", namespace=volume.namespace, name=volume.name, uid=volume.uid)
         self.outbox.append(
             event_command(
                 service=self.service, about=about, type_=type_, reason=reason, message=message, now=now

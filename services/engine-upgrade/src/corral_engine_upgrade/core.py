@@ -266,6 +266,11 @@ class EngineUpgradeDecider:
         self._now = self._clock()
         return self._owners.catch_up(budget, self._refresh)
 
+    def uid_of(self, target: Target) -> str:
+        """The uid of a Volume in view ("" if unknown): the kit puts it on Events about it."""
+        record = self.view.volume(target.namespace, target.name) if target.kind == "Volume" else None
+        return record.uid if record is not None else ""
+
     def explain(self, key: str | None = None) -> list[Explanation]:
         """For every volume (or the one `key` names), as of now: the first rule or gate that holds
         it back, `command-pending` once chosen. `group` is its owner node."""

@@ -91,6 +91,7 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
     namespace: str
     name: str
     rv: int = -1
+    uid: str = ""  # metadata.uid: Events about the volume name it, so `kubectl describe` lists them
     spec_image: str = ""
     current_image: str = ""
     current_ei: str = ""  # the EngineImage name of current_image (`ei-<hash>`), kept by the view
@@ -149,6 +150,7 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
         runs for every Volume event."""
         spec, status = volume.spec, volume.status
         self.rv = rv
+        self.uid = volume.metadata.uid  # not a fact the rules read: never `changed`
         changed = False
         value = spec.image
         if value != self.spec_image:

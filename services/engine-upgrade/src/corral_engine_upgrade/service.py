@@ -11,6 +11,7 @@ import msgspec
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from corral_decision import Clock, DecisionConfig, DecisionService, LonghornLoop, Mode
+from corral_decision.events import is_event
 from corral_engine_upgrade.core import SERVICE, DeciderConfig, EngineUpgradeDecider
 from corral_engine_upgrade.progress import ProgressModel
 from corral_engine_upgrade.view import KIND_STRUCTS, LIMIT_SETTING
@@ -98,6 +99,11 @@ LONGHORN_LOOP = LonghornLoop(
 
 
 def upgrade_mode(command: Command) -> str:
+    """The `mode` label of `corral_engine_upgrade_commands_total`: an upgrade is `live` or `offline`;
+    the Events it also publishes (started, blocked…) are `event`, so counting upgrades means
+    `mode!="event"` (the dashboard and the stuck-wave alert do)."""
+    if is_event(command):
+        return "event"
     return "live" if command.reason.startswith("live") else "offline"
 
 
