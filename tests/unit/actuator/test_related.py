@@ -51,8 +51,8 @@ def test_holds_are_field_equalities() -> None:
     assert broken_in(document(currentState="running"), related) is None
     why = broken_in(document(currentState="starting"), related)
     assert (
-        why
-        == "InstanceManager longhorn-system/im-1: /status/currentState: another value, not what the command expected"
+        why == "InstanceManager longhorn-system/im-1: /status/currentState: another value,"
+        " not what the command expected"
     )
 
 
