@@ -16,6 +16,9 @@ ADVISORIES_STREAM = "LH_ADVISORIES"
 no replica was listening as the advisory went out."""
 STREAMS = (OBJECTS_STREAM, COMMANDS_STREAM, RESULTS_STREAM, DEAD_STREAM)
 """The four streams of the bus contract."""
+HISTORY_STREAM = "LH_HISTORY"
+"""Every object event, command and result for days, sourced from the streams above by JetStream
+itself (corral_bus.history): what `corral replay --since` replays. It has no subjects of its own."""
 
 OBJECTS_PREFIX = "lh.obj"
 COMMANDS_PREFIX = "lh.cmd"
