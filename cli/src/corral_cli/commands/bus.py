@@ -49,8 +49,8 @@ def size(text: str) -> int:
     found = _SIZE.match(text.strip())
     if not found:
         raise argparse.ArgumentTypeError(f"not a size (e.g. 1Gi, 512Mi, 1073741824): {text!r}")
-    power: int = _POWERS[(found.group(2) or "")[:1].lower()]
-    return int(found.group(1)) * 1024**power
+    unit = 1 << (10 * _POWERS[(found.group(2) or "")[:1].lower()])
+    return int(found.group(1)) * unit
 
 
 async def _init(url: str, timeout_s: float, settings: StreamSettings) -> None:
