@@ -56,16 +56,18 @@ class HistoryWindow:
         if self.first_ns is None:
             return ["the history (LH_HISTORY) is empty: there is nothing to replay"]
         starts = format_time(self.first_ns)
-        if self.since_ns is not None and self.since_ns < self.first_ns:
-            why = (
-                "older messages expired (its max age or size)"
-                if self.expired
-                else "it was created then, or nothing happened before"
-            )
+        if self.since_ns is not None and self.since_ns < self.first_ns and self.expired:
             out.append(
                 f"the window starts at {format_time(self.since_ns)}, before the history: LH_HISTORY"
-                f" holds messages from {starts} ({why}); decisions before then cannot be replayed or"
-                " compared, and the view at its start is each object's latest event before it"
+                f" holds messages from {starts} (older messages expired (its max age or size));"
+                " decisions before then cannot be replayed or compared, and the view at its start is"
+                " each object's latest event before it"
+            )
+        elif self.since_ns is not None and self.since_ns < self.first_ns:
+            out.append(
+                f"the window starts at {format_time(self.since_ns)}, before the history's first message"
+                f" ({starts}); nothing has expired from it since, so it is whole from there (what came"
+                " before the history was made was never recorded)"
             )
         elif self.expired and self.since_ns is None:
             out.append(
