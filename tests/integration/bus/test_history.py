@@ -5,6 +5,8 @@ events, more events of one object than LH_OBJECTS keeps, a command the actuator 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig
 
@@ -28,8 +30,10 @@ async def _history(bus: Bus) -> list[tuple[str, str, str]]:
     for seq in range(info.state.first_seq, info.state.last_seq + 1):
         message = await bus.js.get_msg(subjects.HISTORY_STREAM, seq)
         headers = message.headers or {}
-        origin = headers.get("Nats-Stream-Source", "").split(" ")[0]
-        out.append((message.subject or "", headers.get("Nats-Msg-Id", ""), origin))
+        # A sourced copy names its origin in Nats-Stream-Source, a republished one in Nats-Stream.
+        origin = headers.get("Nats-Stream-Source", "").split(" ")[0] or headers.get("Nats-Stream", "")
+        subject = headers.get("Nats-Subject") or message.subject or ""
+        out.append((subject, headers.get("Nats-Msg-Id", ""), origin))
     return out
 
 
@@ -61,6 +65,8 @@ async def test_the_history_keeps_what_the_origin_streams_let_go(bus: Bus) -> Non
         return (await bus.js.stream_info(subjects.COMMANDS_STREAM)).state.messages == 0
 
     await eventually(queue_empty, within=10, what="the acked command gone from the work queue")
+    consumers = await bus.js.consumers_info(subjects.COMMANDS_STREAM)
+    assert [c.name for c in consumers] == ["actuator"]  # the history takes nothing from the queue
     expected = [
         *((volume, msg_id, subjects.OBJECTS_STREAM) for msg_id in [*events, "volume:uid-1:9:deleted"]),
         (command, "engine-upgrade-c1", subjects.COMMANDS_STREAM),
@@ -76,19 +82,26 @@ async def test_the_history_keeps_what_the_origin_streams_let_go(bus: Bus) -> Non
 
 
 async def test_the_setup_sets_retention_and_a_service_check_leaves_it(bus: Bus) -> None:
-    """The setup step tunes the history; a service's default settings never undo that."""
+    """The setup step tunes the history; a service's default settings never undo that. A bus from
+    before the history (LH_COMMANDS without its republish, no LH_HISTORY) is brought up to it."""
+    await bus.js.delete_stream(subjects.HISTORY_STREAM)
+    old = (await bus.js.stream_info(subjects.COMMANDS_STREAM)).config
+    await bus.js.update_stream(dataclasses.replace(old, republish=None))
+    assert (await bus.js.stream_info(subjects.COMMANDS_STREAM)).config.republish is None
     await ensure_streams(bus.js, StreamSettings(history_max_age=3600, history_max_bytes=1 << 20))
     from corral_bus.streams import check_streams
 
     await check_streams(bus.js)  # a service starting with the defaults
     config = (await bus.js.stream_info(subjects.HISTORY_STREAM)).config
     assert (config.max_age, config.max_bytes) == (3600, 1 << 20)
+    assert (await bus.js.stream_info(subjects.COMMANDS_STREAM)).config.republish is not None
     assert sorted(s.name for s in config.sources or []) == sorted(
-        [subjects.OBJECTS_STREAM, subjects.COMMANDS_STREAM, subjects.RESULTS_STREAM]
+        [subjects.OBJECTS_STREAM, subjects.RESULTS_STREAM]
     )
 
 
 HISTORY_CHANGES = [
+    f"{subjects.HISTORY_PREFIX}.lh.cmd.engine-upgrade.volume.{NS}.forged",
     f"$JS.API.STREAM.PURGE.{subjects.HISTORY_STREAM}",
     f"$JS.API.STREAM.DELETE.{subjects.HISTORY_STREAM}",
     f"$JS.API.STREAM.UPDATE.{subjects.HISTORY_STREAM}",

@@ -6,10 +6,12 @@ object's latest event before T - CONTEXT_S (where a restarted decider would boot
 every event, command and result of the CONTEXT_S before T whole, so the commands still in flight at
 T, their results and the back-offs of refused ones are known as the live decider knew them. A replay
 decides all of it and compares only the window (corral_decision.replay, `since_ns`). Without T, the
-lines are the whole history. Each
-line names the stream the message was first stored in (by its subject: `lh.obj.…` is LH_OBJECTS
-however many command streams there are) and its sequence there (the `Nats-Stream-Source` header
-JetStream adds when it copies a message, dropped from the line), with the history's store time.
+lines are the whole history.
+
+Each line is the message as it was first stored: its subject (a republished command's `lh.hist.` prefix
+taken off), the stream that stored it (by subject: `lh.obj.…` is LH_OBJECTS however many command
+streams there are), its sequence there (from the headers JetStream adds to a copy, which are
+dropped from the line), and the history's store time.
 
 Objects that did not change during the whole history have no event in it. Their state held all
 along, so their latest event in LH_OBJECTS (older than the history's first message) is put first,
@@ -28,9 +30,10 @@ from corral_bus import Bus
 from corral_cli.events.reader import ReadError, consume
 from corral_cli.events.streams import DEFAULT_SUBJECTS, stream_of
 from corral_decision.bundle import BundleEntry, format_time, sorted_entries
-from corral_model.subjects import HISTORY_STREAM, OBJECTS_PREFIX, OBJECTS_STREAM
+from corral_model.subjects import HISTORY_PREFIX, HISTORY_STREAM, OBJECTS_PREFIX, OBJECTS_STREAM
 
 SOURCE_HEADER = "Nats-Stream-Source"
+REPUBLISH_HEADERS = ("Nats-Stream", "Nats-Subject", "Nats-Sequence", "Nats-Time-Stamp", "Nats-Last-Sequence")
 CONTEXT_S = 900.0
 """15 minutes: far longer than any decider's retry back-off (engine-upgrade: 120 s) or the
 actuator's wait for a command, so every command in flight at T is in the context whole."""
@@ -82,6 +85,17 @@ class HistoryWindow:
         return out
 
 
+def matches(pattern: str, subject: str) -> bool:
+    """NATS subject matching (`*` one token, `>` the rest)."""
+    want, have = pattern.split("."), subject.split(".")
+    for i, token in enumerate(want):
+        if token == ">":
+            return len(have) > i
+        if i >= len(have) or (token != "*" and token != have[i]):
+            return False
+    return len(want) == len(have)
+
+
 async def has_history(bus: Bus) -> bool:
     try:
         await bus.js.stream_info(HISTORY_STREAM)
@@ -91,15 +105,22 @@ async def has_history(bus: Bus) -> bool:
 
 
 def _origin(record: BundleEntry) -> BundleEntry:
-    """The line as its origin stream stored it (stream, sequence), at the history's time."""
+    """The line as its origin stream stored it (subject, stream, sequence), at the history's time."""
     headers = dict(record.headers)
     source = headers.pop(SOURCE_HEADER, "").split(" ")
     seq = int(source[1]) if len(source) > 1 and source[1].isdigit() else record.seq
+    subject = record.subject
+    if subject.startswith(HISTORY_PREFIX + "."):  # republished by a work-queue stream
+        subject = headers.get("Nats-Subject") or subject.removeprefix(HISTORY_PREFIX + ".")
+        republished_seq = headers.get("Nats-Sequence", "")
+        seq = int(republished_seq) if republished_seq.isdigit() else seq
+        for name in REPUBLISH_HEADERS:
+            headers.pop(name, None)
     return BundleEntry(
-        stream=stream_of(record.subject),
+        stream=stream_of(subject),
         seq=seq,
         time=record.time,
-        subject=record.subject,
+        subject=subject,
         headers=headers,
         payload=record.payload,
         base64=record.base64,
@@ -126,14 +147,17 @@ async def read_history(
     cut = None if since_ns is None else since_ns - int(CONTEXT_S * 1e9)
     latest: dict[str, tuple[int, BundleEntry]] = {}  # per object, before the cut
     if info.state.messages:
-        async for time_ns, record in consume(bus, HISTORY_STREAM, list(subjects)):
+        async for time_ns, copy in consume(bus, HISTORY_STREAM, []):
             window.first_ns = time_ns if window.first_ns is None else window.first_ns
+            record = _origin(copy)
+            if not any(matches(f, record.subject) for f in subjects):
+                continue
             seen.add(record.subject)
             if cut is not None and time_ns < cut:
                 if record.subject.startswith(OBJECTS_PREFIX + "."):
-                    latest[record.subject] = (time_ns, _origin(record))
+                    latest[record.subject] = (time_ns, record)
             elif until_ns is None or time_ns <= until_ns:
-                pairs.append((time_ns, _origin(record)))
+                pairs.append((time_ns, record))
     pairs += latest.values()
     objects = [s for s in subjects if s.startswith(OBJECTS_PREFIX + ".")]
     if objects:

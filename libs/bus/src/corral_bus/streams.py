@@ -30,7 +30,13 @@ from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfi
 from nats.js.errors import APIError, NotFoundError
 
 from corral_bus.errors import StreamConfigError
-from corral_bus.history import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, history_config, wait_sourcing
+from corral_bus.history import (
+    DEFAULT_MAX_AGE_S,
+    DEFAULT_MAX_BYTES,
+    history_config,
+    recorded,
+    wait_sourcing,
+)
 from corral_model import subjects
 
 TTL_HEADER = "Nats-TTL"
@@ -73,7 +79,7 @@ class StreamSettings:
 def stream_configs(settings: StreamSettings | None = None) -> list[StreamConfig]:
     s = settings or StreamSettings()
     storage = StorageType.MEMORY if s.memory else StorageType.FILE
-    contract = contract_configs(s, storage)
+    contract = recorded(contract_configs(s, storage))
     history = history_config(
         contract,
         max_age=s.history_max_age,
@@ -177,6 +183,10 @@ def differences(want: StreamConfig, have: StreamConfig) -> list[str]:
     have_sources = sorted(s.name for s in have.sources or [])
     if want_sources != have_sources:
         out.append(f"sources {have_sources!r} (the contract says {want_sources!r})")
+    want_copy = (want.republish.src, want.republish.dest) if want.republish else None
+    have_copy = (have.republish.src, have.republish.dest) if have.republish else None
+    if want_copy != have_copy:
+        out.append(f"republish {have_copy!r} (the contract says {want_copy!r})")
     for name in _COMPARED:
         wanted = getattr(want, name, None)
         if wanted is None:
