@@ -251,6 +251,9 @@ def test_bus_init_job_runs_as_admin_after_install_and_before_upgrades() -> None:
         "CORRAL_NATS_USER": "admin",
         "CORRAL_NATS_PASSWORD_FILE": "/var/run/secrets/corral-nats/admin",
         "CORRAL_NATS_REPLICAS": "1",
+        # LH_HISTORY's retention: set here only, the services leave it (docs/history.md)
+        "CORRAL_HISTORY_MAX_AGE": "7d",
+        "CORRAL_HISTORY_MAX_BYTES": "4Gi",
     }
     assert _password_volume(job)["items"] == [{"key": "admin", "path": "admin"}]
     assert _pod(job)["automountServiceAccountToken"] is False
