@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 DEFAULT_NATS = "nats://127.0.0.1:4222"
 DEFAULT_HISTORY_AGE = "7d"
-DEFAULT_HISTORY_SIZE = "4Gi"
+DEFAULT_HISTORY_SIZE = "1Gi"
 """corral_bus.history's defaults, spelt for the command line (a unit test keeps them equal)."""
 _SPAN = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
 _SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -139,7 +139,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=size,
         default=size(os.environ.get("CORRAL_HISTORY_MAX_BYTES") or DEFAULT_HISTORY_SIZE),
         metavar="SIZE",
-        help="how large LH_HISTORY may grow, oldest first out (CORRAL_HISTORY_MAX_BYTES; default 4Gi)",
+        help="how large LH_HISTORY may grow, oldest first out (CORRAL_HISTORY_MAX_BYTES; default 1Gi)",
     )
     setup.set_defaults(func=init)
     render = commands.add_parser("config", help="print the nats-server configuration with corral's users")

@@ -64,9 +64,11 @@ from nats.js.api import (
 from corral_model.subjects import DEAD_STREAM, HISTORY_PREFIX, HISTORY_STREAM
 
 DEFAULT_MAX_AGE_S = 7 * 24 * 3600.0
-DEFAULT_MAX_BYTES = 4 * 1024**3
-"""4 GiB: a week of about 2,000 volumes at the cost bench/bench_history.py measured (docs/history.md),
-within the chart's 10 GiB JetStream volume beside the other streams."""
+DEFAULT_MAX_BYTES = 1024**3
+"""1 GiB: JetStream reserves a stream's max_bytes on every server holding a replica, so the default
+must fit a modest store (the test cluster's 2 GB); a week of about 490 volumes at the cost
+bench/bench_history.py measured (docs/history.md). The chart and compose, which know their store
+(10 GiB), set 4 GiB."""
 NOT_RECORDED = frozenset({DEAD_STREAM})
 """Contract streams the history does not source: dead letters say what could not be used, and
 carry the original payload already (LH_DEAD keeps them for 30 days)."""
