@@ -71,9 +71,11 @@ def difference_line(difference: Difference) -> str:
 
 def verdict_line(verdict: Verdict) -> str:
     where = verdict.after.where if verdict.after is not None else "start"
-    if verdict.touched and verdict.after is not None:
+    if verdict.commands:
+        where = f"decided after {where}"  # the replay's own decision on the target
+    elif verdict.touched and verdict.after is not None:
         where += f" [{describe(verdict.after.entry)}]"  # what the line said about the target
-    mark = " *" if verdict.touched else ""
+    mark = " *" if verdict.touched and not verdict.commands else ""
     explanation = verdict.explanation
     if explanation is None:
         text = "not in the view"

@@ -220,6 +220,9 @@ class Replay:
             and subject.startswith(self._commands)
             and not subject.startswith(self._events)  # Events are reports, not decisions
         ):
+            # What came due before the live command was stored is decided first (the decider's
+            # input is unchanged by it), so an explanation shows decisions in recorded order.
+            self._decide_due(line.time_ns / _NS)
             self._command(line)
 
     def _after_until(self, line: Line) -> None:
