@@ -29,6 +29,7 @@ from corral_decision.bundle import Line, parse_time, read_bundle
 from corral_model import codec
 from corral_model.envelopes import CommandResult, Outcome
 from corral_model.subjects import COMMANDS_STREAM, OBJECTS_STREAM, RESULTS_STREAM
+from corral_model.version import VERSION_HEADER, corral_version
 from corral_sandbox.simulator import SimConfig
 from tests.fixtures.nats import NatsServer
 from tests.fixtures.processes import eventually
@@ -188,6 +189,11 @@ async def test_a_recorded_wave_replays_to_the_same_commands(
     assert reports, "the volume Events the service reported are recorded too"
     decisions = [e for e in live_commands if e not in reports]
     assert {e.seq for e in live_commands} == {0} and len(decisions) == len(live_ids)
+    # Which corral made them travels with each command and result (a replay names another release).
+    made_by = {
+        e.headers.get(VERSION_HEADER) for e in entries if e.stream in (COMMANDS_STREAM, RESULTS_STREAM)
+    }
+    assert made_by == {corral_version()}
 
     capsys.readouterr()
     assert await corral("replay", "engine-upgrade", str(bundle)) == 0
