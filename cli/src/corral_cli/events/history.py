@@ -149,6 +149,8 @@ async def read_history(
     if info.state.messages:
         async for time_ns, copy in consume(bus, HISTORY_STREAM, []):
             window.first_ns = time_ns if window.first_ns is None else window.first_ns
+            if until_ns is not None and time_ns > until_ns:
+                break  # the history is in time order: nothing later belongs to the window
             record = _origin(copy)
             if not any(matches(f, record.subject) for f in subjects):
                 continue
@@ -156,7 +158,7 @@ async def read_history(
             if cut is not None and time_ns < cut:
                 if record.subject.startswith(OBJECTS_PREFIX + "."):
                     latest[record.subject] = (time_ns, record)
-            elif until_ns is None or time_ns <= until_ns:
+            else:
                 pairs.append((time_ns, record))
     pairs += latest.values()
     objects = [s for s in subjects if s.startswith(OBJECTS_PREFIX + ".")]
