@@ -70,7 +70,7 @@ must fit a modest store (the test cluster's 2 GB); a week of about 490 volumes a
 bench/bench_history.py measured (docs/history.md). The chart and compose, which know their store
 (10 GiB), set 4 GiB."""
 NOT_RECORDED = frozenset({DEAD_STREAM})
-"""Contract streams the history does not source: dead letters say what could not be used, and
+"""Contract streams the history does not record: dead letters say what could not be used, and
 carry the original payload already (LH_DEAD keeps them for 30 days)."""
 
 
