@@ -151,3 +151,14 @@ async def test_only_admin_may_change_the_history_and_the_reader_reads_it(
         await bus.close()
     info = await secure_bus.js.stream_info(subjects.HISTORY_STREAM)
     assert info.state.messages == 3 and info.config.max_age == StreamSettings().history_max_age
+
+
+@pytest.mark.real_nats
+async def test_the_history_drops_a_copy_it_already_holds(bus: Bus) -> None:
+    """A second copy with the same Nats-Msg-Id within the window (a republish retried, a source
+    replayed after a leader change) is dropped by the history itself."""
+    copy = f"{subjects.HISTORY_PREFIX}.{subjects.command_subject('engine-upgrade', 'volume', NS, 'pvc-1')}"
+    first = await bus.js.publish(copy, b"{}", stream=subjects.HISTORY_STREAM, headers={"Nats-Msg-Id": "c-1"})
+    again = await bus.js.publish(copy, b"{}", stream=subjects.HISTORY_STREAM, headers={"Nats-Msg-Id": "c-1"})
+    assert again.duplicate and again.seq == first.seq
+    assert (await bus.js.stream_info(subjects.HISTORY_STREAM)).state.messages == 1
