@@ -225,7 +225,7 @@ async def test_a_recorded_wave_replays_to_the_same_commands(
 
 
 async def test_the_history_replays_a_wave_no_one_recorded(
-    sandbox: Sandbox, bus: Bus, nats_server: NatsServer, stack: list[Running], capsys: Any
+    sandbox: Sandbox, bus: Bus, nats_server: NatsServer, stack: list[Running], tmp_path: Path, capsys: Any
 ) -> None:
     """No recorder: `corral replay --nats … --since <before the wave>` rebuilds the view from
     LH_HISTORY and makes exactly the live service's commands; `--until` before the wave compares
@@ -243,6 +243,13 @@ async def test_the_history_replays_a_wave_no_one_recorded(
     assert replayed_ids(out) == live_ids, out
     assert f"diff: {len(live_ids)} same, 0 changed, 0 missing, 0 extra" in out, out
     assert "version:" not in out and "limit: the window starts" not in out, out
+    # The same window dumped as a bundle replays to the same bytes, exit code included.
+    bundle = tmp_path / "window.jsonl"
+    since = str(before / 1e9)
+    assert await corral("events", "dump", "--nats", nats_server.url, "--since", since, "-o", str(bundle)) == 0
+    capsys.readouterr()
+    assert await corral("replay", "engine-upgrade", str(bundle), "--since", since) == status
+    assert capsys.readouterr().out == out
 
     status = await corral(
         "replay",
