@@ -250,6 +250,20 @@ async def test_the_history_replays_a_wave_no_one_recorded(
     capsys.readouterr()
     assert await corral("replay", "engine-upgrade", str(bundle), "--since", since) == status
     assert capsys.readouterr().out == out
+    # From the middle of the wave: the view, the commands in flight and their results as of then
+    # come from the context before it, and the rest of the wave is decided as the live service did.
+    commands = [
+        line.entry
+        for line in read_bundle(bundle.open("rb"))
+        if isinstance(line, Line)
+        and line.entry.stream == COMMANDS_STREAM
+        and "event." not in line.entry.subject
+    ]
+    middle = commands[len(commands) // 2].time
+    status = await corral("replay", "engine-upgrade", "--nats", nats_server.url, "--since", middle)
+    out = capsys.readouterr().out
+    in_window = len({c.headers["Nats-Msg-Id"] for c in commands if c.time >= middle})
+    assert status == 0 and f"diff: {in_window} same, 0 changed, 0 missing, 0 extra" in out, out
 
     status = await corral(
         "replay",
