@@ -18,8 +18,9 @@ from corral_cli.main import main
 from corral_engine_upgrade.view import DEFAULT_IMAGE_SETTING, LIMIT_SETTING
 from corral_model import codec
 from corral_model.envelopes import Command, FieldValue, Outcome, Target, Verb, new_command
-from corral_model.subjects import COMMANDS_STREAM, OBJECTS_STREAM, RESULTS_STREAM
+from corral_model.subjects import COMMANDS_STREAM, HISTORY_STREAM, OBJECTS_STREAM, RESULTS_STREAM
 from tests.fixtures.nats import NatsServer
+from tests.fixtures.processes import eventually
 from tests.integration.cli.test_progress_command import publish
 from tests.unit.engine_upgrade.cluster import (
     NEW,
@@ -78,6 +79,11 @@ async def test_dump_reads_every_stream_in_order_and_consumes_nothing(
     await bus.js.publish("lh.obj.volume.longhorn-system.binary", b"\x00\x01 not json")
     before = await stream_counts(bus)
 
+    async def all_in_history() -> bool:
+        # JetStream copies into LH_HISTORY a moment after each message is stored.
+        return (await bus.js.stream_info(HISTORY_STREAM)).state.messages == sum(before.values())
+
+    await eventually(all_in_history, within=10, what="every message copied into LH_HISTORY")
     bundle = tmp_path / "bus.jsonl"
     assert await corral("events", "dump", "--nats", nats_server.url, "-o", str(bundle)) == 0
     records = [json.loads(line) for line in bundle.read_text().splitlines()]

@@ -28,7 +28,7 @@ from corral_cli.main import main
 from corral_decision.bundle import Line, parse_time, read_bundle
 from corral_model import codec
 from corral_model.envelopes import CommandResult, Outcome
-from corral_model.subjects import COMMANDS_STREAM, OBJECTS_STREAM, RESULTS_STREAM
+from corral_model.subjects import COMMANDS_STREAM, HISTORY_STREAM, OBJECTS_STREAM, RESULTS_STREAM
 from corral_model.version import VERSION_HEADER, corral_version
 from corral_sandbox.simulator import SimConfig
 from tests.fixtures.nats import NatsServer
@@ -125,6 +125,12 @@ async def run_wave(sandbox: Sandbox, bus: Bus) -> list[CommandResult]:
         return results if applied >= set(upgraded) else None
 
     return await eventually(all_reported, within=30, what="an applied result for every upgraded volume")
+
+
+async def history_caught_up(bus: Bus) -> bool:
+    """JetStream copies into LH_HISTORY a moment after each message is stored: none is pending."""
+    info = await bus.js.stream_info(HISTORY_STREAM)
+    return all(source.lag == 0 and (source.active or 0) >= 0 for source in info.sources or [])
 
 
 async def _deployed(sandbox: Sandbox) -> bool:
@@ -236,6 +242,7 @@ async def test_the_history_replays_a_wave_no_one_recorded(
     before = parse_moment("0s")
     results = await run_wave(sandbox, bus)
     live_ids = {r.command_id for r in results}
+    await eventually(lambda: history_caught_up(bus), within=10, what="LH_HISTORY caught up with its sources")
     capsys.readouterr()
     status = await corral("replay", "engine-upgrade", "--nats", nats_server.url, "--since", str(before / 1e9))
     out = capsys.readouterr().out
