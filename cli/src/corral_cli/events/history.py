@@ -21,9 +21,12 @@ older than the history cannot be replayed, and `limits` says so.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from nats.js.api import StreamInfo
 from nats.js.errors import NotFoundError
 
 from corral_bus import Bus
@@ -34,6 +37,7 @@ from corral_model.subjects import HISTORY_PREFIX, HISTORY_STREAM, OBJECTS_PREFIX
 
 SOURCE_HEADER = "Nats-Stream-Source"
 REPUBLISH_HEADERS = ("Nats-Stream", "Nats-Subject", "Nats-Sequence", "Nats-Time-Stamp", "Nats-Last-Sequence")
+CATCH_UP_S = 2.0
 CONTEXT_S = 900.0
 """15 minutes: far longer than any decider's retry back-off (engine-upgrade: 120 s) or the
 actuator's wait for a command, so every command in flight at T is in the context whole."""
@@ -96,6 +100,16 @@ def matches(pattern: str, subject: str) -> bool:
     return len(want) == len(have)
 
 
+async def _caught_up(bus: Bus, info: StreamInfo) -> StreamInfo:
+    """JetStream copies a message into the history a moment after its origin stored it: wait (at
+    most CATCH_UP_S) until no source lags, so what was just published is in the window."""
+    deadline = time.monotonic() + CATCH_UP_S
+    while any(source.lag for source in info.sources or []) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+        info = await bus.js.stream_info(HISTORY_STREAM)
+    return info
+
+
 async def has_history(bus: Bus) -> bool:
     try:
         await bus.js.stream_info(HISTORY_STREAM)
@@ -141,6 +155,7 @@ async def read_history(
         raise ReadError(
             f"no stream {HISTORY_STREAM} on this bus: run the setup step (`corral bus init`) to create it"
         ) from e
+    info = await _caught_up(bus, info)
     window = HistoryWindow(since_ns=since_ns, until_ns=until_ns, expired=info.state.first_seq > 1)
     pairs: list[tuple[int, BundleEntry]] = []
     seen: set[str] = set()
