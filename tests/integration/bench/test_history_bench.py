@@ -23,8 +23,9 @@ def test_the_quick_history_bench_reports_the_cost_per_volume() -> None:
     assert set(figures["messages_by_origin"]) == {"objects", "commands", "results"}
     assert figures["wave_messages_per_volume"] > 0 and figures["wave_bytes_per_volume"] > 0
     steady = STATED_EVENTS_PER_VOLUME_PER_HOUR * 24 * figures["accounted_bytes_per_object_event"]
+    # The report rounds each figure, the bytes per event to 0.1: 288 events a day carry that on.
     assert figures["bytes_per_volume_per_day"] == pytest.approx(
-        steady + figures["wave_bytes_per_volume"], abs=2
+        steady + figures["wave_bytes_per_volume"], abs=20
     )
     assert figures["bytes_per_volume_per_retention"] == pytest.approx(
         7 * figures["bytes_per_volume_per_day"], abs=8
