@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+from corral_cli.events.summary import describe
 from corral_decision.bundle import Line
 from corral_decision.command_diff import Difference, Match, ReplayedCommand
 from corral_decision.recording import RecordedCommand
@@ -70,7 +71,11 @@ def difference_line(difference: Difference) -> str:
 
 def verdict_line(verdict: Verdict) -> str:
     where = verdict.after.where if verdict.after is not None else "start"
-    mark = " *" if verdict.touched else ""
+    if verdict.commands:
+        where = f"decided after {where}"  # the replay's own decision on the target
+    elif verdict.touched and verdict.after is not None:
+        where += f" [{describe(verdict.after.entry)}]"  # what the line said about the target
+    mark = " *" if verdict.touched and not verdict.commands else ""
     explanation = verdict.explanation
     if explanation is None:
         text = "not in the view"
@@ -91,6 +96,17 @@ def report_lines(report: ReplayReport, *, explain: str | None) -> Iterator[str]:
         f" {report.results} results, {report.recorded_commands} commands recorded;"
         f" {len(report.replayed)} replayed"
     )
+    for limit in report.limits:
+        yield f"limit: {limit}"
+    others = {v: n for v, n in sorted(report.recorded_versions.items()) if v != report.running_version}
+    if others:
+        makers = ", ".join(f"corral {v} ({n} commands and results)" for v, n in others.items())
+        yield (
+            f"version: recorded by {makers}; this is corral {report.running_version}: where the rules"
+            " changed in between, the replay decides as this release would"
+        )
+    if report.before_window:
+        yield f"before --since: {report.before_window} replayed decisions not compared"
     for bad in report.bad_lines:
         yield f"unreadable line {bad.number}: {bad.reason}"
     if report.stopped_at is not None:
@@ -100,7 +116,7 @@ def report_lines(report: ReplayReport, *, explain: str | None) -> Iterator[str]:
         yield (
             f"history cut: {len(report.cut_short)} objects begin mid-history in this bundle ({first}"
             f"{', …' if len(report.cut_short) > 3 else ''}); LH_OBJECTS keeps only the last events of each"
-            " object, so record a wave with `corral events dump --follow` started before it"
+            " object: replay from the bus's history instead (`corral replay SERVICE --nats URL --since T`)"
         )
     for line, reason in report.skipped:
         yield f"skipped {line.where}: {reason}"

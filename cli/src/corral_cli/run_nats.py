@@ -58,7 +58,7 @@ class RunNatsAuth:
         return {"CORRAL_NATS_USER": user, "CORRAL_NATS_PASSWORD_FILE": str(self.password_file(user))}
 
     def cli_env(self, user: str) -> dict[str, str]:
-        """The environment of a CLI child (the recorder): `CORRAL_NATS_USER` and `CORRAL_NATS_PASSWORD`,
+        """The environment of a CLI child (`corral replay`): `CORRAL_NATS_USER` and `CORRAL_NATS_PASSWORD`,
         what every CLI command reads (a child's environment, never a URL or an argument)."""
         return {"CORRAL_NATS_USER": user, "CORRAL_NATS_PASSWORD": self.passwords()[user]}
 

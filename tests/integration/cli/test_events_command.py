@@ -18,8 +18,9 @@ from corral_cli.main import main
 from corral_engine_upgrade.view import DEFAULT_IMAGE_SETTING, LIMIT_SETTING
 from corral_model import codec
 from corral_model.envelopes import Command, FieldValue, Outcome, Target, Verb, new_command
-from corral_model.subjects import COMMANDS_STREAM, OBJECTS_STREAM, RESULTS_STREAM
+from corral_model.subjects import COMMANDS_STREAM, HISTORY_STREAM, OBJECTS_STREAM, RESULTS_STREAM
 from tests.fixtures.nats import NatsServer
+from tests.fixtures.processes import eventually
 from tests.integration.cli.test_progress_command import publish
 from tests.unit.engine_upgrade.cluster import (
     NEW,
@@ -78,6 +79,11 @@ async def test_dump_reads_every_stream_in_order_and_consumes_nothing(
     await bus.js.publish("lh.obj.volume.longhorn-system.binary", b"\x00\x01 not json")
     before = await stream_counts(bus)
 
+    async def all_in_history() -> bool:
+        # JetStream copies into LH_HISTORY a moment after each message is stored.
+        return (await bus.js.stream_info(HISTORY_STREAM)).state.messages == sum(before.values())
+
+    await eventually(all_in_history, within=10, what="every message copied into LH_HISTORY")
     bundle = tmp_path / "bus.jsonl"
     assert await corral("events", "dump", "--nats", nats_server.url, "-o", str(bundle)) == 0
     records = [json.loads(line) for line in bundle.read_text().splitlines()]
@@ -91,7 +97,9 @@ async def test_dump_reads_every_stream_in_order_and_consumes_nothing(
     times = [r["time"] for r in records]
     assert times == sorted(times)  # RFC 3339 with nanoseconds, one zone: sorts as text
     assert await stream_counts(bus) == before, "the dump consumed something"
-    assert (await bus.js.consumers_info(COMMANDS_STREAM)) == []
+    consumers = await bus.js.consumers_info(COMMANDS_STREAM)
+    # Only JetStream's own, which copies every command into LH_HISTORY (and acks nothing).
+    assert [c.name for c in consumers if not (c.name or "").startswith("JS_SRC_")] == []
 
     only_results = tmp_path / "results.jsonl"
     assert (
@@ -102,13 +110,20 @@ async def test_dump_reads_every_stream_in_order_and_consumes_nothing(
     )
     assert [json.loads(line)["stream"] for line in only_results.read_text().splitlines()] == [RESULTS_STREAM]
 
+    # The streams as they are now (no history): from a time on is from that time on.
+    streams = tmp_path / "streams.jsonl"
+    assert await corral("events", "dump", "--nats", nats_server.url, "-o", str(streams), "--no-history") == 0
+    now = [json.loads(line) for line in streams.read_text().splitlines()]
+    assert len(now) == len(records) and [r["stream"] for r in now[-3:]] == [r["stream"] for r in records[-3:]]
     since = tmp_path / "since.jsonl"
-    command_time = records[-3]["time"]
-    assert (
-        await corral("events", "dump", "--nats", nats_server.url, "-o", str(since), "--since", command_time)
-        == 0
-    )
-    assert [json.loads(line) for line in since.read_text().splitlines()] == records[-3:]
+    command_time = now[-3]["time"]
+    dump_since = ("events", "dump", "--nats", nats_server.url, "-o", str(since), "--since", command_time)
+    assert await corral(*dump_since, "--no-history") == 0
+    assert [json.loads(line) for line in since.read_text().splitlines()] == now[-3:]
+    # From the history, the window comes after the context that rebuilds the view as of its start:
+    # here, everything (all of it is from the last moments before it).
+    assert await corral(*dump_since) == 0
+    assert [json.loads(line) for line in since.read_text().splitlines()] == records
 
     late = tmp_path / "late.jsonl"
     last_object = max(r["seq"] for r in records if r["stream"] == OBJECTS_STREAM)

@@ -1,8 +1,9 @@
 """`corral events dump` and `corral replay engine-upgrade` on a real wave: the sandbox cluster, a real
 NATS server and the watcher, actuator and engine-upgrade services in this event loop (the engine-
 upgrade scenarios' stack). A new engine image is created, deployed and made the default, the wave
-runs to its end, the bus is dumped, and the replay must make exactly the commands the live service
-made (by command id), and explain why the degraded volume was never upgraded.
+runs to its end, the bus is dumped (or read straight from its history, LH_HISTORY), and the replay
+must make exactly the commands the live service made (by command id), and explain why the degraded
+volume was never upgraded.
 
 `CORRAL_RECORD_BUNDLE=tests/data/replay/engine-upgrade-wave.jsonl` keeps the dumped bundle: that is
 how the bundle the unit tests replay (tests/unit/decision/test_replay_bundle.py) was made.
@@ -27,7 +28,8 @@ from corral_cli.main import main
 from corral_decision.bundle import Line, parse_time, read_bundle
 from corral_model import codec
 from corral_model.envelopes import CommandResult, Outcome
-from corral_model.subjects import COMMANDS_STREAM, OBJECTS_STREAM, RESULTS_STREAM
+from corral_model.subjects import COMMANDS_STREAM, HISTORY_STREAM, OBJECTS_STREAM, RESULTS_STREAM
+from corral_model.version import VERSION_HEADER, corral_version
 from corral_sandbox.simulator import SimConfig
 from tests.fixtures.nats import NatsServer
 from tests.fixtures.processes import eventually
@@ -125,6 +127,12 @@ async def run_wave(sandbox: Sandbox, bus: Bus) -> list[CommandResult]:
     return await eventually(all_reported, within=30, what="an applied result for every upgraded volume")
 
 
+async def history_caught_up(bus: Bus) -> bool:
+    """JetStream copies into LH_HISTORY a moment after each message is stored: none is pending."""
+    info = await bus.js.stream_info(HISTORY_STREAM)
+    return all(source.lag == 0 and (source.active or 0) >= 0 for source in info.sources or [])
+
+
 async def _deployed(sandbox: Sandbox) -> bool:
     ei: dict[str, Any] = await sandbox.engine_image(NEW_IMAGE)
     return bool(ei.get("status", {}).get("state") == "deployed")
@@ -144,10 +152,10 @@ async def test_a_recorded_wave_replays_to_the_same_commands(
 ) -> None:
     """`corral events dump --follow`, started before the wave and interrupted after it, records all
     of it (the commands whole, from core NATS); the replay makes exactly the live service's
-    commands. A dump taken after the wave (in this process, through the CLI's main) still explains
-    the degraded volume, and says that its history is cut: LH_OBJECTS keeps 5 events per object
-    and a deleted object's tombstone rolls its history up, so the old replicas the wave deleted are
-    gone from it."""
+    commands. A dump taken after the wave (in this process, through the CLI's main) reads the bus's
+    history, which kept every event, command and result (where LH_OBJECTS keeps 5 events per object
+    and rolls a deleted one's up, and the actuator drained LH_COMMANDS): it replays the same and
+    still explains the degraded volume."""
     bundle = tmp_path / "wave.jsonl"
     recorder = await asyncio.create_subprocess_exec(
         str(Path(sys.executable).with_name("corral")),
@@ -187,6 +195,11 @@ async def test_a_recorded_wave_replays_to_the_same_commands(
     assert reports, "the volume Events the service reported are recorded too"
     decisions = [e for e in live_commands if e not in reports]
     assert {e.seq for e in live_commands} == {0} and len(decisions) == len(live_ids)
+    # Which corral made them travels with each command and result (a replay names another release).
+    made_by = {
+        e.headers.get(VERSION_HEADER) for e in entries if e.stream in (COMMANDS_STREAM, RESULTS_STREAM)
+    }
+    assert made_by == {corral_version()}
 
     capsys.readouterr()
     assert await corral("replay", "engine-upgrade", str(bundle)) == 0
@@ -195,17 +208,97 @@ async def test_a_recorded_wave_replays_to_the_same_commands(
     assert f"diff: {len(live_ids)} same, 0 changed, 0 missing, 0 extra" in out, out
     assert "history cut" not in out, out
 
+    # Afterwards, with no recorder: the bus's own history holds the whole wave, commands included
+    # (the actuator drained LH_COMMANDS long ago), so a dump taken now replays just as well.
     after = tmp_path / "after.jsonl"
     assert await corral("events", "dump", "--nats", nats_server.url, "--output", str(after)) == 0
     after_entries = [line.entry for line in read_bundle(after.open("rb")) if isinstance(line, Line)]
     keys = [(parse_time(e.time), e.stream, e.seq) for e in after_entries]
     assert keys == sorted(keys), "a dump is in stream-time order"
-    assert {e.stream for e in after_entries} == {OBJECTS_STREAM, RESULTS_STREAM}  # the actuator took them all
+    assert {e.stream for e in after_entries} == {OBJECTS_STREAM, COMMANDS_STREAM, RESULTS_STREAM}
+    capsys.readouterr()
+    assert await corral("replay", "engine-upgrade", str(after)) == 0
+    out = capsys.readouterr().out
+    assert replayed_ids(out) == live_ids, out
+    assert "history cut" not in out, out
     key = f"Volume/longhorn-system/{DEGRADED}"
     capsys.readouterr()
     await corral("replay", "engine-upgrade", str(after), "--explain", key)
     out = capsys.readouterr().out
-    assert "history cut: " in out, out
     explained = out.split(f"explain {key}\n", 1)[1].splitlines()
     assert explained[-1].endswith(": degraded group node-2"), out
     assert any(f"lh.obj.volume.longhorn-system.{DEGRADED}" in line and " *: " in line for line in explained)
+
+
+async def test_the_history_replays_a_wave_no_one_recorded(
+    sandbox: Sandbox, bus: Bus, nats_server: NatsServer, stack: list[Running], tmp_path: Path, capsys: Any
+) -> None:
+    """No recorder: `corral replay --nats … --since <before the wave>` rebuilds the view from
+    LH_HISTORY and makes exactly the live service's commands; `--until` before the wave compares
+    nothing; `--explain` gives one volume's trail: its events, the command the replay made, the
+    command as recorded and its result, each with the verdict after it."""
+    from corral_cli.commands.events import parse_moment
+
+    before = parse_moment("0s")
+    results = await run_wave(sandbox, bus)
+    live_ids = {r.command_id for r in results}
+    await eventually(lambda: history_caught_up(bus), within=10, what="LH_HISTORY caught up with its sources")
+    capsys.readouterr()
+    status = await corral("replay", "engine-upgrade", "--nats", nats_server.url, "--since", str(before / 1e9))
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert replayed_ids(out) == live_ids, out
+    assert f"diff: {len(live_ids)} same, 0 changed, 0 missing, 0 extra" in out, out
+    assert "version:" not in out and "limit: the window starts" not in out, out
+    # The same window dumped as a bundle replays to the same bytes, exit code included.
+    bundle = tmp_path / "window.jsonl"
+    since = str(before / 1e9)
+    assert await corral("events", "dump", "--nats", nats_server.url, "--since", since, "-o", str(bundle)) == 0
+    capsys.readouterr()
+    assert await corral("replay", "engine-upgrade", str(bundle), "--since", since) == status
+    assert capsys.readouterr().out == out
+    # From the middle of the wave: the view, the commands in flight and their results as of then
+    # come from the context before it, and the rest of the wave is decided as the live service did.
+    commands = [
+        line.entry
+        for line in read_bundle(bundle.open("rb"))
+        if isinstance(line, Line)
+        and line.entry.stream == COMMANDS_STREAM
+        and "event." not in line.entry.subject
+    ]
+    middle = commands[len(commands) // 2].time
+    status = await corral("replay", "engine-upgrade", "--nats", nats_server.url, "--since", middle)
+    out = capsys.readouterr().out
+    in_window = len({c.headers["Nats-Msg-Id"] for c in commands if c.time >= middle})
+    assert status == 0 and f"diff: {in_window} same, 0 changed, 0 missing, 0 extra" in out, out
+
+    status = await corral(
+        "replay",
+        "engine-upgrade",
+        "--nats",
+        nats_server.url,
+        "--since",
+        str(before / 1e9),
+        "--until",
+        str(before / 1e9 + 0.001),
+    )
+    out = capsys.readouterr().out
+    assert status == 0 and "diff: 0 same, 0 changed, 0 missing, 0 extra" in out, out
+
+    key = "Volume/longhorn-system/vol-a1"
+    await corral(
+        "replay", "engine-upgrade", "--nats", nats_server.url, "--since", str(before / 1e9), "--explain", key
+    )
+    out = capsys.readouterr().out
+    trail = out.split(f"explain {key}\n", 1)[1].splitlines()
+    assert any(
+        "lh.obj.volume.longhorn-system.vol-a1" in line and "[MODIFIED Volume" in line for line in trail
+    ), out
+    assert any(
+        "lh.cmd.engine-upgrade.volume.longhorn-system.vol-a1" in line and " *: " in line for line in trail
+    ), out
+    assert any(
+        "lh.res.engine-upgrade.volume.longhorn-system.vol-a1" in line and "[applied Volume" in line
+        for line in trail
+    ), out
+    assert any("; commanded engine-upgrade-" in line for line in trail), out

@@ -39,6 +39,9 @@ async def test_streams_and_leases_are_r3_and_survive_their_leader(nats_cluster: 
         info = await bus.js.stream_info(subjects.OBJECTS_STREAM)
         assert info.config.num_replicas == 3
         assert info.cluster is not None and len(info.cluster.replicas or []) == 2
+        history = await bus.js.stream_info(subjects.HISTORY_STREAM)  # replicated like the others
+        assert history.config.num_replicas == 3
+        assert history.cluster is not None and len(history.cluster.replicas or []) == 2
         kv = await open_bucket(bus, "cluster-test-leases", replicas=3)
         assert (await kv.status()).stream_info.config.num_replicas == 3
 

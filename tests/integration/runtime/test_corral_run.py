@@ -403,6 +403,29 @@ def assert_one_trace_per_volume_patch(spans: list[ReceivedSpan], patched: int) -
         assert actuated.trace_id == decided.trace_id == watched.trace_id
 
 
+def replay_from_history(
+    run: CorralRun, run_dir: Path, service: str, since: float
+) -> subprocess.CompletedProcess[str]:
+    """`corral replay SERVICE --nats … --since T` as the read-only user, while the run goes on: no
+    recorder was started, the bus's own history (LH_HISTORY) holds the run."""
+    return subprocess.run(
+        python_module(
+            "corral_cli",
+            "replay",
+            service,
+            "--nats",
+            f"nats://127.0.0.1:{run.nats_port}",
+            "--since",
+            f"{since:.6f}",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+        check=False,
+        env={**os.environ, **RunNatsAuth(run_dir).cli_env(READER)},
+    )
+
+
 @pytest.mark.integration
 def test_the_demo_shows_the_engine_upgrade_wave_until_it_is_over(tmp_path: Path) -> None:
     """`corral run` (stdout a pipe): the demo brings a new default engine image and prints the
@@ -411,7 +434,8 @@ def test_the_demo_shows_the_engine_upgrade_wave_until_it_is_over(tmp_path: Path)
     named, every volume's patch is one trace across the three processes."""
     assert sandbox_available()
     receiver = OtlpReceiver().start()
-    proc = start_corral_run(
+    before_the_wave = time.time()
+    run = start_corral_run(
         tmp_path,
         # a small demo: 2 nodes, 10 volumes (a degraded and a DR volume among them), quick upgrades;
         # the wave alone, so the cluster it leaves is the one its last figures describe
@@ -419,7 +443,8 @@ def test_the_demo_shows_the_engine_upgrade_wave_until_it_is_over(tmp_path: Path)
         *("--live-upgrade-seconds", "1", "--offline-upgrade-seconds", "0.3"),
         *("--otlp-endpoint", receiver.endpoint),
         *("--demo", "engine-upgrade"),
-    ).proc
+    )
+    proc = run.proc
     try:
         output = Output(proc, tmp_path / "logs")
         seen = list(output.until("engine-upgrade wave ", DEMO_DEADLINE_S))
@@ -469,6 +494,13 @@ def test_the_demo_shows_the_engine_upgrade_wave_until_it_is_over(tmp_path: Path)
             involved = event["involvedObject"]
             assert involved.get("uid") == uids[involved["name"]], (involved, event["reason"])
 
+        # No recorder was started: the service's own decider, run again over the bus's history
+        # from before the wave, makes exactly the commands the live one made.
+        replay = replay_from_history(run, tmp_path, "engine-upgrade", before_the_wave)
+        assert replay.returncode == 0, replay.stdout + replay.stderr
+        assert "diff: 8 same, 0 changed, 0 missing, 0 extra" in replay.stdout, replay.stdout
+        assert "version:" not in replay.stdout, replay.stdout
+
         proc.send_signal(signal.SIGINT)
         rest = "".join(output.until("", DEADLINE_S))
         assert proc.wait(timeout=DEADLINE_S) == 0, rest
@@ -476,18 +508,7 @@ def test_the_demo_shows_the_engine_upgrade_wave_until_it_is_over(tmp_path: Path)
         assert all(item.endswith(" 0") for item in codes.split(", ")), rest
         # Each service exported what it had left when it stopped: the spans are all in.
         assert_one_trace_per_volume_patch(receiver.received(), patched=8)
-
-        # The run recorded its bus from before the first service started: the service's own
-        # decider, run again over that recording, makes exactly the commands the live one made.
-        replay = subprocess.run(
-            python_module("corral_cli", "replay", "engine-upgrade", str(tmp_path / "events.jsonl")),
-            capture_output=True,
-            text=True,
-            timeout=DEADLINE_S,
-            check=False,
-        )
-        assert replay.returncode == 0, replay.stdout + replay.stderr
-        assert "diff: 8 same, 0 changed, 0 missing, 0 extra" in replay.stdout, replay.stdout
+        assert not (tmp_path / "events.jsonl").exists()  # one way to record: the bus's history
     finally:
         stop_leftovers(proc)
         receiver.stop()
@@ -517,11 +538,13 @@ def test_the_whole_demo_then_shows_settings_pending_until_the_detach(tmp_path: P
     taint-toleration are changed while volumes are attached and shown pending with their blocker,
     the volumes detach, and both are shown applied, as the cluster then holds them."""
     assert sandbox_available()
-    proc = start_corral_run(
+    before = time.time()
+    run = start_corral_run(
         tmp_path,
         *("--nodes", "2", "--volumes", "4"),
         *("--live-upgrade-seconds", "0.3", "--offline-upgrade-seconds", "0.1"),
-    ).proc
+    )
+    proc = run.proc
     try:
         output = Output(proc, tmp_path / "logs")
         seen = output.until("engine-upgrade wave ", DEMO_DEADLINE_S)
@@ -542,6 +565,15 @@ def test_the_whole_demo_then_shows_settings_pending_until_the_detach(tmp_path: P
         settings, pods = asyncio.run(setting_sync_state(tmp_path / "sandbox" / "kubeconfig"))
         assert all(s["status"]["applied"] is True for s in settings.values()), settings
         assert pods and {p["spec"].get("priorityClassName") for p in pods} == {"system-cluster-critical"}
+
+        # Both demos decided again from the bus's history, with no recorder started before them.
+        for service in ("setting-sync", "engine-upgrade"):
+            replay = replay_from_history(run, tmp_path, service, before)
+            assert replay.returncode == 0, (service, replay.stdout + replay.stderr)
+            diff = replay.stdout.splitlines()[-1]
+            assert re.fullmatch(r"diff: [1-9]\d* same, 0 changed, 0 missing, 0 extra: .*", diff), (
+                replay.stdout
+            )
 
         proc.send_signal(signal.SIGINT)
         rest = "".join(output.until("", DEADLINE_S))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import base64
+import dataclasses
 import hashlib
 
 import pytest
-from nats.js.api import RetentionPolicy
+from nats.js.api import RetentionPolicy, StorageType
 
 from corral_bus import ConsumerSpec, PublishError, PublishFailure, StreamSettings, stream_configs
 from corral_bus.acks import ack_sequence
@@ -18,9 +20,11 @@ from corral_bus.deadletter import (
     DeadReason,
     dead_letter,
 )
+from corral_bus.history import history_config, recorded
 from corral_bus.lease import LeaseRecord, _read
 from corral_bus.pull import ack_metadata
-from corral_bus.streams import tombstone_headers
+from corral_bus.streams import contract_configs, tombstone_headers
+from corral_cli.commands.bus import DEFAULT_HISTORY_AGE, DEFAULT_HISTORY_SIZE, duration, size
 from corral_model import codec, subjects
 from corral_model.envelopes import DeadLetter
 
@@ -33,6 +37,7 @@ def test_streams_follow_the_contract() -> None:
         subjects.RESULTS_STREAM,
         subjects.DEAD_STREAM,
         subjects.ADVISORIES_STREAM,
+        subjects.HISTORY_STREAM,
     }
     assert by_name[subjects.ADVISORIES_STREAM].subjects == ["$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>"]
     objects = by_name[subjects.OBJECTS_STREAM]
@@ -45,6 +50,50 @@ def test_streams_follow_the_contract() -> None:
     assert by_name[subjects.COMMANDS_STREAM].duplicate_window > 0
     assert by_name[subjects.RESULTS_STREAM].max_age == 7 * 24 * 3600
     assert by_name[subjects.DEAD_STREAM].subjects == ["lh.dead.>"]
+
+
+def test_the_history_records_every_contract_stream_but_the_dead_letters() -> None:
+    """LH_HISTORY is built from the contract's definitions: limits streams are its sources, and a
+    work-queue stream republishes into it (a source would keep the queue from draining). A stream
+    added to the contract (one command stream per service, say) is recorded without another change."""
+    s = StreamSettings(history_max_age=3600, history_max_bytes=10_000)
+    contract = recorded(contract_configs(s, StorageType.FILE))
+    history = history_config(contract, max_age=3600, max_bytes=10_000, replicas=3, storage=StorageType.FILE)
+    assert [source.name for source in history.sources or []] == [
+        subjects.OBJECTS_STREAM,
+        subjects.RESULTS_STREAM,
+    ]
+    by_name = {c.name: c for c in contract}
+    commands = by_name[subjects.COMMANDS_STREAM].republish
+    assert commands is not None and (commands.src, commands.dest) == (">", "lh.hist.>")
+    assert history.subjects == ["lh.hist.>"]
+    assert (
+        by_name[subjects.DEAD_STREAM].republish is None and by_name[subjects.OBJECTS_STREAM].republish is None
+    )
+    assert (history.max_age, history.max_bytes, history.num_replicas) == (3600, 10_000, 3)
+    # Never a longer dedup window than an origin's: a retry republished after it is a new message.
+    assert history.duplicate_window == min(c.duplicate_window or 0 for c in contract[:3])
+    split = recorded(
+        [
+            *contract_configs(s, StorageType.FILE),
+            dataclasses.replace(contract[1], name="LH_COMMANDS_V2", subjects=["lh.cmd.v2-upgrade.>"]),
+            dataclasses.replace(contract[0], name="LH_OBJECTS_MORE", subjects=["lh.obj2.>"]),
+        ]
+    )
+    assert {c.name: c for c in split}["LH_COMMANDS_V2"].republish is not None
+    added = history_config(split, max_age=3600, max_bytes=10_000, replicas=1, storage=StorageType.FILE)
+    assert "LH_OBJECTS_MORE" in [source.name for source in added.sources or []]
+    assert {c.name: c for c in stream_configs(s)}[subjects.HISTORY_STREAM].max_bytes == 10_000
+    assert {c.name: c for c in stream_configs(s)}[subjects.COMMANDS_STREAM].republish == commands
+
+
+def test_history_retention_options_read_kubernetes_quantities() -> None:
+    assert duration(DEFAULT_HISTORY_AGE) == StreamSettings().history_max_age
+    assert size(DEFAULT_HISTORY_SIZE) == StreamSettings().history_max_bytes
+    assert (duration("36h"), duration("90m"), duration("600")) == (129600, 5400, 600)
+    assert (size("512Mi"), size("2G"), size("100")) == (512 * 1024**2, 2 * 1024**3, 100)
+    with pytest.raises(argparse.ArgumentTypeError):
+        size("lots")
 
 
 def test_tombstone_headers() -> None:

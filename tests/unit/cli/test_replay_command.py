@@ -4,6 +4,7 @@ processes (whose string hashing differs)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -11,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from corral_cli.main import main
+from corral_decision.bundle import format_time, parse_time
+from corral_model.version import corral_version
 from tests.unit.decision.test_replay_bundle import WAVE, live_command_ids, wave_lines
 
 CORRAL = str(Path(sys.executable).with_name("corral"))
@@ -119,3 +122,39 @@ def test_the_namespace_picks_the_objects_the_decider_reads(capsys: Any) -> None:
     assert status == 1
     assert out.splitlines()[0].startswith("replay engine-upgrade: 290 lines, 0 object events, 7 results")
     assert out.splitlines()[-1].startswith("diff: 0 same, 0 changed, 7 missing, 0 extra")
+
+
+def _time_of(lines: list[bytes], number: int) -> str:
+    return str(json.loads(lines[number - 1])["time"])
+
+
+def test_since_compares_only_the_window_on_the_view_built_before_it(capsys: Any) -> None:
+    """From the line the first command was recorded at, every command is still compared (the view
+    at that moment is the whole bundle's up to it); from the end, none is, and the replay says so."""
+    lines = wave_lines()
+    status, out = corral(capsys, str(WAVE), "--since", _time_of(lines, 177))
+    assert status == 0, out
+    assert "diff: 7 same, 0 changed, 0 missing, 0 extra" in out, out
+    status, out = corral(
+        capsys, str(WAVE), "--since", format_time(parse_time(_time_of(lines, len(lines))) + 1)
+    )
+    assert status == 0, out
+    assert "before --since: 7 replayed decisions not compared" in out, out
+    assert "diff: 0 same, 0 changed, 0 missing, 0 extra" in out, out
+
+
+def test_a_recording_made_by_another_release_is_named(capsys: Any, tmp_path: Path) -> None:
+    bundle = tmp_path / "older.jsonl"
+    edited = []
+    for raw in wave_lines():
+        document = json.loads(raw)
+        if document["subject"].startswith(("lh.cmd.", "lh.res.")):
+            document["headers"]["Corral-Version"] = "0.0.9"
+        edited.append(json.dumps(document).encode() + b"\n")
+    bundle.write_bytes(b"".join(edited))
+    status, out = corral(capsys, str(bundle))
+    assert status == 0, out
+    (line,) = [line for line in out.splitlines() if line.startswith("version: ")]
+    assert line.startswith(
+        f"version: recorded by corral 0.0.9 (14 commands and results); this is corral {corral_version()}"
+    )

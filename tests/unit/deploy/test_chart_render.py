@@ -282,6 +282,9 @@ def test_bus_init_is_a_regular_job_run_as_admin() -> None:
         "CORRAL_NATS_USER": "admin",
         "CORRAL_NATS_PASSWORD": {"name": "corral-nats-users", "key": "admin"},
         "CORRAL_NATS_REPLICAS": "1",
+        # LH_HISTORY's retention: set here only, the services leave it (docs/history.md)
+        "CORRAL_HISTORY_MAX_AGE": "7d",
+        "CORRAL_HISTORY_MAX_BYTES": "4Gi",
     }
     # a change to what it depends on is a new Job (a Job's template cannot change in place)
     other = _bus_init(render({"image.tag": "v2"}))

@@ -165,6 +165,8 @@ def test_nats_runs_the_rendered_configuration_and_bus_init_runs_as_admin() -> No
     assert init["environment"] == {
         "CORRAL_NATS_USER": ADMIN,
         "CORRAL_NATS_PASSWORD_FILE": "/run/secrets/nats-admin",
+        "CORRAL_HISTORY_MAX_AGE": "${CORRAL_HISTORY_MAX_AGE:-7d}",
+        "CORRAL_HISTORY_MAX_BYTES": "${CORRAL_HISTORY_MAX_BYTES:-4Gi}",
     }
     assert init["secrets"] == ["nats-admin"] and "restart" not in init
     admins = [name for name, svc in services.items() if "nats-admin" in svc.get("secrets", [])]

@@ -3,7 +3,8 @@
 Where NATS enforces corral's users and permissions (corral_bus.permissions), no service may create
 a stream, so `corral bus init` makes the contract's streams and the lease bucket as the `admin` user
 before the services start (a Helm hook Job, a compose one-shot service; `corral run` does it itself).
-It is idempotent and brings existing streams up to the contract. Credentials come from
+It is idempotent and brings existing streams up to the contract, LH_HISTORY's age and size
+included (`--history-max-age`, `--history-max-bytes`: the one place they are set). Credentials come from
 `CORRAL_NATS_USER` / `CORRAL_NATS_PASSWORD_FILE` (corral_bus.auth), never from the URL.
 
 `corral bus config` prints the nats-server configuration rendered from the permissions table: with
@@ -20,30 +21,64 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from corral_bus.streams import StreamSettings
 
 DEFAULT_NATS = "nats://127.0.0.1:4222"
+DEFAULT_HISTORY_AGE = "7d"
+DEFAULT_HISTORY_SIZE = "1Gi"
+"""corral_bus.history's defaults, spelt for the command line (a unit test keeps them equal)."""
+_SPAN = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
+_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_SIZE = re.compile(r"^(\d+)([KMGT]i?)?B?$", re.IGNORECASE)
+_POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
 
 
-async def _init(url: str, timeout_s: float, replicas: int) -> None:
+def duration(text: str) -> float:
+    """Seconds from `7d`, `36h`, `90m`, `600s` or `600`."""
+    found = _SPAN.match(text.strip())
+    if not found:
+        raise argparse.ArgumentTypeError(f"not a duration (e.g. 7d, 36h, 600s): {text!r}")
+    return float(found.group(1)) * _SECONDS[found.group(2)]
+
+
+def size(text: str) -> int:
+    """Bytes from `1Gi`, `512Mi`, `2G` (binary units, as Kubernetes quantities) or a plain number."""
+    found = _SIZE.match(text.strip())
+    if not found:
+        raise argparse.ArgumentTypeError(f"not a size (e.g. 1Gi, 512Mi, 1073741824): {text!r}")
+    unit = 1 << (10 * _POWERS[(found.group(2) or "")[:1].lower()])
+    return int(found.group(1)) * unit
+
+
+async def _init(url: str, timeout_s: float, settings: StreamSettings) -> None:
     from corral_bus import connect
     from corral_bus.auth import NatsAuth
     from corral_bus.setup import prepare_bus
-    from corral_bus.streams import StreamSettings
 
     async with asyncio.timeout(timeout_s):
         bus = await connect(url, "corral-bus-init", auth=NatsAuth.from_env())
     try:
-        await prepare_bus(bus, StreamSettings(replicas=replicas), attempts=20)
+        await prepare_bus(bus, settings, attempts=20)
     finally:
         await bus.close()
 
 
 def init(args: argparse.Namespace) -> int:
     from corral_bus.auth import redact_url
+    from corral_bus.streams import StreamSettings
 
     try:
-        asyncio.run(_init(args.nats, args.timeout, args.replicas))
+        settings = StreamSettings(
+            replicas=args.replicas,
+            history_max_age=args.history_max_age,
+            history_max_bytes=args.history_max_bytes,
+        )
+        asyncio.run(_init(args.nats, args.timeout, settings))
     except TimeoutError:
         print(
             f"corral bus init: NATS at {redact_url(args.nats)} did not answer in {args.timeout:g}s",
@@ -118,6 +153,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=int,
         default=int(os.environ.get("CORRAL_NATS_REPLICAS") or 1),
         help="copies of each stream: 3 on a JetStream cluster, as the services' CORRAL_NATS_REPLICAS",
+    )
+    setup.add_argument(
+        "--history-max-age",
+        type=duration,
+        default=duration(os.environ.get("CORRAL_HISTORY_MAX_AGE") or DEFAULT_HISTORY_AGE),
+        metavar="AGE",
+        help="how long LH_HISTORY keeps events, commands and results (CORRAL_HISTORY_MAX_AGE; default 7d)",
+    )
+    setup.add_argument(
+        "--history-max-bytes",
+        type=size,
+        default=size(os.environ.get("CORRAL_HISTORY_MAX_BYTES") or DEFAULT_HISTORY_SIZE),
+        metavar="SIZE",
+        help="how large LH_HISTORY may grow, oldest first out (CORRAL_HISTORY_MAX_BYTES; default 1Gi)",
     )
     setup.set_defaults(func=init)
     render = commands.add_parser("config", help="print the nats-server configuration with corral's users")

@@ -2,7 +2,11 @@
 
 `dump` writes LH_OBJECTS, LH_COMMANDS and LH_RESULTS (or the `--subjects` given) as one JSON-lines
 bundle in the streams' order (time, then stream, then sequence; see corral_decision.bundle), the
-input of `corral replay`. With `--follow` it goes on recording new messages (commands through a
+input of `corral replay`. On a bus with a history (LH_HISTORY) it reads the history instead (unless
+`--no-history`): from `--since` to `--until`, after the context that rebuilds the view as of
+`--since` (corral_cli.events.history), the very lines `corral replay --nats … --since` replays
+(replay the file with the same `--since` to compare the same window); what the history cannot hold
+is said on stderr. With `--follow` it goes on recording new messages (commands through a
 core NATS subscription, so even the ones the actuator takes at once are kept whole) until
 interrupted. `tail` prints one line per new message: time, stream, subject and a short summary.
 
@@ -85,9 +89,17 @@ def register(subparsers: Any) -> None:
         help="from LH_OBJECTS sequence N (the other streams from that message's time)",
     )
     dump.add_argument(
+        "--until", type=parse_moment, default=None, help="up to this time (ISO-8601, epoch s, 15m)"
+    )
+    dump.add_argument(
         "--output", "-o", default="-", metavar="FILE", help="write the bundle here (default stdout)"
     )
     dump.add_argument("--follow", action="store_true", help="then record new messages until interrupted")
+    dump.add_argument(
+        "--no-history",
+        action="store_true",
+        help="read the streams as they are now, not the bus's history (LH_HISTORY)",
+    )
     dump.add_argument("--count", type=int, default=None, help="with --follow: stop after N new messages")
     dump.add_argument(
         "--ensure-streams",
@@ -187,14 +199,27 @@ def _reader_gone() -> int:
 async def _record(bus: Any, stop: asyncio.Event, args: argparse.Namespace, out: IO[bytes]) -> int:
     from corral_cli.events.live import LiveFeed
     from corral_cli.events.reader import snapshot
-    from corral_decision.bundle import encode
-    from corral_model.subjects import COMMANDS_STREAM
+    from corral_decision.bundle import encode, parse_time
+    from corral_model.subjects import COMMANDS_STREAM, DEAD_STREAM
 
     if args.ensure_streams:
         from corral_bus import ensure_streams
 
         await ensure_streams(bus.js)
     filters = _filters(args)
+    if not (args.follow or args.no_history) and args.from_seq is None and DEAD_STREAM not in filters:
+        from corral_cli.events.history import has_history, read_history
+
+        if await has_history(bus):
+            window = await read_history(
+                bus, since_ns=args.since, until_ns=args.until, subjects=_subjects(args)
+            )
+            for limit in window.limits():
+                print(f"corral events dump: limit: {limit}", file=sys.stderr)
+            for record in window.entries:
+                out.write(encode(record))
+            out.flush()
+            return 0
     feed = LiveFeed(bus, filters)
     if args.follow:
         await feed.start()  # before the snapshot, so no command falls in between
@@ -202,6 +227,8 @@ async def _record(bus: Any, stop: asyncio.Event, args: argparse.Namespace, out: 
     try:
         records = await snapshot(bus, filters, since_ns=args.since, from_seq=args.from_seq)
         for record in records:
+            if args.until is not None and parse_time(record.time) > args.until:
+                continue
             if record.stream == COMMANDS_STREAM and record.headers.get("Nats-Msg-Id"):
                 feed.seen_commands.add(record.headers["Nats-Msg-Id"])
             out.write(encode(record))

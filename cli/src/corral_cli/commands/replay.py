@@ -1,12 +1,18 @@
 """`corral replay <service> BUNDLE`: make a service's decisions again from a recorded bus, and say
 where they differ from what the live service did.
 
-The bundle comes from `corral events dump` (or straight from a bus: `--nats URL --from-seq N`, read
-only). The service's own `Decider` runs over it on the recording's clock (corral_decision.replay);
-the output is the commands it makes, then every command id compared with the recording (same /
-changed / missing / extra, each with the bundle line it came after or was recorded at), and with
-`--explain KEY` the verdict on one target after each line that touched it. The output is a function
-of the bundle alone (no wall-clock time, sorted), so two runs print the same bytes.
+The bundle comes from `corral events dump`, or straight from a bus (`--nats URL`, read only): its
+history (LH_HISTORY, corral_cli.events.history) from `--since T` to `--until T`, the view as of T
+rebuilt from everything the history holds before T; or, on a bus without a history, its streams
+(`--from-seq N`: from that LH_OBJECTS sequence). What the history cannot reproduce (a window that
+starts before it, objects older than it) and which corral release made the recorded commands when
+it is not this one are said before the diff. The service's own `Decider` runs over it on the
+recording's clock (corral_decision.replay); the output is the commands it makes, then every
+command id compared with the recording (same / changed / missing / extra, each with the bundle
+line it came after or was recorded at), and with `--explain KEY` the decision trail of one target:
+each line that touched it (its events, commands, results) and the decider's verdict after it. The
+output is a function of the bundle alone (no wall-clock time, sorted), so two runs print the same
+bytes.
 
 Exit 0: the replay matches the recording; 1: it differs; 2: unreadable input (corrupt lines are
 reported by number and skipped, or stop the replay with `--strict`), an unknown service, or a bus
@@ -42,6 +48,13 @@ def register(subparsers: Any) -> None:
             "--from-seq", type=int, default=None, metavar="N", help="with --nats: from LH_OBJECTS seq N"
         )
         sub.add_argument(
+            "--since",
+            type=parse_moment,
+            default=None,
+            help="compare the decisions from this time on (ISO-8601, epoch s, or e.g. 2h ago as 2h);"
+            " the view as of then is rebuilt from what comes before it",
+        )
+        sub.add_argument(
             "--until", type=parse_moment, default=None, help="stop at this time (ISO-8601 or epoch s)"
         )
         sub.add_argument(
@@ -69,8 +82,11 @@ def _file_lines(path: str) -> Iterator[bytes]:
         yield from handle
 
 
-def _bus_lines(access: NatsAccess, from_seq: int | None) -> list[Any]:
+def _bus_lines(args: argparse.Namespace, access: NatsAccess, limits: list[str]) -> list[Any]:
+    """The bus's history (or, without one or with --from-seq, its streams) as bundle lines;
+    `limits` gets what the history cannot reproduce."""
     from corral_cli.commands.events import with_bus
+    from corral_cli.events.history import has_history, read_history
     from corral_cli.events.reader import snapshot
     from corral_cli.events.streams import DEFAULT_SUBJECTS, filters_by_stream
     from corral_decision.bundle import Line, parse_time
@@ -78,7 +94,13 @@ def _bus_lines(access: NatsAccess, from_seq: int | None) -> list[Any]:
     records: list[Any] = []
 
     async def read(bus: Any, stop: asyncio.Event) -> int:
-        records.extend(await snapshot(bus, filters_by_stream(DEFAULT_SUBJECTS), from_seq=from_seq))
+        if args.from_seq is None and await has_history(bus):
+            window = await read_history(bus, since_ns=args.since, until_ns=args.until)
+            records.extend(window.entries)
+            limits.extend(window.limits())
+        else:
+            start = {"from_seq": args.from_seq} if args.from_seq is not None else {"since_ns": args.since}
+            records.extend(await snapshot(bus, filters_by_stream(DEFAULT_SUBJECTS), **start))
         return 0
 
     if asyncio.run(with_bus("replay", access, read)) != 0:
@@ -101,17 +123,20 @@ def run(args: argparse.Namespace) -> int:
     replay = Replay(
         decision_service(args.service),
         until_ns=args.until,
+        since_ns=args.since,
         explain=args.explain,
         debounce_s=args.debounce,
         strict=args.strict,
         namespace=args.namespace,
     )
+    limits: list[str] = []
     try:
         lines: Iterable[Any] = (
             read_bundle(_file_lines(args.bundle))
             if args.bundle is not None
-            else _bus_lines(NatsAccess.from_args(args), args.from_seq)
+            else _bus_lines(args, NatsAccess.from_args(args), limits)
         )
+        replay.report.limits.extend(limits)
         report = replay.feed_all(lines)
     except (OSError, AccessError) as e:
         print(f"{prog}: {e}", file=sys.stderr)

@@ -14,7 +14,9 @@ The demo (on by default with the sandbox; `--no-demo` skips it): the sandbox sta
 (`corral sandbox up --demo`: volumes on an old engine image, automatic engine upgrade on), and once
 every service is ready a Longhorn upgrade's new engine image arrives through the Kubernetes API;
 the engine-upgrade wave it starts is shown live per owner node (corral_cli.demo) until it is over,
-then corral keeps running.
+then corral keeps running. Nothing else records it: the bus keeps its own history (LH_HISTORY, made
+by the setup step), so `corral replay engine-upgrade --nats … --since 15m` decides the wave again
+at any time during the run or after it (`--keep-bus`).
 Plug-ins add components without touching this file: an entry point in the group `corral.run` names a
 callable taking the `RunPlan`, which may add infrastructure (the sandbox cluster) before the services
 start and environment variables every service gets (its kubeconfig). On Ctrl-C or SIGTERM the services
@@ -226,25 +228,6 @@ def sandbox_available() -> bool:
 
 def sandbox_kubeconfig(plan: RunPlan) -> Path:
     return plan.run_dir / "sandbox" / "kubeconfig"
-
-
-def recorder_component(plan: RunPlan, bundle: Path) -> Component:
-    """`corral events dump --follow`: every event, command and result of the run in one bundle, from
-    before the first service starts, so `corral replay <service> BUNDLE` can decide the run again.
-    (A dump taken afterwards cannot: LH_OBJECTS keeps only the last events of each object.)"""
-    log = plan.log_dir / "recorder.log"
-    log.unlink(missing_ok=True)
-    argv = [sys.executable, "-m", "corral_cli", "events", "dump", "--follow"]
-    if plan.nats_auth is None:
-        argv.append("--ensure-streams")  # a locked-down NATS got them from the setup step
-    argv += ["--nats", plan.nats_url]
-    return Component(
-        "recorder",
-        [*argv, "--output", str(bundle)],
-        env={"PYTHONUNBUFFERED": "1", **(plan.nats_auth.cli_env(READER) if plan.nats_auth else {})},
-        ready=lambda: log.is_file() and "recording new messages" in log.read_text(errors="replace"),
-        where=[f"recording:  {bundle}  (corral replay engine-upgrade {bundle})"],
-    )
 
 
 def sandbox_component(plan: RunPlan, options: list[str] | None = None) -> Component:
@@ -459,8 +442,6 @@ def run(args: argparse.Namespace) -> int:
         nats_component(run_dir, args.nats_port, args.nats_monitor_port, plan.nats_auth)
     )
     with_demo = with_sandbox and not args.no_demo
-    if args.record != "-" and (args.record or with_demo):
-        plan.infrastructure.append(recorder_component(plan, Path(args.record or run_dir / "events.jsonl")))
     if with_sandbox:
         plan.infrastructure.append(sandbox_component(plan, sandbox_options(args, with_demo)))
     if not args.no_plugins:
@@ -584,13 +565,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--keep-bus",
         action="store_true",
         help="keep the JetStream store of the last run (sandbox runs wipe it)",
-    )
-    parser.add_argument(
-        "--record",
-        metavar="BUNDLE",
-        default="",
-        help="record the bus to BUNDLE for `corral replay` (the demo records to <run-dir>/events.jsonl;"
-        " '-': off)",
     )
     parser.add_argument(
         "--otlp-endpoint",

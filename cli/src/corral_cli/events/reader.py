@@ -98,10 +98,17 @@ async def read_queue(
 
 
 def consumer_config(
-    filters: Sequence[str], *, start_seq: int | None, start_ns: int | None, new: bool = False
+    filters: Sequence[str],
+    *,
+    start_seq: int | None,
+    start_ns: int | None,
+    new: bool = False,
+    last_per_subject: bool = False,
 ) -> ConsumerConfig:
     """An ephemeral, unacknowledged, in-memory consumer: it reads, nothing else."""
-    if new:
+    if last_per_subject:
+        policy, opt_seq, opt_time = DeliverPolicy.LAST_PER_SUBJECT, None, None
+    elif new:
         policy, opt_seq, opt_time = DeliverPolicy.NEW, None, None
     elif start_ns is not None:
         policy, opt_seq, opt_time = DeliverPolicy.BY_START_TIME, None, _moment(start_ns)
@@ -137,6 +144,7 @@ async def consume(
     new: bool = False,
     follow: bool = False,
     on_ready: Callable[[], None] | None = None,
+    last_per_subject: bool = False,
 ) -> AsyncIterator[tuple[int, BundleEntry]]:
     """The messages of a limits stream matching `filters`, in stream order, through an ephemeral
     consumer: up to the stream's end as of now, or on and on with `follow`. `on_ready` is called
@@ -144,7 +152,10 @@ async def consume(
     info = await bus.js.stream_info(stream)
     end = info.state.last_seq
     created = await bus.js.add_consumer(
-        stream, consumer_config(filters, start_seq=start_seq, start_ns=start_ns, new=new)
+        stream,
+        consumer_config(
+            filters, start_seq=start_seq, start_ns=start_ns, new=new, last_per_subject=last_per_subject
+        ),
     )
     assert created.name is not None
     if on_ready is not None:

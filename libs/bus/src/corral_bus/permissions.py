@@ -13,11 +13,14 @@ whose permissions allow exactly its job, and everything else is denied by the se
 * `actuator`: consumes LH_COMMANDS through its durable consumer (acks, message get and delete to
   park a message that exhausted its deliveries), and the max-deliveries advisories of it; publishes
   results (`lh.res.>`) and dead letters (`lh.dead.>`), and its own lease key.
-* `reader` (the CLI's `progress`, `events`, `replay`; the demo): reads every stream, creates
-  consumers only where that takes nothing away (never on the work queue LH_COMMANDS), never acks,
-  never publishes a message anywhere.
+* `reader` (the CLI's `progress`, `events`, `replay`; the demo): reads every stream, LH_HISTORY
+  included, creates consumers only where that takes nothing away (never on the work queue
+  LH_COMMANDS), never acks, never publishes a message anywhere.
 * `admin`: everything: the setup step (`corral bus init`) that creates the streams and the lease
   bucket. No service runs as admin, so no service can create, change or delete a stream.
+
+LH_HISTORY (corral_bus.history) has no subjects: JetStream fills it from the other streams, so no
+user can publish into it, and only `admin` may update, purge, delete it or a message of it.
 
 Every component's start-up gate asks the actuator for its Kubernetes Events under one unfenced
 service name, `upgrade-gate` (`lh.cmd.upgrade-gate.event.>`): the gate runs before a decision
@@ -60,7 +63,12 @@ ACTUATOR_DURABLE = "actuator"
 ADVISORY_PREFIX = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
 
 _API = "$JS.API"
-_READ_STREAMS = (subjects.OBJECTS_STREAM, subjects.RESULTS_STREAM, subjects.DEAD_STREAM)
+_READ_STREAMS = (
+    subjects.OBJECTS_STREAM,
+    subjects.RESULTS_STREAM,
+    subjects.DEAD_STREAM,
+    subjects.HISTORY_STREAM,
+)
 """Streams a reader may put consumers on (limits retention: a consumer takes nothing away)."""
 
 
@@ -115,7 +123,7 @@ def _common(user: str) -> tuple[list[str], list[str]]:
     """Every user: JetStream's account info, the streams' info (the start-up check that they are as
     the contract says, corral_bus.streams.check_streams), and its own inbox (the replies to its
     requests)."""
-    streams = (*subjects.STREAMS, subjects.ADVISORIES_STREAM, f"KV_{LEASE_BUCKET}")
+    streams = (*subjects.STREAMS, subjects.ADVISORIES_STREAM, subjects.HISTORY_STREAM, f"KV_{LEASE_BUCKET}")
     return [f"{_API}.INFO", *_stream_info(*streams)], [f"{inbox_prefix(user)}.>"]
 
 
@@ -187,7 +195,11 @@ def _reader() -> Permissions:
     publish, subscribe = _common(READER)
     publish += [
         *(subject for stream in _READ_STREAMS for subject in _ephemeral_reads(stream)),
-        *(subject for stream in subjects.STREAMS for subject in _message_get(stream)),
+        *(
+            subject
+            for stream in (*subjects.STREAMS, subjects.HISTORY_STREAM)
+            for subject in _message_get(stream)
+        ),
     ]
     # `events --follow` records commands whole from core NATS, and `events tail` watches everything.
     subscribe.append("lh.>")

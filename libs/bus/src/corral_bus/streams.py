@@ -1,4 +1,4 @@
-"""The four streams of the bus contract (DESIGN.md), created or brought up to date at start-up.
+"""The streams of the bus contract (DESIGN.md), created or brought up to date at start-up.
 
 Who creates them: the setup step (`corral bus init`, corral_bus.setup.prepare_bus), run as NATS's
 `admin` user before the services start (by `corral run`, a Helm hook Job, a compose one-shot).
@@ -19,6 +19,10 @@ refuses rollup headers (the server cannot tell a tombstone's `Nats-Rollup: sub` 
 `Nats-Rollup: all`, which empties the stream), purges and message deletes. Those denials cannot be
 lifted on an existing stream (JetStream refuses to), and `corral bus init` sets them on one made
 before.
+
+LH_HISTORY (corral_bus.history) records the others for days. Its age and size are the setup step's
+to set (`corral bus init --history-max-age`), so a service's start-up check only makes sure it is
+there, and never changes it back to the defaults.
 """
 
 from __future__ import annotations
@@ -32,6 +36,13 @@ from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfi
 from nats.js.errors import APIError, NotFoundError
 
 from corral_bus.errors import StreamConfigError
+from corral_bus.history import (
+    DEFAULT_MAX_AGE_S,
+    DEFAULT_MAX_BYTES,
+    history_config,
+    recorded,
+    wait_sourcing,
+)
 from corral_model import subjects
 
 TTL_HEADER = "Nats-TTL"
@@ -65,12 +76,24 @@ class StreamSettings:
     is never lowered by `ensure_streams` (see `ensure_stream`)."""
     memory: bool = False
     """Memory storage: for benchmarks and throwaway runs only."""
+    history_max_age: float = DEFAULT_MAX_AGE_S
+    """How long LH_HISTORY keeps a message (corral_bus.history)."""
+    history_max_bytes: int = DEFAULT_MAX_BYTES
+    """How large LH_HISTORY may grow before its oldest messages go."""
 
 
 def stream_configs(settings: StreamSettings | None = None) -> list[StreamConfig]:
     s = settings or StreamSettings()
     storage = StorageType.MEMORY if s.memory else StorageType.FILE
-    return [*contract_configs(s, storage), advisories_config(s, storage)]
+    contract = recorded(contract_configs(s, storage))
+    history = history_config(
+        contract,
+        max_age=s.history_max_age,
+        max_bytes=s.history_max_bytes,
+        replicas=s.replicas,
+        storage=storage,
+    )
+    return [*contract, advisories_config(s, storage), history]
 
 
 def contract_configs(s: StreamSettings, storage: StorageType) -> list[StreamConfig]:
@@ -156,6 +179,7 @@ _COMPARED = (
     "allow_msg_ttl",
     "allow_direct",
     "max_age",
+    "max_bytes",
     "storage",
     "num_replicas",
     "discard",
@@ -165,6 +189,14 @@ _COMPARED = (
 def differences(want: StreamConfig, have: StreamConfig) -> list[str]:
     """The fields the contract sets that `have` (the server's) holds otherwise."""
     out = []
+    want_sources = sorted(s.name for s in want.sources or [])
+    have_sources = sorted(s.name for s in have.sources or [])
+    if want_sources != have_sources:
+        out.append(f"sources {have_sources!r} (the contract says {want_sources!r})")
+    want_copy = (want.republish.src, want.republish.dest) if want.republish else None
+    have_copy = (have.republish.src, have.republish.dest) if have.republish else None
+    if want_copy != have_copy:
+        out.append(f"republish {have_copy!r} (the contract says {want_copy!r})")
     for name in _COMPARED:
         wanted = getattr(want, name, None)
         if wanted is None:
@@ -193,12 +225,16 @@ async def check_streams(js: JetStreamContext, settings: StreamSettings | None = 
         except NotFoundError:
             problem = "missing"
         else:
+            if config.name == subjects.HISTORY_STREAM:
+                continue  # tuned by the setup step: a service only needs it there
             diff = differences(config, have)
             if not diff:
                 continue
             problem = "differs: " + "; ".join(diff)
         try:
             await ensure_stream(js, config)
+            if config.name == subjects.HISTORY_STREAM:
+                await wait_sourcing(js)
         except (StreamConfigError, TimeoutError, APIError) as e:
             raise StreamConfigError(
                 f"stream {config.name} {problem}, and it could not be set up here ({e}); run the setup"
@@ -207,9 +243,11 @@ async def check_streams(js: JetStreamContext, settings: StreamSettings | None = 
 
 
 async def ensure_streams(js: JetStreamContext, settings: StreamSettings | None = None) -> None:
-    """Create the streams, or update them to `settings`; idempotent."""
+    """Create the streams, or update them to `settings`; idempotent. Returns once the history
+    records (corral_bus.history.wait_sourcing)."""
     for config in stream_configs(settings):
         await ensure_stream(js, config)
+    await wait_sourcing(js)
 
 
 async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:

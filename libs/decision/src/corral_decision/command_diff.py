@@ -40,6 +40,8 @@ class ReplayedCommand:
     after: Line | None
     timer: bool = False
     """Decided because the decider's own timer (`next_due`) came due, not after an event."""
+    at: float = 0.0
+    """The recorded time (seconds) it was decided at."""
 
     @property
     def key(self) -> str:

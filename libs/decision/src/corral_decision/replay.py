@@ -16,8 +16,19 @@ recording says nothing about later). Recorded commands are never adopted: the re
 and they are compared with the recorded ones by id (recording.py, command_diff.py).
 
 With `explain` set to a target key (`Volume/ns/name`) the replay also keeps the decider's verdict on
-that target (`Decider.explain`) after every line or decision that touched it, and after every other
-line that changed it. Everything here is a function of the bundle: same bundle, same report.
+that target (`Decider.explain`) after every line or decision that touched it (its events, its
+recorded commands and their results), and after every other line that changed it. Everything here
+is a function of the bundle: same bundle, same report.
+
+With `since_ns` (`corral replay --since T`) every line is still replayed, so the view and the
+decider's own state (expectations, back-offs) at T are what the recording built up to T, but only
+the decisions of the window are compared: a command recorded or replayed before T is not, unless
+the other side has it in the window (then it is the `same` decision taken a little earlier or
+later). The explanation starts with the verdict as of T.
+
+Recorded commands and results name the corral release that made them (`Corral-Version` header);
+the report lists those that are not the release replaying them, since a decider's rules may have
+changed in between.
 """
 
 from __future__ import annotations
@@ -51,6 +62,7 @@ from corral_model.subjects import (
     escape_token,
     unescape_token,
 )
+from corral_model.version import VERSION_HEADER, corral_version
 
 _NS = 1_000_000_000
 
@@ -80,6 +92,13 @@ class ReplayReport:
     """A strict replay stopped reading at this line (and replayed what came before it)."""
     skipped: list[tuple[Line, str]] = field(default_factory=list)
     """Readable lines whose message the live service could not use either (it skips them too)."""
+    recorded_versions: dict[str, int] = field(default_factory=dict)
+    """Corral releases named by the recorded commands and results, and how many of them each made."""
+    running_version: str = ""
+    before_window: int = 0
+    """Replayed decisions before `since` that were not compared."""
+    limits: list[str] = field(default_factory=list)
+    """What the recording cannot reproduce, said by whoever read it (corral_cli.events.history)."""
     cut_short: list[Line] = field(default_factory=list)
     """The first line of every object whose history the bundle holds only from the middle (its
     first event is no ADDED): LH_OBJECTS keeps the last few events per object, so a bundle dumped
@@ -122,6 +141,7 @@ class Replay:
         service: DecisionService[Any],
         *,
         until_ns: int | None = None,
+        since_ns: int | None = None,
         explain: str | None = None,
         debounce_s: float = 0.0,
         strict: bool = False,
@@ -138,7 +158,8 @@ class Replay:
         self.until_ns = until_ns
         self.explain = explain
         self.strict = strict
-        self.report = ReplayReport(service.name)
+        self.since_ns = since_ns
+        self.report = ReplayReport(service.name, running_version=corral_version())
         self._object_filters = service.object_filters(config.namespace)
         self._results = f"{RESULTS_PREFIX}.{escape_token(service.name)}."
         self._event_results = f"{self._results}event."  # results of Events: reports, not decisions
@@ -199,6 +220,9 @@ class Replay:
             and subject.startswith(self._commands)
             and not subject.startswith(self._events)  # Events are reports, not decisions
         ):
+            # What came due before the live command was stored is decided first (the decider's
+            # input is unchanged by it), so an explanation shows decisions in recorded order.
+            self._decide_due(line.time_ns / _NS)
             self._command(line)
 
     def _after_until(self, line: Line) -> None:
@@ -237,6 +261,7 @@ class Replay:
         self.decider.record_result(result)
         if self._decided_by_decider(result.target.kind):
             self._recording.result(line, result, after=self._last)
+            self._made_by(line)
         target = result.target
         self._observe(line, target_key(target.kind, target.namespace, target.name))
 
@@ -250,6 +275,15 @@ class Replay:
             return
         self.report.recorded_commands += 1
         self._recording.command(line, command, after=self._last)  # recorded, never adopted
+        self._made_by(line)
+        target = command.target
+        self._observe(line, target_key(target.kind, target.namespace, target.name))
+
+    def _made_by(self, line: Line) -> None:
+        version = line.entry.headers.get(VERSION_HEADER)
+        if version:
+            versions = self.report.recorded_versions
+            versions[version] = versions.get(version, 0) + 1
 
     def _decided_by_decider(self, kind: str) -> bool:
         """Only the kinds the service commands are its decider's: the service also publishes its
@@ -302,7 +336,8 @@ class Replay:
             self._led = True
             self.decider.reconsider_all()
         commands = self.decider.decide()
-        made = [ReplayedCommand(c, self._last, by_timer) for c in commands if not is_event(c)]
+        now = self.clock()
+        made = [ReplayedCommand(c, self._last, by_timer, now) for c in commands if not is_event(c)]
         self.report.replayed.extend(made)
         if self.explain is not None:
             mine = tuple(m.command.id for m in made if m.key == self.explain)
@@ -352,7 +387,25 @@ class Replay:
                     self._decision_at = None
                     self.clock.advance_to(end)
                     self._decide(False)
-            self.report.differences = compare(
-                self.report.replayed, self._recording.commands, confirm_only=self._late_results
-            )
+            self._compare()
         return self.report
+
+    def _compare(self) -> None:
+        report, recorded = self.report, self._recording.commands
+        if self.since_ns is None:
+            report.differences = compare(report.replayed, recorded, confirm_only=self._late_results)
+            return
+        since = self.since_ns / _NS
+        in_window = {id_: r for id_, r in recorded.items() if r.first.time_ns >= self.since_ns}
+        earlier = {id_ for id_ in recorded if id_ not in in_window}
+        replayed = [m for m in report.replayed if m.at >= since or m.command.id in in_window]
+        report.before_window = len(report.replayed) - len(replayed)
+        report.replayed = replayed
+        report.differences = compare(replayed, in_window, confirm_only={*self._late_results, *earlier})
+
+        def earlier_than_window(v: Verdict) -> bool:
+            return v.after is not None and v.after.time_ns < since_ns
+
+        since_ns = self.since_ns
+        before = [v for v in report.verdicts if earlier_than_window(v)]
+        report.verdicts = before[-1:] + [v for v in report.verdicts if not earlier_than_window(v)]

@@ -59,7 +59,11 @@ from corral_model import codec
 from corral_model.codec import SchemaError
 from corral_model.envelopes import Command, CommandResult, ObjectEvent, Outcome
 from corral_model.subjects import RESULTS_PREFIX, RESULTS_STREAM, command_subject, escape_token
+from corral_model.version import VERSION_HEADER, corral_version
 from corral_runtime.logs import Logger
+
+_MADE_BY = {VERSION_HEADER: corral_version()}
+"""Every command says which corral decided it (a replay compares that with its own)."""
 
 BOOTSTRAP = "bootstrap"
 """The readiness condition the runner marks once its view is bootstrapped."""
@@ -238,10 +242,14 @@ class DecisionRunner:
                 continue
             subject = command_subject(service.name, token, target.namespace, target.name)
             if traced is None:
-                await self._publisher.publish(subject, codec.encode(command), msg_id=command.id)
+                await self._publisher.publish(
+                    subject, codec.encode(command), msg_id=command.id, headers=_MADE_BY
+                )
                 continue
             with trace.use_span(traced.start(command, subject), end_on_exit=False):
-                await self._publisher.publish(subject, codec.encode(command), msg_id=command.id)
+                await self._publisher.publish(
+                    subject, codec.encode(command), msg_id=command.id, headers=_MADE_BY
+                )
         try:
             await self._publisher.flush()
         except PublishError as e:

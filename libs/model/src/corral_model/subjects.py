@@ -16,11 +16,16 @@ ADVISORIES_STREAM = "LH_ADVISORIES"
 no replica was listening as the advisory went out."""
 STREAMS = (OBJECTS_STREAM, COMMANDS_STREAM, RESULTS_STREAM, DEAD_STREAM)
 """The four streams of the bus contract."""
+HISTORY_STREAM = "LH_HISTORY"
+"""Every object event, command and result for days, copied from the streams above by JetStream
+itself (corral_bus.history): what `corral replay --since` replays."""
 
 OBJECTS_PREFIX = "lh.obj"
 COMMANDS_PREFIX = "lh.cmd"
 RESULTS_PREFIX = "lh.res"
 DEAD_PREFIX = "lh.dead"
+HISTORY_PREFIX = "lh.hist"
+"""A work-queue stream's messages as it republishes them into LH_HISTORY: `lh.hist.<subject>`."""
 MAX_DELIVERIES_ADVISORY_PREFIX = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
 
 GATE_SERVICE = "upgrade-gate"

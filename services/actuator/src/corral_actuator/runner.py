@@ -55,6 +55,7 @@ from corral_kube.client import api_client
 from corral_model import codec
 from corral_model.envelopes import Command, CommandResult, Outcome, Verb
 from corral_model.subjects import COMMANDS_STREAM, escape_token, result_subject
+from corral_model.version import VERSION_HEADER, corral_version
 from corral_runtime.logs import Logger
 from corral_runtime.service import ServiceContext
 
@@ -105,7 +106,7 @@ async def publish_result(bus: Bus, result: CommandResult, tracer: Tracer | None 
     """Store a result in LH_RESULTS (waiting for the stream's ack); once per command and outcome.
     With `tracer`, under a span of its own, whose `traceparent` the message carries."""
     subject = result_subject_for(result)
-    headers = {MSG_ID_HEADER: f"{result.command_id}:{result.outcome.value}"}
+    headers = {MSG_ID_HEADER: f"{result.command_id}:{result.outcome.value}", VERSION_HEADER: corral_version()}
     if tracer is None:
         await bus.js.publish(subject, codec.encode(result), headers=headers)
         return
