@@ -59,7 +59,10 @@ async def test_the_history_keeps_what_the_origin_streams_let_go(bus: Bus) -> Non
     result = subjects.result_subject("engine-upgrade", "volume", NS, "pvc-1")
     await bus.js.publish(result, b"{}", headers={"Nats-Msg-Id": "engine-upgrade-c1:applied"})
 
-    assert (await bus.js.stream_info(subjects.OBJECTS_STREAM)).state.messages == 1  # the tombstone
+    # LH_OBJECTS keeps the last few events of the object (a tombstone no longer rolls them up: the
+    # watcher publishes it as many times as the stream keeps per object); the history keeps all.
+    kept = (await bus.js.stream_info(subjects.OBJECTS_STREAM)).state.messages
+    assert kept < len(events) + 1
 
     async def queue_empty() -> bool:
         return (await bus.js.stream_info(subjects.COMMANDS_STREAM)).state.messages == 0

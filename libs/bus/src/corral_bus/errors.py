@@ -30,7 +30,14 @@ class PermanentError(BusError):
 
 
 class StreamConfigError(BusError):
-    """A stream exists with a configuration that cannot be changed in place (e.g. its retention)."""
+    """A stream exists with a configuration that cannot be changed in place (e.g. its retention).
+
+    `refused`: the server itself refused the configuration (more replicas than it has servers, no
+    room), which waiting cannot mend; otherwise the streams may simply not be set up yet."""
+
+    def __init__(self, message: str = "", *, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
 
 
 class NotAuthorized(BusError):

@@ -236,9 +236,11 @@ async def check_streams(js: JetStreamContext, settings: StreamSettings | None = 
             if config.name == subjects.HISTORY_STREAM:
                 await wait_sourcing(js)
         except (StreamConfigError, TimeoutError, APIError) as e:
+            refused = isinstance(e, StreamConfigError) and e.refused
             raise StreamConfigError(
                 f"stream {config.name} {problem}, and it could not be set up here ({e}); run the setup"
-                " step (`corral bus init`) as NATS's admin user"
+                " step (`corral bus init`) as NATS's admin user",
+                refused=refused,
             ) from e
 
 
@@ -250,6 +252,12 @@ async def ensure_streams(js: JetStreamContext, settings: StreamSettings | None =
     await wait_sourcing(js)
 
 
+def _refused(error: APIError) -> bool:
+    """The server answered and refused the configuration itself (a JetStream error code), rather
+    than the request not getting through (permissions, no responders: 503)."""
+    return bool(error.err_code) and error.code != 503
+
+
 async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
     """Create `config`, or update the stream to it. A stream that has more replicas than asked for
     keeps them: lowering the copies of the bus is an operator's decision, never a side effect of one
@@ -259,7 +267,9 @@ async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
         return
     except APIError as e:
         if e.err_code != _STREAM_NAME_IN_USE:
-            raise StreamConfigError(f"cannot create stream {config.name}: {e.description}") from e
+            raise StreamConfigError(
+                f"cannot create stream {config.name}: {e.description}", refused=_refused(e)
+            ) from e
     assert config.name is not None
     existing = (await js.stream_info(config.name)).config.num_replicas or 1
     if existing > (config.num_replicas or 1):

@@ -254,13 +254,17 @@ STREAM_RETRY_FIRST_S, STREAM_RETRY_MAX_S = 0.5, 10.0
 
 async def _streams_when_set_up(bus: Bus, config: ServiceConfig, stop: asyncio.Event, log: Logger) -> bool:
     """Check the streams until they are as the contract says (True) or a stop comes first (False);
-    the first failure is a warning that says what to run, later ones only debug lines."""
+    the first failure is a warning that says what to run, later ones only debug lines. A
+    configuration the server itself refuses (three replicas on one server) is raised: the service
+    says so and does not start."""
     pause = STREAM_RETRY_FIRST_S
     said = ""
     while True:
         try:
             await check_streams(bus.js, StreamSettings(replicas=config.nats_replicas))
         except StreamConfigError as e:
+            if e.refused:
+                raise  # the server refused the contract's configuration: waiting cannot mend it
             if not said:
                 log.warning("waiting for the streams; unready until they are set up", reason=str(e))
             else:
