@@ -33,7 +33,13 @@ from corral_bus import Bus
 from corral_cli.events.reader import ReadError, consume
 from corral_cli.events.streams import DEFAULT_SUBJECTS, stream_of
 from corral_decision.bundle import BundleEntry, format_time, sorted_entries
-from corral_model.subjects import HISTORY_PREFIX, HISTORY_STREAM, OBJECTS_PREFIX, OBJECTS_STREAM
+from corral_model.subjects import (
+    HISTORY_PREFIX,
+    HISTORY_STREAM,
+    OBJECTS_PREFIX,
+    OBJECTS_STREAM,
+    subject_matches,
+)
 
 SOURCE_HEADER = "Nats-Stream-Source"
 REPUBLISH_HEADERS = ("Nats-Stream", "Nats-Subject", "Nats-Sequence", "Nats-Time-Stamp", "Nats-Last-Sequence")
@@ -87,17 +93,6 @@ class HistoryWindow:
                 " their latest event in LH_OBJECTS"
             )
         return out
-
-
-def matches(pattern: str, subject: str) -> bool:
-    """NATS subject matching (`*` one token, `>` the rest)."""
-    want, have = pattern.split("."), subject.split(".")
-    for i, token in enumerate(want):
-        if token == ">":
-            return len(have) > i
-        if i >= len(have) or (token != "*" and token != have[i]):
-            return False
-    return len(want) == len(have)
 
 
 async def _caught_up(bus: Bus, info: StreamInfo) -> StreamInfo:
@@ -167,7 +162,7 @@ async def read_history(
             if until_ns is not None and time_ns > until_ns:
                 break  # the history is in time order: nothing later belongs to the window
             record = _origin(copy)
-            if not any(matches(f, record.subject) for f in subjects):
+            if not any(subject_matches(f, record.subject) for f in subjects):
                 continue
             seen.add(record.subject)
             if cut is not None and time_ns < cut:

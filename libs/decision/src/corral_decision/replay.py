@@ -60,6 +60,7 @@ from corral_model.subjects import (
     RESULTS_PREFIX,
     RESULTS_STREAM,
     escape_token,
+    subject_matches,
     unescape_token,
 )
 from corral_model.version import VERSION_HEADER, corral_version
@@ -111,17 +112,6 @@ class ReplayReport:
     @property
     def matches(self) -> bool:
         return all(d.match == "same" for d in self.differences)
-
-
-def _matches(pattern: str, subject: str) -> bool:
-    """NATS subject matching (`*` one token, `>` the rest)."""
-    want, have = pattern.split("."), subject.split(".")
-    for i, token in enumerate(want):
-        if token == ">":
-            return len(have) > i
-        if i >= len(have) or (token != "*" and token != have[i]):
-            return False
-    return len(want) == len(have)
 
 
 def _object_key(subject: str) -> str | None:
@@ -205,7 +195,7 @@ class Replay:
             return
         report.lines += 1
         stream, subject = line.entry.stream, line.entry.subject
-        if stream == OBJECTS_STREAM and any(_matches(f, subject) for f in self._object_filters):
+        if stream == OBJECTS_STREAM and any(subject_matches(f, subject) for f in self._object_filters):
             self._wake(line)
             self._object(line)
         elif (

@@ -75,3 +75,14 @@ def result_subject(service: str, kind_token: str, namespace: str, name: str) -> 
 
 def dead_subject(stream: str, reason_class: str) -> str:
     return f"{DEAD_PREFIX}.{stream.lower()}.{escape_token(reason_class)}"
+
+
+def subject_matches(pattern: str, subject: str) -> bool:
+    """NATS subject matching (`*` one token, `>` the rest), as the server filters a consumer."""
+    want, have = pattern.split("."), subject.split(".")
+    for i, token in enumerate(want):
+        if token == ">":
+            return len(have) > i
+        if i >= len(have) or (token != "*" and token != have[i]):
+            return False
+    return len(want) == len(have)
