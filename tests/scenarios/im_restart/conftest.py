@@ -40,9 +40,10 @@ def sandbox_config() -> SimConfig:
 
 
 @pytest.fixture
-def im_restart_settings() -> dict[str, Any]:
-    """Overridden by a module to configure the im-restart replica (limits…)."""
-    return {}
+def im_restart_settings(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Overridden by a module, or parametrized indirectly by a test, to configure the im-restart
+    replica (limits, settle…)."""
+    return dict(getattr(request, "param", {}))
 
 
 @pytest.fixture
