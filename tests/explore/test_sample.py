@@ -40,8 +40,8 @@ SAMPLE = [
         marks=pytest.mark.xfail(strict=True, reason=SETTING_SYNC_DAEMONSETS),
     ),
     pytest.param(
-        Cell("v2-upgrade", "node:switching-over", "out-of-order-events"),
-        id="v2-upgrade/node:switching-over/out-of-order-events",
+        Cell("v2-upgrade", "node:failing-replicas", "node-notready"),
+        id="v2-upgrade/node:failing-replicas/node-notready",
     ),
     pytest.param(
         Cell("v2-upgrade", "node:upgrading-instance-manager", "node-notready"),
