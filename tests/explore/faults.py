@@ -22,6 +22,10 @@ from corral_model.subjects import OBJECTS_STREAM
 from corral_sandbox.simulator import objects as lh_objects
 from tests.explore.model import NotExpressible
 from tests.explore.world import World
+from tests.fixtures.sandbox import WaitTimeout
+
+STARTING = "explore-new"
+"""The volume whose engine an instance-starting fault holds in `starting`."""
 
 Clear = Callable[[], Awaitable[None]]
 Inject = Callable[[World], Awaitable[Clear]]
@@ -90,7 +94,7 @@ async def node_cordoned(world: World) -> Clear:
 async def instance_starting(world: World) -> Clear:
     """A new volume attaches on the node and its engine stays `starting` until the fault clears."""
     node = _need(world, "node")
-    name = "explore-new"
+    name = STARTING
     body = lh_objects.volume(
         name,
         world.sandbox.namespace,
@@ -120,6 +124,69 @@ async def instance_starting_slow_api(world: World) -> Clear:
         await release()
 
     return clear
+
+
+async def instance_starting_mid_delete(world: World) -> Clear:
+    """An instance starts on the node's IM while a delete of that IM's pod is in flight: the API
+    server answers the pod writes 429 (the actuator retries after Retry-After), and once a delete of
+    the pod was refused the instance starts; the fault clears while it is still starting. The
+    window between a decision and its write landing, which a loaded API server widens (issue 24)."""
+    pod = _need(world, "pod")
+    faults = world.sandbox.emulator.faults
+    refused: list[str] = []
+    judge = faults.write_fault
+
+    def recording(rt: Any, name: str, *, creating: bool = False) -> Any:
+        error = judge(rt, name, creating=creating)
+        if error is not None and rt.plural == "pods":
+            refused.append(name)
+        return error
+
+    faults.write_fault = recording  # type: ignore[method-assign]
+    faults.update({"throttle_rate": 1.0, "retry_after_s": 1, "plurals": ["pods"]})
+
+    async def delete_tried() -> bool:
+        return pod in refused
+
+    with contextlib.suppress(WaitTimeout):
+        await world.sandbox.wait_for(
+            delete_tried, within=3.0, interval=0.02, what=f"a write of {pod} refused"
+        )
+    release = await instance_starting(world)
+    engine = lh_objects.engine_name(STARTING)
+
+    async def starting() -> bool:
+        im = world.sandbox.emulator.get("longhorn.io", "instancemanagers", world.sandbox.namespace, pod) or {}
+        engines = (im.get("status") or {}).get("instanceEngines") or {}
+        return bool((engines.get(engine) or {}).get("status", {}).get("state") == "starting")
+
+    with contextlib.suppress(WaitTimeout):
+        await world.sandbox.wait_for(starting, within=3.0, interval=0.02, what=f"{engine} starting in {pod}")
+    uid = ((await _pod(world, pod)) or {}).get("metadata", {}).get("uid")
+
+    async def clear() -> None:
+        faults.write_fault = judge  # type: ignore[method-assign]
+        faults.reset()
+
+        async def landed() -> bool:
+            now = await _pod(world, pod)
+            return (
+                now is None
+                or now["metadata"].get("uid") != uid
+                or bool(now["metadata"].get("deletionTimestamp"))
+            )
+
+        with contextlib.suppress(WaitTimeout):
+            await world.sandbox.wait_for(
+                landed, within=3.0, interval=0.02, what=f"the delete of {pod} landing"
+            )
+        await release()
+
+    return clear
+
+
+async def _pod(world: World, name: str) -> dict[str, Any] | None:
+    return world.sandbox.emulator.get("", "pods", world.sandbox.namespace, name)
 
 
 async def _attach(world: World, volume: str, node: str) -> None:
@@ -268,6 +335,7 @@ CATALOGUE: dict[str, Inject] = {
     "node-cordoned": node_cordoned,
     "instance-starting": instance_starting,
     "instance-starting-slow-api": instance_starting_slow_api,
+    "instance-starting-mid-delete": instance_starting_mid_delete,
     "instance-stopping": instance_stopping,
     "volume-attached": volume_attached,
     "volume-detached": volume_detached,
