@@ -1,18 +1,21 @@
-"""`python -m tests.explore [--workers N] [service | service/state | service/state/fault ...]`: run
-the matrix (every cell, or those named), N cells at a time (default 1), each worker on its own NATS
-server (a cell resets the streams, and one restarts its server), and write
+"""`python -m tests.explore [--workers N] [--merge] [service | service/state | service/state/fault ...]`:
+run the matrix (every cell, or those named), N cells at a time (default 1), each worker on its own
+NATS server (a cell resets the streams, and one restarts its server), and write
 bench/results/explore.json: one record per (service, state, fault) with its outcome (pass, fail,
 or "not expressible: <what the sandbox lacks>"), the time to recover, and for a failure what broke
-and whether it is one of issue 24's five known behaviours."""
+and whether it is one of issue 24's five known behaviours. `--merge` keeps the other cells of the
+explore.json already there (a re-run of some cells)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from collections import Counter
 from collections.abc import Iterable
+from typing import Any
 
-from bench.report import write_report
+from bench.report import RESULTS, write_report
 from tests.explore.matrix import cells, run_cell
 from tests.explore.model import Cell, Outcome, Verdict
 from tests.fixtures.nats import BinaryNats, NatsServer
@@ -36,18 +39,36 @@ async def run_guarded(cell: Cell, nats: NatsServer) -> Verdict:
 
 
 def figures(verdicts: list[Verdict]) -> dict[str, object]:
-    totals = Counter(str(v.outcome) for v in verdicts)
-    recovered = [v.recover_s for v in verdicts if v.recover_s is not None]
+    return summary([v.as_dict() for v in verdicts])
+
+
+def summary(records: list[dict[str, Any]]) -> dict[str, object]:
+    """explore.json's figures: every cell's record, and the totals over them."""
+    outcomes = Counter(str(r["outcome"]).split(":")[0] for r in records)
+    recovered = [float(r["recover_s"]) for r in records if r.get("recover_s") is not None]
     return {
-        "cells": [v.as_dict() for v in verdicts],
+        "cells": records,
         "totals": {
-            "cells": len(verdicts),
-            **{str(o): totals.get(str(o), 0) for o in Outcome},
-            "known_failures": sum(1 for v in verdicts if v.known),
-            "other_failures": sum(1 for v in verdicts if v.outcome is Outcome.FAIL and not v.known),
+            "cells": len(records),
+            **{str(o): outcomes.get(str(o), 0) for o in Outcome},
+            "known_failures": sum(1 for r in records if r["outcome"] == "fail" and r.get("known")),
+            "other_failures": sum(1 for r in records if r["outcome"] == "fail" and not r.get("known")),
         },
         "recover_s_max": max(recovered, default=None),
     }
+
+
+def merged(fresh: list[Verdict]) -> list[dict[str, Any]]:
+    """explore.json's cells with `fresh` in place of their earlier records, in the matrix's order."""
+    path = RESULTS / "explore.json"
+    earlier = json.loads(path.read_text())["figures"]["cells"] if path.exists() else []
+    records = {(r["service"], r["state"], r["fault"]): r for r in earlier}
+    for verdict in fresh:
+        records[(verdict.cell.service, verdict.cell.state, verdict.cell.fault)] = verdict.as_dict()
+    order = {(c.service, c.state, c.fault): n for n, c in enumerate(cells())}
+    return sorted(
+        records.values(), key=lambda r: order.get((r["service"], r["state"], r["fault"]), len(order))
+    )
 
 
 async def worker(queue: asyncio.Queue[Cell], total: int, verdicts: dict[Cell, Verdict]) -> None:
@@ -66,9 +87,12 @@ async def worker(queue: asyncio.Queue[Cell], total: int, verdicts: dict[Cell, Ve
 
 
 async def main(arguments: list[str]) -> int:
-    workers = 1
-    if arguments[:1] == ["--workers"]:
-        workers, arguments = int(arguments[1]), arguments[2:]
+    workers, merge = 1, False
+    while arguments[:1] in (["--workers"], ["--merge"]):
+        if arguments[0] == "--merge":
+            merge, arguments = True, arguments[1:]
+        else:
+            workers, arguments = int(arguments[1]), arguments[2:]
     todo = selected(arguments)
     if not todo:
         print(f"no cell matches {arguments}", file=sys.stderr)
@@ -81,7 +105,7 @@ async def main(arguments: list[str]) -> int:
     verdicts = [found[cell] for cell in todo]
     write_report(
         "explore",
-        figures(verdicts),
+        summary(merged(verdicts)) if merge else figures(verdicts),
         floors={"cells": "every cell passing or named as not expressible (issue 24, Must show)"},
     )
     return 0

@@ -245,9 +245,17 @@ async def volume_deleted(world: World) -> Clear:
 async def pod_deleted(world: World) -> Clear:
     """The node's instance-manager pod crashes away (the cell's own delete, not judged)."""
     node, pod = _need(world, "node"), _need(world, "pod")
+    await pod_there(world, pod)
     world.safety.expect_delete("pods", pod, node)
     await world.sandbox.core.delete_namespaced_pod(pod, world.sandbox.namespace)
     return _nothing
+
+
+async def pod_there(world: World, pod: str) -> None:
+    """A fault on the IM's pod needs one: in a state entered by its delete it is gone already."""
+    held = await _pod(world, pod)
+    if held is None or held["metadata"].get("deletionTimestamp"):
+        raise NotExpressible(f"pod {pod} is already being deleted in this state (no pod to act on)")
 
 
 # --- the API server ---------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from corral_im_restart.service import DEFINITION
 from corral_sandbox.seeds import Seed, default_seed, resized
 from corral_sandbox.seeds.model import VolumeSeed
 from corral_sandbox.simulator import SimConfig
-from tests.explore.faults import Clear
+from tests.explore.faults import Clear, pod_there
 from tests.explore.model import Cell
 from tests.explore.services import Explored, Progress
 from tests.explore.services.common import (
@@ -77,7 +77,9 @@ class ImRestart(Explored):
 
     def _targets(self, world: World, node: str) -> dict[str, str]:
         sandbox = world.sandbox
-        on_node = attached_on(sandbox, node)
+        # an idle IM's node has no volume: the volume faults then act on the busy node's, which the
+        # service reads too (they make node-2's IM busy or idle)
+        on_node = attached_on(sandbox, node) or attached_on(sandbox, BUSY)
         im = instance_manager(sandbox, node)
         return {
             "node": node,
@@ -145,22 +147,22 @@ class ImRestart(Explored):
             name = im["metadata"]["name"]
             pod = sandbox.emulator.get("", "pods", sandbox.namespace, name)
             condition = setting_synced(im) or {}
-            if busy_instances(im):
-                if condition.get("status") != "False" or not condition.get("message"):
-                    late.append(f"{name} busy without saying so ({condition})")
-                continue
             running = (
                 pod is not None
                 and (pod.get("status") or {}).get("phase") == "Running"
                 and status(im).get("currentState") == "running"
             )
             meta = (pod or {}).get("metadata") or {}
-            if not running or not carries(
-                SETTING, value, meta.get("annotations") or {}, (pod or {}).get("spec") or {}
-            ):
-                late.append(
-                    f"{name} idle, pod lags the settings (SettingSynced {condition.get('message', '')!r})"
-                )
+            current = carries(SETTING, value, meta.get("annotations") or {}, (pod or {}).get("spec") or {})
+            if running and current:
+                continue
+            if busy_instances(im):
+                if condition.get("status") != "False" or not condition.get("message"):
+                    late.append(f"{name} busy, its pod lagging, without saying so ({condition})")
+                continue
+            late.append(
+                f"{name} idle, pod lags the settings (SettingSynced {condition.get('message', '')!r})"
+            )
         return Progress(not late, "; ".join(late))
 
     def known(self, cell: Cell, detail: str) -> str:
@@ -186,6 +188,7 @@ class ImRestart(Explored):
     async def change_target(self, world: World) -> Clear:
         """Someone else's write on the pod the decision is about (its resourceVersion moves)."""
         pod = world.target["pod"]
+        await pod_there(world, pod)
         await world.sandbox.core.patch_namespaced_pod(
             pod,
             world.sandbox.namespace,
