@@ -12,6 +12,7 @@ False with a message): a busy IM waits for its volumes, with a reason.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, ClassVar
 
 from corral_decision import DecisionService
@@ -166,7 +167,10 @@ class ImRestart(Explored):
         return Progress(not late, "; ".join(late))
 
     def known(self, cell: Cell, detail: str) -> str:
-        if "pod of busy instance manager" in detail and "starting" in detail:
+        """Known: a busy delete where every instance named was only starting (an IM that had just
+        begun one); a delete with an instance already running in the IM is something else."""
+        busy = re.findall(r"pod of busy instance manager \S+ deleted; busy: (\[[^\]]*\])", detail)
+        if busy and all("starting" in found and "running" not in found for found in busy):
             return "issue 24 fix: im-restart deleted the pod of an IM that had begun starting an instance"
         return ""
 
