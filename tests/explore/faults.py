@@ -62,6 +62,7 @@ async def setting_changed(world: World) -> Clear:
 
 async def node_not_ready(world: World) -> Clear:
     node = _need(world, "node")
+    world.safety.crashed_nodes.add(node)
     await world.control.set_node_ready(node, False)
 
     async def clear() -> None:

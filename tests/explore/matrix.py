@@ -11,8 +11,11 @@ until the cluster's reaction reached the bus, clears it, and then judges:
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
+
+from kubernetes_asyncio.client import ApiException
 
 from tests.explore.faults import CATALOGUE, FAULTS, STATIC_LACKS
 from tests.explore.model import Cell, NotExpressible, Outcome, Verdict
@@ -40,6 +43,18 @@ RECOVER_S = 10.0
 """The liveness bound: from the fault's clearing to the service finished (a spec may set its own:
 a v2 upgrade has three nodes still to go). Simulated steps take hundredths of a second, so a
 service that recovers does so in a second or two."""
+
+
+def refusal(error: ApiException) -> str:
+    """An admission webhook's refusal of a write, as its message ("" for any other API error): a
+    fault a real cluster refuses too."""
+    if error.status not in (400, 403, 422):
+        return ""
+    try:
+        message = str(json.loads(str(error.body)).get("message", ""))
+    except (ValueError, AttributeError):
+        return ""
+    return message if "admission webhook" in message else ""
 
 
 def cells() -> Iterator[Cell]:
@@ -95,6 +110,10 @@ async def _run(cell: Cell, nats: NatsServer) -> Verdict:
             clear = await inject(world)
         except NotExpressible as lacking:
             return Verdict(cell, Outcome.NOT_EXPRESSIBLE, str(lacking))
+        except ApiException as error:
+            if refusal(error):
+                return Verdict(cell, Outcome.NOT_EXPRESSIBLE, f"the API server refuses it: {refusal(error)}")
+            return Verdict(cell, Outcome.FAIL, f"the fault could not be injected: {error!r}"[:600])
         except Exception as error:  # the explorer's own failure: recorded, never passed
             return Verdict(cell, Outcome.FAIL, f"the fault could not be injected: {error!r}"[:600])
         finally:
@@ -110,7 +129,14 @@ async def _run(cell: Cell, nats: NatsServer) -> Verdict:
             pass  # the service held still under the fault (or the fault is one the bus cannot show)
         except AssertionError:
             pass  # the bus itself is the fault (NATS restarting): its seq cannot be read for a moment
-        await clear()
+        refused = ""
+        try:
+            await clear()
+        except ApiException as error:
+            if not refusal(error):
+                raise
+            # undoing it is refused (a webhook guarding the upgrade): the fault's effect stays
+            refused = f" (undoing the fault was refused: {refusal(error)})"
         await spec.after_clear(world, cell.state)
         cleared = time.monotonic()
         last = [""]
@@ -138,5 +164,5 @@ async def _run(cell: Cell, nats: NatsServer) -> Verdict:
         if failure.startswith("safety") and safety.pod_deletes:
             failure += f"\ncorral's pod writes applied: {safety.pod_deletes}"
         if failure:
-            return Verdict(cell, Outcome.FAIL, failure, recover, spec.known(cell, failure))
-        return Verdict(cell, Outcome.PASS, "", recover)
+            return Verdict(cell, Outcome.FAIL, failure + refused, recover, spec.known(cell, failure))
+        return Verdict(cell, Outcome.PASS, refused.strip(" ()"), recover)

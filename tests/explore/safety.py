@@ -4,7 +4,8 @@ two polls:
 
 * never a busy v1 instance manager's pod deleted (its status, or an engine or replica, shows an
   instance running or starting in it: the im-restart scenarios' `busy_instances`);
-* never a node's instance manager (or its pod) deleted while the node is NotReady;
+* never a node's v2 instance manager deleted (v2-upgrade's step), nor an instance manager's pod
+  deleted (im-restart's restart), while the node is NotReady;
 * no attached volume detached while it is still asked onto its node (an operator's detach clears
   `spec.nodeID` first; a NotReady node or an IM pod the cell crashed is not corral's doing);
 * the per-node engine-upgrade limit never exceeded by a volume starting its upgrade;
@@ -70,7 +71,8 @@ class Safety:
         self.pod_deletes: list[str] = []
         """Every command LH_RESULTS shows applied to a pod (service, pod), after `applied_twice`."""
         self.crashed_nodes: set[str] = set()
-        """Nodes where the cell itself crashed an IM pod: their volumes may detach."""
+        """Nodes the cell disturbed (an IM pod crashed, the node NotReady): Longhorn itself may
+        detach their volumes, as it does after a crash."""
         emulator = sandbox.emulator
         emulator.register_admission("", "pods", self._pod, name="explore.safety")
         emulator.register_admission(LONGHORN, "instancemanagers", self._im, name="explore.safety")
@@ -89,12 +91,16 @@ class Safety:
     # --- reading the server's state at the instant of a write -----------------------------------------
 
     def _node_ready(self, node: str) -> bool:
-        kube = self.sandbox.emulator.get("", "nodes", "", node)
-        if kube is None:
-            return False
-        for condition in _status(kube).get("conditions") or []:
-            if condition.get("type") == "Ready":
-                return bool(condition.get("status") == "True")
+        """Ready by the kubelet (the kube node) and by Longhorn (its node CR) alike."""
+        for held in (
+            self.sandbox.emulator.get("", "nodes", "", node),
+            self.sandbox.emulator.get(LONGHORN, "nodes", self.namespace, node),
+        ):
+            if held is None:
+                return False
+            for condition in _status(held).get("conditions") or []:
+                if condition.get("type") == "Ready" and condition.get("status") != "True":
+                    return False
         return True
 
     def running_in(self, im: str) -> list[str]:
@@ -134,7 +140,12 @@ class Safety:
         if busy and im is not None and _spec(im).get("dataEngine", "v1") == "v1":
             self._violation(f"pod of busy instance manager {name} deleted; busy: {busy}")
         node = str(_spec(old).get("nodeName") or _spec(im).get("nodeID") or "")
-        if node and not self._node_ready(node):
+        if (
+            node
+            and im is not None
+            and not im["metadata"].get("deletionTimestamp")
+            and not self._node_ready(node)
+        ):
             self._violation(f"pod of instance manager {name} deleted while its node {node} is NotReady")
 
     def _im(self, operation: str, old: Obj | None, new: Obj | None) -> None:
@@ -151,10 +162,9 @@ class Safety:
             self._expected.discard(("instancemanagers", name))
             return
         node = str(_spec(old).get("nodeID", ""))
-        busy = sorted({*busy_instances(old), *self.running_in(name)})
-        if busy and _spec(old).get("dataEngine", "v1") == "v1":
-            self._violation(f"busy instance manager {name} deleted; busy: {busy}")
-        if node and not self._node_ready(node):
+        # v1 IMs are removed by Longhorn's own IM controller (an idle one on an old image, IM-08);
+        # a v2 IM is deleted by v2-upgrade's upgrading-instance-manager step
+        if _spec(old).get("dataEngine") == "v2" and node and not self._node_ready(node):
             self._violation(f"instance manager {name} deleted while its node {node} is NotReady")
 
     def _volume(self, operation: str, old: Obj | None, new: Obj | None) -> None:

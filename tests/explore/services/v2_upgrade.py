@@ -162,13 +162,17 @@ class V2Upgrade(Explored):
         return Progress(not late, "; ".join(late))
 
     async def violations(self, world: World) -> list[str]:
-        """The v2 invariants' verdicts, but for the detach of a volume the cell itself deleted, and
-        for a node upgrade ending unnamed by a manager the cell deleted (it has none to name it)."""
+        """The v2 invariants' verdicts, but for the detach of a volume the cell itself deleted or
+        whose node it disturbed (Longhorn detaches after a crash), and for a node upgrade ending
+        unnamed by a manager the cell deleted (it has none to name it)."""
         gone = tuple(f"volumes/{name})" for name in world.safety.deleted)
+        crashed = tuple(f"while asked onto {node}" for node in world.safety.crashed_nodes)
         return [
             v
             for v in self.observer.violations
-            if not any(g in v for g in gone) and not (self.manager_deleted and "before manager" in v)
+            if not any(g in v for g in gone)
+            and not (self.manager_deleted and "before manager" in v)
+            and not any(c in v for c in crashed)
         ]
 
     def known(self, cell: Cell, detail: str) -> str:
