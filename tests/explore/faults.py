@@ -194,9 +194,14 @@ async def _attach(world: World, volume: str, node: str) -> None:
     await world.sandbox.patch("volumes", volume, {"spec": {"nodeID": node}})
 
 
+async def _asked_onto(world: World, volume: str) -> str:
+    return str((await world.sandbox.get("volumes", volume))["spec"].get("nodeID") or "")
+
+
 async def instance_stopping(world: World) -> Clear:
-    """Another attached volume on the node detaches: its instances stop there."""
-    node, volume = _need(world, "node"), _need(world, "attached")
+    """Another attached volume detaches: its instances stop; it comes back where it was."""
+    volume = _need(world, "attached")
+    node = await _asked_onto(world, volume)
     await _attach(world, volume, "")
 
     async def clear() -> None:
@@ -216,8 +221,9 @@ async def volume_attached(world: World) -> Clear:
 
 
 async def volume_detached(world: World) -> Clear:
-    node, volume = _need(world, "node"), _need(world, "volume")
-    if not (await world.sandbox.get("volumes", volume))["spec"].get("nodeID"):
+    volume = _need(world, "volume")
+    node = await _asked_onto(world, volume)
+    if not node:
         raise NotExpressible(f"the target volume {volume} is detached already in this state")
     await _attach(world, volume, "")
 
