@@ -1,6 +1,7 @@
-"""`python -m tests.explore [--workers N] [--merge] [service | service/state | service/state/fault ...]`:
-run the matrix (every cell, or those named), N cells at a time (default 1), each worker on its own
-NATS server (a cell resets the streams, and one restarts its server), and write
+"""`python -m tests.explore [--workers N] [--merge] [cell ...]`: run the matrix (every cell, or
+those named: a service, service/state, service/state/fault, or a pattern such as '*/*/api-409'),
+N cells at a time (default 1), each worker on its own NATS server (a cell resets the streams, and
+one restarts its server), and write
 bench/results/explore.json: one record per (service, state, fault) with its outcome (pass, fail,
 or "not expressible: <what the sandbox lacks>"), the time to recover, and for a failure what broke
 and whether it is one of issue 24's five known behaviours. `--merge` keeps the other cells of the
@@ -13,6 +14,7 @@ import json
 import sys
 from collections import Counter
 from collections.abc import Iterable
+from fnmatch import fnmatch
 from typing import Any
 
 from bench.report import RESULTS, write_report
@@ -26,7 +28,11 @@ CELL_TIMEOUT_S = 240.0
 
 def selected(filters: Iterable[str]) -> list[Cell]:
     wanted = list(filters)
-    return [c for c in cells() if not wanted or any(c.id == f or c.id.startswith(f"{f}/") for f in wanted)]
+    return [
+        c
+        for c in cells()
+        if not wanted or any(c.id == f or c.id.startswith(f"{f}/") or fnmatch(c.id, f) for f in wanted)
+    ]
 
 
 async def run_guarded(cell: Cell, nats: NatsServer) -> Verdict:
