@@ -202,6 +202,7 @@ async def instance_stopping(world: World) -> Clear:
     """Another attached volume detaches: its instances stop; it comes back where it was."""
     volume = _need(world, "attached")
     node = await _asked_onto(world, volume)
+    world.safety.released.add(volume)
     await _attach(world, volume, "")
 
     async def clear() -> None:
@@ -225,6 +226,7 @@ async def volume_detached(world: World) -> Clear:
     node = await _asked_onto(world, volume)
     if not node:
         raise NotExpressible(f"the target volume {volume} is detached already in this state")
+    world.safety.released.add(volume)
     await _attach(world, volume, "")
 
     async def clear() -> None:
@@ -244,7 +246,7 @@ async def volume_degraded(world: World) -> Clear:
 
 async def volume_deleted(world: World) -> Clear:
     volume = _need(world, "volume")
-    world.safety.deleted.add(volume)
+    world.safety.released.add(volume)
     await world.sandbox.delete("volumes", volume)
     return _nothing
 

@@ -65,8 +65,9 @@ class Safety:
         self.judging = False
         """Off while the sandbox settles its seed (the simulator replaces seeded pods as it starts);
         the cell turns it on once the cluster is settled, before the service is given its work."""
-        self.deleted: set[str] = set()
-        """Volumes the cell deleted: their detach is the delete's, not corral's."""
+        self.released: set[str] = set()
+        """Volumes the cell itself detached or deleted: their detach is the cell's, not corral's
+        (Longhorn finishes a detach even when the volume is asked back at once)."""
         self._expected: set[tuple[str, str]] = set()
         self.pod_deletes: list[str] = []
         """Every command LH_RESULTS shows applied to a pod (service, pod), after `applied_twice`."""
@@ -181,7 +182,7 @@ class Safety:
             and node == _spec(old).get("nodeID")
             and self._node_ready(node)
             and node not in self.crashed_nodes
-            and name not in self.deleted
+            and name not in self.released
         ):
             self._violation(f"attached volume {name} went {now} while still asked onto {node}")
         if self.limit_setting and in_flight(new) and not in_flight(old):

@@ -134,7 +134,7 @@ class EngineUpgrade(Explored):
 
     async def delete_target(self, world: World) -> Clear:
         volume = world.target["volume"]
-        world.safety.deleted.add(volume)
+        world.safety.released.add(volume)
         await world.sandbox.delete("volumes", volume)
 
         async def clear() -> None:

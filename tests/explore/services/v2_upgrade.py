@@ -165,7 +165,7 @@ class V2Upgrade(Explored):
         """The v2 invariants' verdicts, but for the detach of a volume the cell itself deleted or
         whose node it disturbed (Longhorn detaches after a crash), and for a node upgrade ending
         unnamed by a manager the cell deleted (it has none to name it)."""
-        gone = tuple(f"volumes/{name})" for name in world.safety.deleted)
+        gone = tuple(f"volumes/{name})" for name in world.safety.released)
         crashed = tuple(f"while asked onto {node}" for node in world.safety.crashed_nodes)
         return [
             v
