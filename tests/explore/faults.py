@@ -109,7 +109,8 @@ async def instance_starting(world: World) -> Clear:
 
     async def clear() -> None:
         await world.control.release_instance(lh_objects.engine_name(name))
-        await world.sandbox.patch("volumes", name, {"spec": {"nodeID": ""}})
+        if await world.sandbox.find("volumes", name) is not None:
+            await world.sandbox.patch("volumes", name, {"spec": {"nodeID": ""}})
 
     return clear
 
@@ -118,7 +119,11 @@ async def instance_starting_slow_api(world: World) -> Clear:
     """An instance starts while every API write takes a second: the window between a decision
     and its write landing, widened as a loaded API server widens it."""
     world.sandbox.emulator.faults.update({"write_latency_s": 1.0})
-    release = await instance_starting(world)
+    try:
+        release = await instance_starting(world)
+    except BaseException:
+        world.sandbox.emulator.faults.reset()
+        raise
 
     async def clear() -> None:
         world.sandbox.emulator.faults.reset()
