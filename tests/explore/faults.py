@@ -158,7 +158,12 @@ async def instance_starting_mid_delete(world: World) -> Clear:
         await world.sandbox.wait_for(
             delete_tried, within=3.0, interval=0.02, what=f"a write of {pod} refused"
         )
-    release = await instance_starting(world)
+    try:
+        release = await instance_starting(world)
+    except BaseException:
+        faults.write_fault = judge  # type: ignore[method-assign]
+        faults.reset()
+        raise
     engine = lh_objects.engine_name(STARTING)
 
     async def starting() -> bool:
