@@ -47,9 +47,7 @@ service that recovers does so in a second or two."""
 
 def refusal(error: ApiException) -> str:
     """An admission webhook's refusal of a write, as its message ("" for any other API error): a
-    fault a real cluster refuses too."""
-    if error.status not in (400, 403, 422):
-        return ""
+    fault a real cluster refuses too. (Any status: the v2 webhook answers 500 when it cannot judge.)"""
     try:
         message = str(json.loads(str(error.body)).get("message", ""))
     except (ValueError, AttributeError):
