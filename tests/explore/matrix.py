@@ -39,6 +39,9 @@ HOLD_S = 2.0
 `HOLD_RESULTS` commands decided since (the service acted under the fault, a step or two), or this
 long when it holds still."""
 HOLD_RESULTS = 3
+LONG_HOLDS = {"node-notready": (5.0, 10)}
+"""Faults a service must wait out, not merely survive: held longer (seconds, results), so a service
+that carries on under them shows it (issue 24 saw v2-upgrade delete an IM 1.1 s into NotReady)."""
 RECOVER_S = 10.0
 """The liveness bound: from the fault's clearing to the service finished (a spec may set its own:
 a v2 upgrade has three nodes still to go). Simulated steps take hundredths of a second, so a
@@ -117,12 +120,14 @@ async def _run(cell: Cell, nats: NatsServer) -> Verdict:
         finally:
             trap.thaw()
 
+        hold_s, hold_results = LONG_HOLDS.get(cell.fault, (HOLD_S, HOLD_RESULTS))
+
         async def acted() -> bool:
             now = await _seqs(world)
-            return now[0] > mark[0] and now[1] >= mark[1] + HOLD_RESULTS
+            return now[0] > mark[0] and now[1] >= mark[1] + hold_results
 
         try:
-            await sandbox.wait_for(acted, within=HOLD_S, interval=0.05, what="a decision under the fault")
+            await sandbox.wait_for(acted, within=hold_s, interval=0.05, what="a decision under the fault")
         except WaitTimeout:
             pass  # the service held still under the fault (or the fault is one the bus cannot show)
         except AssertionError:

@@ -3,7 +3,9 @@ NATS, watcher, actuator, the service in this loop), so the matrix's machinery ca
 that show one of issue 24's known behaviours are strict xfails: they turn into passes (and the
 strict xfail into a failure to flip) when the fixes land.
 
-The whole matrix: `python -m tests.explore` or `pytest -m explore`.
+The whole matrix: `python -m tests.explore` or `pytest -m explore`. (v2-upgrade carrying on while
+its node is NotReady shows in the matrix's node-notready cells, but racily: the fault lands just
+before or just after the IM delete, so it is no strict xfail here; nor are the 20 s stalls.)
 """
 
 from __future__ import annotations
@@ -27,10 +29,6 @@ SAMPLE = [
     pytest.param(
         Cell("engine-upgrade", "waiting", "duplicate-events"), id="engine-upgrade/waiting/duplicate-events"
     ),
-    pytest.param(
-        Cell("engine-upgrade", "in-flight-offline", "node-notready"),
-        id="engine-upgrade/in-flight-offline/node-notready",
-    ),
     pytest.param(Cell("im-restart", "idle", "instance-starting"), id="im-restart/idle/instance-starting"),
     pytest.param(
         Cell("im-restart", "idle", "instance-starting-mid-delete"),
@@ -48,14 +46,13 @@ SAMPLE = [
         marks=pytest.mark.xfail(strict=True, reason=SETTING_SYNC_DAEMONSETS),
     ),
     pytest.param(
-        Cell("v2-upgrade", "node:failing-replicas", "node-notready"),
-        id="v2-upgrade/node:failing-replicas/node-notready",
+        Cell("v2-upgrade", "node:switching-over", "api-409"), id="v2-upgrade/node:switching-over/api-409"
     ),
     pytest.param(
-        Cell("v2-upgrade", "node:upgrading-instance-manager", "node-notready"),
-        id="v2-upgrade/node:upgrading-instance-manager/node-notready",
+        Cell("v2-upgrade", "node:initializing", "volume-deleted"),
+        id="v2-upgrade/node:initializing/volume-deleted",
         marks=pytest.mark.xfail(
-            strict=True, reason="issue 24 fix: v2-upgrade carried on while its node was NotReady"
+            strict=True, reason="issue 24 fix: a volume deleted mid-upgrade stays in status.volumes"
         ),
     ),
 ]
