@@ -39,6 +39,10 @@ HOLD_S = 2.0
 `HOLD_RESULTS` commands decided since (the service acted under the fault, a step or two), or this
 long when it holds still."""
 HOLD_RESULTS = 3
+ATOMIC = {"node-notready": ("instancemanagers", "pods")}
+"""Faults that land with the state, before a write the service decides on entering it: the API
+server holds back those resources' writes from the trap's instant until the fault is in (a
+NotReady node the service met on entering a step must stop that step's IM delete)."""
 LONG_HOLDS = {"node-notready": (5.0, 10)}
 """Faults a service must wait out, not merely survive: held longer (seconds, results), so a service
 that carries on under them shows it (issue 24 saw v2-upgrade delete an IM 1.1 s into NotReady)."""
@@ -94,6 +98,7 @@ async def _run(cell: Cell, nats: NatsServer) -> Verdict:
         await spec.prepare(world)
         safety.judging = True
         trap = spec.arm(world, cell.state)
+        trap.hold_writes = list(ATOMIC.get(cell.fault, ()))
         await spec.start(world, cell.state)
 
         async def reached() -> bool:

@@ -26,6 +26,10 @@ class Trap:
         self._sandbox = sandbox
         self._match = match
         self._freeze = freeze
+        self.hold_writes: list[str] = []
+        """Resources whose writes the API server answers 429 from the instant the trap fires until
+        the fault is in (`thaw`): a fault that must land atomically with the state, before any
+        write the service decides on entering it (the actuator retries after Retry-After)."""
         self.description = f"a write to {plural} entering the state"
         sandbox.emulator.register_admission(
             group, plural, self._write, name="explore.trap", include_status=True
@@ -40,8 +44,14 @@ class Trap:
         self.target = found
         if self._freeze:
             self._sandbox.simulator.faults.stall()
+        if self.hold_writes:
+            self._sandbox.emulator.faults.update(
+                {"throttle_rate": 1.0, "retry_after_s": 1, "plurals": list(self.hold_writes)}
+            )
         self.fired.set()
 
     def thaw(self) -> None:
+        if self.hold_writes:
+            self._sandbox.emulator.faults.reset()
         if self._freeze:
             self._sandbox.simulator.faults.resume()
