@@ -37,6 +37,8 @@ MODULES = {
     "actuator": "corral_actuator",
     "engine-upgrade": "corral_engine_upgrade",
     "v2-upgrade": "corral_v2_upgrade",
+    "im-restart": "corral_im_restart",
+    "setting-sync": "corral_setting_sync",
 }
 
 
