@@ -8,6 +8,7 @@ can refuse it, each by name.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -19,6 +20,7 @@ from corral_decision.pod_delete import guarded_pod_delete
 from corral_model import longhorn as lh
 from corral_model.envelopes import Command, FieldValue, Outcome, Target, Verb, new_command
 from corral_sandbox.emulator import Emulator
+from corral_sandbox.emulator.errors import too_many_requests
 from tests.integration.actuator.conftest import (
     DEFAULT_IMAGE,
     NS,
@@ -242,3 +244,32 @@ async def test_v2_upgrade_snapshots_only_v2_volumes(
     assert refused.detail == f"snapshots only of v2 volumes: {reason}"
     assert not emulator.list("longhorn.io", "snapshots", NS)
     assert (await actuator.execute(_snapshot_of("vol-v2"))).outcome is Outcome.APPLIED
+
+
+async def test_a_delete_sent_again_after_a_transient_answer_is_checked_again(
+    emulator: Emulator, make_actuator: MakeActuator
+) -> None:
+    """The fault explorer's im-restart/idle/instance-starting-mid-delete: the API server answers the
+    pod delete 429, and during the backoff an instance starts on the instance manager. The delete
+    must not simply be sent again: the instance manager is read and judged again first."""
+    emulator.load("longhorn.io", "instancemanagers", [_instance_manager("im-1", e1="stopped")])
+    emulator.load("", "pods", [_im_pod("im-1")])
+    refused: list[str] = []
+    faults = emulator.faults
+    judge = faults.write_fault
+
+    def busy_during_the_backoff(rt: Any, name: str, *, creating: bool = False) -> Any:
+        if rt.plural != "pods" or refused:
+            return judge(rt, name, creating=creating)
+        refused.append(name)
+        asyncio.get_running_loop().call_soon(
+            emulator.load, "longhorn.io", "instancemanagers", [_instance_manager("im-1", e1="starting")]
+        )
+        return too_many_requests(0)
+
+    faults.write_fault = busy_during_the_backoff  # type: ignore[method-assign]
+    result = await make_actuator().execute(_pod_delete("im-restart", "im-1", emulator))
+    assert refused, "the first delete was answered 429"
+    assert result.outcome is Outcome.REJECTED_BY_POLICY
+    assert "never a busy instance manager: im-1" in result.detail
+    assert emulator.get("", "pods", NS, "im-1") is not None

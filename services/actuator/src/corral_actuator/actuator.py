@@ -373,6 +373,14 @@ class Actuator:
     # --- delete -------------------------------------------------------------------------------
 
     async def _delete(self, command: Command, guards: tuple[FieldValue, ...], info: KindInfo) -> None:
+        """Read, check, delete; a transient answer to the delete sends it again only after reading
+        and checking again, since what the checks read may have changed during the backoff (an
+        instance starting on the instance manager whose pod it is): the window stays one round trip."""
+        async for attempt in self.api.retrying():
+            with attempt:
+                await self._delete_once(command, guards, info)
+
+    async def _delete_once(self, command: Command, guards: tuple[FieldValue, ...], info: KindInfo) -> None:
         t = command.target
         for _ in range(self.snapshot_attempts):
             snapshot = await self._read(info, t.namespace, t.name)
@@ -403,7 +411,9 @@ class Actuator:
                     uid=uid if isinstance(uid, str) and uid else None, resource_version=_rv(snapshot) or None
                 )
             )
-            answered = await self.api.request("DELETE", info.path(t.namespace, t.name), body=options)
+            answered = await self.api.request(
+                "DELETE", info.path(t.namespace, t.name), body=options, retried=False
+            )
             self._finish_on(answered)
             # 409: the object changed since the read; read again and re-check.
         raise _Done(

@@ -156,14 +156,16 @@ class KubeApi:
         body: Any = None,
         content_type: str = JSON,
         write: bool = True,
+        retried: bool = True,
     ) -> Answered:
-        """Send one request, retrying transient failures; raises TransientApiError when they persist."""
+        """Send one request, retrying transient failures; raises TransientApiError when they persist
+        (at once with `retried=False`: the caller retries a larger step, see `retrying`)."""
         if self.tracer is None:
-            return await self._request(method, path, body, content_type, write)
+            return await self._request(method, path, body, content_type, write, retried)
         with request_span(self.tracer, method, path, self.dry_run and write) as span:
             retries = self.retries
             try:
-                answered = await self._request(method, path, body, content_type, write)
+                answered = await self._request(method, path, body, content_type, write, retried)
             except TransientApiError as e:
                 if e.status:
                     span.set_attribute("http.response.status_code", e.status)
@@ -174,7 +176,23 @@ class KubeApi:
             span.set_attribute("http.response.status_code", answered.status)
             return answered
 
-    async def _request(self, method: str, path: str, body: Any, content_type: str, write: bool) -> Answered:
+    def retrying(self) -> Any:
+        """stamina's retry context with this client's policy, for a caller that retries a whole step
+        (read, check, write) rather than one request: `async for attempt in api.retrying(): with
+        attempt: ...`."""
+        r = self.retry
+        return stamina.retry_context(
+            on=_backoff,
+            attempts=r.attempts,
+            timeout=r.timeout,
+            wait_initial=r.wait_initial,
+            wait_max=r.wait_max,
+            wait_jitter=r.wait_jitter,
+        )
+
+    async def _request(
+        self, method: str, path: str, body: Any, content_type: str, write: bool, retried: bool = True
+    ) -> Answered:
         query: list[tuple[str, str]] = [("dryRun", "All")] if write and self.dry_run else []
         if body is None:
             data = None
@@ -186,16 +204,10 @@ class KubeApi:
             # The common case needs no retry machinery at all.
             return await self._once(method, path, data, content_type, query)
         except TransientApiError as e:
+            if not retried:
+                raise
             failed: TransientApiError | None = e
-        r = self.retry
-        async for attempt in stamina.retry_context(
-            on=_backoff,
-            attempts=r.attempts,
-            timeout=r.timeout,
-            wait_initial=r.wait_initial,
-            wait_max=r.wait_max,
-            wait_jitter=r.wait_jitter,
-        ):
+        async for attempt in self.retrying():
             with attempt:
                 if failed is not None:
                     # The attempt made above counts as stamina's first: it schedules the backoff.
