@@ -14,8 +14,10 @@ bus hops. setting-sync may further delete InstanceManagers only of a data engine
 (`v1-data-engine` / `v2-data-engine` false: Longhorn's own cleanup of a disabled engine).
 
 v2-upgrade's delete of a node's old v2 instance manager is not held to "idle": its volumes stay
-attached through targets moved to other nodes while their initiators still appear there; that
-state machine guards the step itself (corral_v2_upgrade).
+attached through targets moved to other nodes while their initiators still appear there. It is held
+to the node instead: never while the instance manager's node is not Ready (the fault explorer's
+v2-upgrade/node:upgrading-instance-manager/node-notready cell: the node went NotReady as the step
+began, and the delete decided on a view that had not seen it yet was applied).
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ ACTIVE_STATES = frozenset({"running", "starting"})
 INSTANCE_MAPS = ("instanceEngines", "instanceEngineFrontends", "instanceReplicas", "instances")
 # The services whose instance-manager deletes must find it idle (v2-upgrade's is its own step).
 HELD_SERVICES = frozenset({"im-restart", "setting-sync"})
+NODE_HELD_SERVICES = frozenset({"v2-upgrade"})
 _IM = KINDS["instancemanager"]
+_NODE = KINDS["node"]
 
 SettingValue = Callable[[str, str, float], Awaitable[str | None]]
 
@@ -74,9 +78,13 @@ class InstanceManagerGuard:
 
     async def judge_delete(self, command: Command, document: dict[str, Any]) -> str | None:
         """The invariant this delete of `document` (as just read) would break, or None."""
-        if command.verb is not Verb.DELETE or command.service not in HELD_SERVICES:
+        if command.verb is not Verb.DELETE:
             return None
         kind = command.target.kind
+        if command.service in NODE_HELD_SERVICES and kind == _IM.kind:
+            return await self._node_ready_or_why(command.target.namespace, document)
+        if command.service not in HELD_SERVICES:
+            return None
         if kind == "Pod":
             if resolve(document, "/metadata/labels/longhorn.io~1component") != IM_COMPONENT:
                 return None
@@ -107,11 +115,26 @@ class InstanceManagerGuard:
             f" {value if value is not None else 'not set'}"
         )
 
-    async def _read(self, namespace: str, name: str) -> dict[str, Any] | None:
-        answered = await self._api.get(_IM.path(namespace, name))
+    async def _node_ready_or_why(self, namespace: str, im: dict[str, Any]) -> str | None:
+        node = resolve(im, "/spec/nodeID")
+        if not isinstance(node, str) or not node:
+            return None
+        found = await self._read(namespace, node, _NODE)
+        conditions = resolve(found, "/status/conditions") if found is not None else None
+        ready = next(
+            (c.get("status") for c in conditions or () if isinstance(c, dict) and c.get("type") == "Ready"),
+            None,
+        )
+        if ready == "True":
+            return None
+        state = "gone" if found is None else f"Ready={ready or 'unknown'}"
+        return f"never a node's instance manager deleted while the node is not Ready: {node} is {state}"
+
+    async def _read(self, namespace: str, name: str, kind: Any = _IM) -> dict[str, Any] | None:
+        answered = await self._api.get(kind.path(namespace, name))
         if answered.answer is Answer.NOT_FOUND:
-            return None  # an orphan pod: nothing of Longhorn's runs in it any more
+            return None  # an orphan pod (nothing of Longhorn's runs in it), or a node gone
         document = answered.document() if answered.answer is Answer.OK else None
         if document is None:
-            raise TransientApiError(f"reading instance manager {name}: HTTP {answered.status}")
+            raise TransientApiError(f"reading {kind.kind} {name}: HTTP {answered.status}")
         return document
