@@ -1,7 +1,6 @@
 """The explorer's sample in `make test`: a few cheap cells per service, each a whole world (sandbox,
-NATS, watcher, actuator, the service in this loop), so the matrix's machinery cannot rot. Cells
-that show one of issue 24's known behaviours are strict xfails: they turn into passes (and the
-strict xfail into a failure to flip) when the fixes land.
+NATS, watcher, actuator, the service in this loop), so the matrix's machinery cannot rot. A cell
+that still fails is a strict xfail naming why: it turns into a failure to flip once it passes.
 
 The whole matrix: `python -m tests.explore` or `pytest -m explore`. (The known failures that
 show only as a 20 s stall, a NodeDataEngineUpgrade deleted mid-flight, are left to the matrix.)
@@ -17,10 +16,6 @@ from tests.fixtures.nats import NatsServer
 
 pytestmark = pytest.mark.integration
 
-SETTING_SYNC_DAEMONSETS = (
-    "issue 24 fix: setting-sync does not apply the priority class to engine-image DaemonSets"
-)
-
 SAMPLE = [
     pytest.param(
         Cell("engine-upgrade", "in-flight-live", "api-409"), id="engine-upgrade/in-flight-live/api-409"
@@ -32,18 +27,10 @@ SAMPLE = [
     pytest.param(
         Cell("im-restart", "idle", "instance-starting-mid-delete"),
         id="im-restart/idle/instance-starting-mid-delete",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="issue 24 fix: im-restart deleted the pod of an IM that had begun starting an instance",
-        ),
     ),
     pytest.param(Cell("im-restart", "busy", "volume-detached"), id="im-restart/busy/volume-detached"),
     pytest.param(Cell("im-restart", "deleting", "api-500"), id="im-restart/deleting/api-500"),
-    pytest.param(
-        Cell("setting-sync", "pending", "api-409"),
-        id="setting-sync/pending/api-409",
-        marks=pytest.mark.xfail(strict=True, reason=SETTING_SYNC_DAEMONSETS),
-    ),
+    pytest.param(Cell("setting-sync", "pending", "api-409"), id="setting-sync/pending/api-409"),
     pytest.param(
         Cell("v2-upgrade", "node:switching-over", "api-409"), id="v2-upgrade/node:switching-over/api-409"
     ),
@@ -51,15 +38,14 @@ SAMPLE = [
         Cell("v2-upgrade", "node:upgrading-instance-manager", "node-notready"),
         id="v2-upgrade/node:upgrading-instance-manager/node-notready",
         marks=pytest.mark.xfail(
-            strict=True, reason="issue 24 fix: v2-upgrade carried on while its node was NotReady"
+            strict=True,
+            reason="the IM delete is refused while the node is NotReady (safety holds), but the step"
+            " then waits out the 120 s retry backoff of the refused delete: over the 20 s liveness bound",
         ),
     ),
     pytest.param(
         Cell("v2-upgrade", "node:initializing", "volume-deleted"),
         id="v2-upgrade/node:initializing/volume-deleted",
-        marks=pytest.mark.xfail(
-            strict=True, reason="issue 24 fix: a volume deleted mid-upgrade stays in status.volumes"
-        ),
     ),
 ]
 
