@@ -109,14 +109,30 @@ async def test_a_volume_longhorn_would_not_upgrade_is_refused_by_name(
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "not-a-number"])
-async def test_automatic_upgrade_off_is_refused(
+async def test_with_longhorns_limit_off_corrals_own_limit_holds(
     emulator: Emulator, make_actuator: MakeActuator, value: str
 ) -> None:
-    seed_cluster(emulator, volumes=1)
+    """engine-upgrade in modes auto and act upgrades while Longhorn's loop is off (its limit 0),
+    with corral's own per-node limit: the actuator holds that one then."""
+    seed_cluster(emulator, volumes=2)
     _limit(emulator, value)
-    result = await make_actuator().execute(upgrade("vol-0"))
+    actuator = make_actuator(engine_upgrade_limit=1)
+    assert (await actuator.execute(upgrade("vol-0"))).outcome is Outcome.APPLIED
+    second = await actuator.execute(upgrade("vol-1"))
+    assert second.outcome is Outcome.REJECTED_BY_POLICY
+    assert (
+        "per-node limit: 1 upgrades already in flight on owner node node-1 (vol-0), limit 1" in second.detail
+    )
+
+
+async def test_with_both_limits_zero_nothing_is_upgraded(
+    emulator: Emulator, make_actuator: MakeActuator
+) -> None:
+    seed_cluster(emulator, volumes=1)
+    _limit(emulator, "0")
+    result = await make_actuator(engine_upgrade_limit=0).execute(upgrade("vol-0"))
     assert result.outcome is Outcome.REJECTED_BY_POLICY
-    assert "automatic engine upgrade is off" in result.detail
+    assert "automatic engine upgrade is off" in result.detail and "own per-node limit is 0" in result.detail
 
 
 async def test_a_healthy_attached_volume_is_upgraded_live(

@@ -30,6 +30,7 @@ def test_decision_services_default_to_mode_auto_with_corrals_own_limit() -> None
     for service in DECISION:
         assert _env(docs, service)["CORRAL_MODE"] == "auto", service
     assert _env(docs, "engine-upgrade")["CORRAL_PER_NODE_LIMIT"] == "1"
+    assert _env(docs, "actuator")["CORRAL_PER_NODE_LIMIT"] == "1"
     for service in ("watcher", "actuator"):  # no loop of Longhorn's to coexist with: no mode
         assert "CORRAL_MODE" not in _env(docs, service)
     values = yaml.safe_load((CHART / "values.yaml").read_text())
@@ -50,6 +51,8 @@ def test_the_mode_limit_and_extra_environment_are_values() -> None:
     )
     assert _env(docs, "engine-upgrade")["CORRAL_MODE"] == "act"
     assert _env(docs, "engine-upgrade")["CORRAL_PER_NODE_LIMIT"] == "3"
+    # The actuator holds engine-upgrade's own limit while Longhorn's is 0: always the same value.
+    assert _env(docs, "actuator")["CORRAL_PER_NODE_LIMIT"] == "3"
     assert _env(docs, "im-restart")["CORRAL_MODE"] == "observe"
     container = bus_deployments(docs)["corral-setting-sync"]["spec"]["template"]["spec"]["containers"][0]
     names = [e["name"] for e in container["env"]]

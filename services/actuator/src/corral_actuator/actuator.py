@@ -108,7 +108,10 @@ class Actuator:
         conflict_retry: ConflictRetry | None = None,
         on_conflict_retry: Callable[[Command], None] | None = None,
         tracer: Tracer | None = None,
+        engine_upgrade_limit: int = 1,
     ) -> None:
+        """`engine_upgrade_limit`: corral's own per-node limit, held while Longhorn's is 0
+        (engine_upgrade_guard.py)."""
         self.api = api
         self.tracer = tracer
         self.policy = policy
@@ -123,7 +126,7 @@ class Actuator:
         self._on_conflict_retry = on_conflict_retry
         self.conflict_retries = 0
         """Patches sent again after a 409 whose preconditions still held (all commands)."""
-        self.engine_upgrades = EngineUpgradeGuard(api, self.settings)
+        self.engine_upgrades = EngineUpgradeGuard(api, self.settings, engine_upgrade_limit)
         self.instance_managers = InstanceManagerGuard(
             api, lambda namespace, name, made: self.settings.value(namespace, name, not_before=made)
         )

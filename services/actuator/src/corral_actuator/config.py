@@ -52,6 +52,10 @@ class ActuatorConfig(ServiceConfig, frozen=True, kw_only=True):
     conflict_wait_s: Annotated[float, msgspec.Meta(ge=0)] = 0.02
     """The first pause before such a retry; it doubles per retry (at most 0.5 s), plus jitter."""
     settings_ttl_s: Annotated[float, msgspec.Meta(ge=0)] = 2.0
+    per_node_limit: Annotated[int, msgspec.Meta(ge=0)] = 1
+    """corral's own limit of engine upgrades in flight per owner node, held while Longhorn's
+    `concurrent-automatic-engine-upgrade-per-node-limit` is 0 (engine-upgrade in modes auto and
+    act upgrades with its own CORRAL_PER_NODE_LIMIT then): give both services the same value."""
     max_connections: Annotated[int, msgspec.Meta(ge=1)] = 64
     audit_log: bool = True
     """Log every applied write (the results stream records them in any case)."""

@@ -6,7 +6,9 @@ engine-upgrade's credentials, upgraded all 9 volumes of a node at once against a
 degraded volume and a DR standby live. So before such a write the actuator judges the volume as
 Longhorn's engine-image controller would (spec/longhorn-behaviour.md §1.3):
 
-* automatic upgrade is on: `concurrent-automatic-engine-upgrade-per-node-limit` > 0;
+* a limit is in force: Longhorn's `concurrent-automatic-engine-upgrade-per-node-limit` when it is
+  above 0 (corral replaces Longhorn's loop with Longhorn's limit), else corral's own per-node limit
+  (engine-upgrade in modes auto and act, beside a Longhorn whose loop is off); 0 refuses all;
 * the volume may be upgraded: detached (offline), or attached and healthy, not a DR standby, not
   expanding, not migrating and not strict-local (live); never a v2 volume (Longhorn skips those);
 * its owner node stays within the limit: the upgrades in flight there (spec.image ≠
@@ -76,9 +78,10 @@ def _limit(value: str | None) -> int:
 
 
 class EngineUpgradeGuard:
-    def __init__(self, api: KubeApi, settings: SettingValues) -> None:
+    def __init__(self, api: KubeApi, settings: SettingValues, own_limit: int = 1) -> None:
         self._api = api
         self._settings = settings
+        self._own_limit = own_limit
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._informers: dict[str, VolumeInformer] = {}
 
@@ -121,9 +124,13 @@ class EngineUpgradeGuard:
     async def judge(self, command: Command, volume: lh.Volume) -> str | None:
         """The invariant this upgrade would break, named, or None. Call under `lock(command)`."""
         namespace, name = command.target.namespace, command.target.name
-        limit = _limit(await self._settings.value(namespace, LIMIT_SETTING, not_before=command.created_at))
+        longhorn = _limit(await self._settings.value(namespace, LIMIT_SETTING, not_before=command.created_at))
+        limit = longhorn if longhorn > 0 else self._own_limit
         if limit <= 0:
-            return f"automatic engine upgrade is off ({LIMIT_SETTING} is {limit})"
+            return (
+                f"automatic engine upgrade is off ({LIMIT_SETTING} is {longhorn}"
+                f" and corral's own per-node limit is {self._own_limit})"
+            )
         reason = ineligible(volume)
         if reason is not None:
             return f"engine-upgrade eligibility: {reason}"

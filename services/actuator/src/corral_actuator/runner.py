@@ -306,6 +306,7 @@ async def main(ctx: ServiceContext[ActuatorConfig]) -> None:
             ),
             on_conflict_retry=lambda command: metrics.conflict_retries.labels(command.service).inc(),
             tracer=ctx.tracer,
+            engine_upgrade_limit=config.per_node_limit,
         )
         handler = CommandHandler(
             ctx.bus,
