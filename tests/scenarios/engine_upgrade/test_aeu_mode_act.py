@@ -11,7 +11,8 @@ import pytest
 from corral_bus import Bus
 from tests.fixtures.nats import NatsServer
 from tests.fixtures.sandbox import DEFAULT_IMAGE, Sandbox
-from tests.scenarios.engine_upgrade.conftest import Running, actuator, all_leading, engine_upgrade, watcher
+from tests.fixtures.services import Running, all_leading
+from tests.scenarios.engine_upgrade.conftest import actuator, engine_upgrade, watcher
 from tests.scenarios.engine_upgrade.scenario import LIMIT_SETTING, Observer
 from tests.scenarios.engine_upgrade.test_aeu_rules import COMPAT, create, engine_image, settled
 
