@@ -127,9 +127,7 @@ class Actuator:
         self.conflict_retries = 0
         """Patches sent again after a 409 whose preconditions still held (all commands)."""
         self.engine_upgrades = EngineUpgradeGuard(api, self.settings, engine_upgrade_limit)
-        self.instance_managers = InstanceManagerGuard(
-            api, lambda namespace, name, made: self.settings.value(namespace, name, not_before=made)
-        )
+        self.instance_managers = InstanceManagerGuard(api, self.settings)
 
     def _conflict_budget(self, command: Command) -> ConflictBudget:
         def counted() -> None:

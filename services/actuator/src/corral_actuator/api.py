@@ -253,3 +253,14 @@ class KubeApi:
 
     async def get(self, path: str) -> Answered:
         return await self.request("GET", path, write=False)
+
+    async def read(self, path: str, what: str) -> dict[str, Any] | None:
+        """The object at `path`, None when it does not exist; TransientApiError naming `what` for
+        any other answer (the actuator's guards read related objects with it)."""
+        answered = await self.get(path)
+        if answered.answer is Answer.NOT_FOUND:
+            return None
+        document = answered.document() if answered.answer is Answer.OK else None
+        if document is None:
+            raise TransientApiError(f"reading {what}: HTTP {answered.status}")
+        return document

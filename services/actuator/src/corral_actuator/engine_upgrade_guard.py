@@ -29,7 +29,6 @@ from typing import Any
 import msgspec
 
 from corral_actuator.api import KubeApi
-from corral_actuator.classify import Answer, TransientApiError
 from corral_actuator.settings import SettingValues
 from corral_actuator.volume_facts import VolumeInformer
 from corral_model import longhorn as lh
@@ -175,13 +174,8 @@ class EngineUpgradeGuard:
         return names
 
     async def _read(self, namespace: str, name: str) -> lh.Volume | None:
-        answered = await self._api.get(_VOLUME.path(namespace, name))
-        if answered.answer is Answer.NOT_FOUND:
-            return None
-        document = answered.document() if answered.answer is Answer.OK else None
-        if document is None:
-            raise TransientApiError(f"reading volume {name}: HTTP {answered.status}")
-        return as_volume(document)
+        document = await self._api.read(_VOLUME.path(namespace, name), f"volume {name}")
+        return None if document is None else as_volume(document)
 
     async def close(self) -> None:
         for informer in self._informers.values():

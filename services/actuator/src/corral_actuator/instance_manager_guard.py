@@ -22,11 +22,11 @@ began, and the delete decided on a view that had not seen it yet was applied).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from corral_actuator.api import KubeApi
-from corral_actuator.classify import Answer, TransientApiError
+from corral_actuator.related import entries_in_states
+from corral_actuator.settings import SettingValues
 from corral_kube.patching import resolve
 from corral_model.envelopes import Command, Verb
 from corral_model.kinds import KINDS
@@ -39,8 +39,6 @@ HELD_SERVICES = frozenset({"im-restart", "setting-sync"})
 NODE_HELD_SERVICES = frozenset({"v2-upgrade"})
 _IM = KINDS["instancemanager"]
 _NODE = KINDS["node"]
-
-SettingValue = Callable[[str, str, float], Awaitable[str | None]]
 
 
 def owning_instance_manager(pod: dict[str, Any]) -> str:
@@ -55,15 +53,13 @@ def owning_instance_manager(pod: dict[str, Any]) -> str:
 
 def busy_instances(im: dict[str, Any]) -> list[str]:
     """Its instances that are running or starting, by name."""
-    busy: set[str] = set()
-    for field in INSTANCE_MAPS:
-        instances = resolve(im, f"/status/{field}")
-        if isinstance(instances, dict):
-            for name, instance in instances.items():
-                state = resolve(instance, "/status/state") if isinstance(instance, dict) else None
-                if state in ACTIVE_STATES:
-                    busy.add(name)
-    return sorted(busy)
+    return sorted(
+        {
+            name
+            for field in INSTANCE_MAPS
+            for name, _ in entries_in_states(im, f"/status/{field}", "/status/state", ACTIVE_STATES)
+        }
+    )
 
 
 def _busy_refusal(name: str, busy: list[str]) -> str:
@@ -72,9 +68,9 @@ def _busy_refusal(name: str, busy: list[str]) -> str:
 
 
 class InstanceManagerGuard:
-    def __init__(self, api: KubeApi, setting_value: SettingValue) -> None:
+    def __init__(self, api: KubeApi, settings: SettingValues) -> None:
         self._api = api
-        self._setting_value = setting_value
+        self._settings = settings
 
     async def judge_delete(self, command: Command, document: dict[str, Any]) -> str | None:
         """The invariant this delete of `document` (as just read) would break, or None."""
@@ -107,7 +103,7 @@ class InstanceManagerGuard:
         engine = resolve(im, "/spec/dataEngine")
         engine = engine if isinstance(engine, str) and engine else "v1"
         setting = f"{engine}-data-engine"
-        value = await self._setting_value(command.target.namespace, setting, command.created_at)
+        value = await self._settings.value(command.target.namespace, setting, not_before=command.created_at)
         if (value or "").strip().lower() == "false":
             return None
         return (
@@ -131,10 +127,5 @@ class InstanceManagerGuard:
         return f"never a node's instance manager deleted while the node is not Ready: {node} is {state}"
 
     async def _read(self, namespace: str, name: str, kind: Any = _IM) -> dict[str, Any] | None:
-        answered = await self._api.get(kind.path(namespace, name))
-        if answered.answer is Answer.NOT_FOUND:
-            return None  # an orphan pod (nothing of Longhorn's runs in it), or a node gone
-        document = answered.document() if answered.answer is Answer.OK else None
-        if document is None:
-            raise TransientApiError(f"reading {kind.kind} {name}: HTTP {answered.status}")
-        return document
+        """None: an orphan pod (nothing of Longhorn's runs in it), or a node gone."""
+        return await self._api.read(kind.path(namespace, name), f"{kind.kind} {name}")

@@ -12,6 +12,7 @@ can tell why nothing was deleted.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from corral_actuator.api import KubeApi
@@ -26,16 +27,25 @@ def _name(related: RelatedPrecondition) -> str:
     return f"{t.kind} {t.namespace}/{t.name}" if t.namespace else f"{t.kind} {t.name}"
 
 
+def entries_in_states(document: Any, path: str, field: str, states: Collection[str]) -> list[tuple[str, str]]:
+    """(name, state) of the entries of the map at `path` whose `field` is one of `states`, by name
+    (an absent map holds none). Also the actuator's own busy-instance-manager check."""
+    entries = resolve(document, path)
+    if not isinstance(entries, dict):
+        return []
+    found = []
+    for name in sorted(entries):
+        state = resolve(entries[name], field)
+        if isinstance(state, str) and state in states:
+            found.append((name, state))
+    return found
+
+
 def busy_entry(document: Any, rule: NoneInStates) -> str | None:
     """The first entry of the map at `rule.path` whose `rule.field` is one of `rule.states`, said
-    as "<path>/<name><field> is '<state>'"; None when there is none (an absent map holds none)."""
-    entries = resolve(document, rule.path)
-    if not isinstance(entries, dict):
-        return None
-    for name in sorted(entries):
-        state = resolve(entries[name], rule.field)
-        if isinstance(state, str) and state in rule.states:
-            return f"{rule.path}/{name}{rule.field} is {state!r}"
+    as "<path>/<name><field> is '<state>'"; None when there is none."""
+    for name, state in entries_in_states(document, rule.path, rule.field, rule.states)[:1]:
+        return f"{rule.path}/{name}{rule.field} is {state!r}"
     return None
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from corral_actuator.api import KubeApi
-from corral_actuator.classify import Answer, TransientApiError
 from corral_kube.patching import resolve
 from corral_model.kinds import KINDS
 
@@ -24,12 +23,9 @@ async def snapshot_refusal(api: KubeApi, namespace: str, body: dict[str, Any]) -
     name = resolve(body, "/spec/volume")
     if not isinstance(name, str) or not name:
         return "a snapshot must name its volume (spec.volume)"
-    answered = await api.get(_VOLUME.path(namespace, name))
-    if answered.answer is Answer.NOT_FOUND:
-        return f"snapshots only of v2 volumes: volume {name} does not exist"
-    volume = answered.document() if answered.answer is Answer.OK else None
+    volume = await api.read(_VOLUME.path(namespace, name), f"volume {name}")
     if volume is None:
-        raise TransientApiError(f"reading volume {name}: HTTP {answered.status}")
+        return f"snapshots only of v2 volumes: volume {name} does not exist"
     engine = resolve(volume, "/spec/dataEngine")
     if engine != "v2":
         return f"snapshots only of v2 volumes: volume {name} is {engine if isinstance(engine, str) else 'v1'}"
