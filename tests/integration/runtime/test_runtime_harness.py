@@ -61,7 +61,9 @@ async def start_demo(nats_url: str, instance: str, **env: str) -> DemoProcess:
         sys.executable,
         str(DEMO),
         env={
-            **os.environ,
+            # Only what the test sets: a CORRAL_* variable of the shell (CI exports CORRAL_IMAGE)
+            # would otherwise be one more unknown-variable warning in the service's log.
+            **{name: value for name, value in os.environ.items() if not name.startswith("CORRAL_")},
             "CORRAL_NATS_URL": nats_url,
             "CORRAL_HEALTH_HOST": "127.0.0.1",
             "CORRAL_HEALTH_PORT": "0",
