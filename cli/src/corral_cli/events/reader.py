@@ -28,6 +28,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from corral_bus import Bus
+from corral_bus.read_consumers import ConsumersExhausted, create_read_consumer
 from corral_cli.events.streams import delivery_facts
 from corral_decision.bundle import BundleEntry, entry, parse_time, sorted_entries
 from corral_model.subjects import COMMANDS_STREAM, OBJECTS_STREAM
@@ -151,12 +152,13 @@ async def consume(
     once the consumer exists (from then on nothing published is missed)."""
     info = await bus.js.stream_info(stream)
     end = info.state.last_seq
-    created = await bus.js.add_consumer(
-        stream,
-        consumer_config(
-            filters, start_seq=start_seq, start_ns=start_ns, new=new, last_per_subject=last_per_subject
-        ),
+    config = consumer_config(
+        filters, start_seq=start_seq, start_ns=start_ns, new=new, last_per_subject=last_per_subject
     )
+    try:
+        created = await create_read_consumer(bus, stream, config)
+    except ConsumersExhausted as e:
+        raise ReadError(str(e)) from e
     assert created.name is not None
     if on_ready is not None:
         on_ready()

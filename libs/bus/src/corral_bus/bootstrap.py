@@ -33,6 +33,7 @@ from opentelemetry.context import Context
 from corral_bus.cancellation import raise_if_cancelled
 from corral_bus.connection import Bus
 from corral_bus.pull import PullFeed, RawMessage, delivery_position
+from corral_bus.read_consumers import create_read_consumer
 from corral_bus.tracing import extract_trace
 from corral_model import codec, subjects
 
@@ -117,7 +118,7 @@ class BootstrapReader:
 
     async def _bind(self) -> None:
         await self._unbind()
-        info = await self.bus.js.add_consumer(self.stream, self._config())
+        info = await create_read_consumer(self.bus, self.stream, self._config())
         assert info.name is not None
         self._consumer = info.name
         feed = PullFeed(

@@ -38,6 +38,8 @@ class Bus:
     nc: NATS
     js: JetStreamContext
     name: str
+    user: str = ""
+    """The NATS user it authenticated as (empty: anonymous), whose permissions bound what it may do."""
     reconnects: int = 0
     connected: asyncio.Event = field(default_factory=asyncio.Event)
     disconnected_at: float = 0.0
@@ -164,7 +166,7 @@ async def connect(
         pending_size=_PENDING_BYTES,
         **(auth or NatsAuth()).connect_options(),
     )
-    bus = Bus(nc=nc, js=nc.jetstream(timeout=js_timeout), name=name)
+    bus = Bus(nc=nc, js=nc.jetstream(timeout=js_timeout), name=name, user=auth.user if auth else "")
     bus.connected.set()
     holder.append(bus)
     return bus

@@ -15,7 +15,8 @@ whose permissions allow exactly its job, and everything else is denied by the se
   results (`lh.res.>`) and dead letters (`lh.dead.>`), and its own lease key.
 * `reader` (the CLI's `progress`, `events`, `replay`; the demo): reads every stream, LH_HISTORY
   included, creates consumers only where that takes nothing away (never on the work queue
-  LH_COMMANDS), never acks, never publishes a message anywhere.
+  LH_COMMANDS) and only under its own few names (`consumer_names`: at most `READER_CONSUMERS` per
+  stream), never acks, never publishes a message anywhere.
 * `admin`: everything: the setup step (`corral bus init`) that creates the streams and the lease
   bucket. No service runs as admin, so no service can create, change or delete a stream.
 
@@ -55,6 +56,10 @@ ACTUATOR = "actuator"
 DECISION_SERVICES = ("engine-upgrade", "setting-sync", "im-restart", "v2-upgrade")
 USERS = (ADMIN, WATCHER, *DECISION_SERVICES, ACTUATOR, READER)
 """Every NATS user corral knows, one per component."""
+
+READER_CONSUMERS = 8
+"""Consumers the reader may hold at once per stream: a few CLI commands side by side (each holds
+one or two while it reads), never thousands."""
 
 GATE_SERVICE = subjects.GATE_SERVICE
 LEASE_BUCKET = "corral-leases"
@@ -103,6 +108,33 @@ def _ephemeral_reads(stream: str) -> list[str]:
         f"{_API}.CONSUMER.INFO.{stream}.*",
         f"{_API}.CONSUMER.DELETE.{stream}.*",
     ]
+
+
+def _named_reads(stream: str, names: Iterable[str]) -> list[str]:
+    """The same, only under the consumer names given (corral_bus.read_consumers): at most that many
+    such consumers can exist on the stream, whatever the client does."""
+    out = []
+    for name in names:
+        out += [
+            f"{_API}.CONSUMER.CREATE.{stream}.{name}",
+            f"{_API}.CONSUMER.CREATE.{stream}.{name}.>",
+            f"{_API}.CONSUMER.MSG.NEXT.{stream}.{name}",
+            f"{_API}.CONSUMER.INFO.{stream}.{name}",
+            f"{_API}.CONSUMER.DELETE.{stream}.{name}",
+        ]
+    return out
+
+
+def consumer_names(user: str) -> tuple[str, ...] | None:
+    """The only names `user` may give its consumers, or None where the server names them (the
+    services: their consumers are few and their own code makes them). The reader is every
+    operator's CLI credential: bounded, so no client holding it can pile up consumers."""
+    if user == READER:
+        return tuple(f"{READER}-{i}" for i in range(READER_CONSUMERS))
+    return None
+
+
+_READER_NAMES = consumer_names(READER) or ()
 
 
 def _lease(service: str) -> list[str]:
@@ -194,7 +226,7 @@ def _actuator() -> Permissions:
 def _reader() -> Permissions:
     publish, subscribe = _common(READER)
     publish += [
-        *(subject for stream in _READ_STREAMS for subject in _ephemeral_reads(stream)),
+        *(subject for stream in _READ_STREAMS for subject in _named_reads(stream, _READER_NAMES)),
         *(
             subject
             for stream in (*subjects.STREAMS, subjects.HISTORY_STREAM)
