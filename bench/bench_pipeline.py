@@ -275,7 +275,7 @@ class Pipeline:
         while time.monotonic() - quiet_since < 1.0:
             await asyncio.sleep(0.2)
             objects = await self.bus.js.stream_info("LH_OBJECTS")
-            commands = await self.bus.js.stream_info("LH_COMMANDS")
+            commands = await self.bus.js.stream_info("LH_COMMANDS_ENGINE_UPGRADE")
             now = (objects.state.last_seq, commands.state.last_seq)
             if now != last or commands.state.messages or await self.pending():
                 quiet_since = time.monotonic()

@@ -38,7 +38,7 @@ from corral_engine_upgrade.service import DEFINITION
 from corral_engine_upgrade.view import KIND_STRUCTS
 from corral_kube.client import api_client
 from corral_model.envelopes import EventType, ObjectEvent
-from corral_model.subjects import COMMANDS_STREAM, OBJECTS_STREAM, RESULTS_STREAM, unescape_token
+from corral_model.subjects import OBJECTS_STREAM, RESULTS_STREAM, command_stream, unescape_token
 from corral_sandbox.cluster import SandboxCluster
 from corral_sandbox.seeds import demo_seed
 from tests.fixtures.nats import BinaryNats
@@ -141,9 +141,9 @@ async def measure() -> dict[str, Any]:
                 upgraded = await wait_wave_over(kubeconfig, seed.namespace, DEMO_IMAGE)
                 await asyncio.sleep(1.0)  # the watcher's last events reach the stream
                 objects = await read_stream(bus.js, OBJECTS_STREAM)
-                # LH_COMMANDS is a work queue (acked commands leave it): its last sequence is the
+                # The command stream is a work queue (acked commands leave it): its last sequence is the
                 # number published; which volumes they were about is read from LH_RESULTS.
-                published = (await bus.js.stream_info(COMMANDS_STREAM)).state.last_seq
+                published = (await bus.js.stream_info(command_stream("engine-upgrade"))).state.last_seq
                 results = await read_stream(bus.js, RESULTS_STREAM)
             finally:
                 for service in reversed(stack):

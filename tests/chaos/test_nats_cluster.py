@@ -5,10 +5,10 @@ One stack (watcher, actuator, two engine-upgrade replicas in this loop, each con
 cluster's three URLs, pinging every second so a frozen server is left within about 3 s) and one wave
 per fault:
 
-* kill -9 of the server leading LH_COMMANDS, restarted at the next patch;
+* kill -9 of the server leading engine-upgrade's command stream, restarted at the next patch;
 * once it is back and current, kill -9 of another server (the lease bucket's leader, or else any
   other), restarted likewise;
-* a partition of LH_COMMANDS' leader: its server frozen with SIGSTOP (its peers and clients see
+* a partition of that stream's leader: its server frozen with SIGSTOP (its peers and clients see
   it stop answering, its connections stay open), thawed at the next patch.
 
 Besides the invariants of every wave (per-node limit at every observation, no volume patched twice
@@ -31,7 +31,7 @@ from nats.js.api import StreamConfig
 from corral_bus import Bus, StreamSettings, connect, ensure_streams
 from corral_bus.lease import LEASE_BUCKET
 from corral_model.envelopes import Outcome
-from corral_model.subjects import COMMANDS_STREAM, OBJECTS_STREAM
+from corral_model.subjects import OBJECTS_STREAM, command_stream
 from tests.chaos.consistency import overtaken, wait_bus_matches_cluster
 from tests.chaos.report import ChaosReport
 from tests.chaos.stack import BusSettings, LoopStack
@@ -43,6 +43,7 @@ from tests.fixtures.sandbox import Sandbox
 from tests.integration.actuator.harness import results
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
+WAVE_COMMANDS = command_stream("engine-upgrade")
 
 PROBE_STREAM = "CHAOS_PROBE"
 
@@ -150,13 +151,13 @@ async def test_nats_cluster_faults_mid_wave(
             exits[0] = len(stack.exits)
             assert not lost, f"{name}: acknowledged messages lost: {lost[:20]}"
 
-        first = await leader_of(bus, nats_cluster, COMMANDS_STREAM)
+        first = await leader_of(bus, nats_cluster, WAVE_COMMANDS)
 
         async def kill_first() -> None:
             first.kill()
 
         result = await waves.run(
-            f"kill -9 NATS server leading {COMMANDS_STREAM}", kill_first, lift=lambda: back_up(first)
+            f"kill -9 NATS server leading {WAVE_COMMANDS}", kill_first, lift=lambda: back_up(first)
         )
         await record("first kill", result, first)
 
@@ -174,13 +175,13 @@ async def test_nats_cluster_faults_mid_wave(
         await settle(sandbox)
         await wait_bus_matches_cluster(bus, sandbox)
 
-        partitioned = await leader_of(bus, nats_cluster, COMMANDS_STREAM)
+        partitioned = await leader_of(bus, nats_cluster, WAVE_COMMANDS)
 
         async def partition() -> None:
             partitioned.freeze()
 
         result = await waves.run(
-            f"partition (SIGSTOP) of {COMMANDS_STREAM}'s leader", partition, lift=lambda: back_up(partitioned)
+            f"partition (SIGSTOP) of {WAVE_COMMANDS}'s leader", partition, lift=lambda: back_up(partitioned)
         )
         await record("partition", result, partitioned)
 

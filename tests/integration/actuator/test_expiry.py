@@ -11,11 +11,10 @@ import pytest
 
 from corral_bus import Bus
 from corral_model.envelopes import Command, CommandResult, Outcome, Target, Verb, new_command
-from corral_model.subjects import COMMANDS_STREAM
 from corral_sandbox.emulator import Emulator
 from corral_upgradepath.decision import Check, GateDecision
 from corral_upgradepath.startup import gate_event_commands
-from tests.fixtures.nats import NatsServer
+from tests.fixtures.nats import NatsServer, queued_commands
 from tests.fixtures.processes import eventually
 from tests.integration.actuator.conftest import (
     DEFAULT_IMAGE,
@@ -30,7 +29,6 @@ from tests.integration.actuator.harness import (
     actuator_config,
     publish_command,
     results,
-    stream_count,
 )
 
 pytestmark = pytest.mark.integration
@@ -182,7 +180,7 @@ async def test_the_service_reports_an_expired_command_on_lh_results_and_acks_it(
         assert stored_volume(emulator, "vol-1")["spec"]["image"] == DEFAULT_IMAGE
 
         async def drained() -> bool:
-            return await stream_count(bus, COMMANDS_STREAM) == 0
+            return await queued_commands(bus) == 0
 
         await eventually(drained, what="both commands acked")
     finally:

@@ -23,9 +23,9 @@ import pytest
 from corral_bus import MSG_ID_HEADER, Bus, Lease
 from corral_model import codec
 from corral_model.envelopes import Command, CommandResult, FieldValue, Outcome, Target, Verb, new_command
-from corral_model.subjects import COMMANDS_STREAM, command_subject
+from corral_model.subjects import command_subject
 from corral_sandbox.emulator import Emulator
-from tests.fixtures.nats import NatsServer
+from tests.fixtures.nats import NatsServer, queued_commands
 from tests.fixtures.processes import eventually
 from tests.fixtures.secure_nats import connect_as
 from tests.integration.actuator.conftest import (
@@ -327,7 +327,7 @@ async def test_the_probes_forged_commands_are_refused_and_the_genuine_ones_appli
 
 
 async def _drained(bus: Bus) -> bool:
-    return await stream_count(bus, COMMANDS_STREAM) == 0
+    return await queued_commands(bus) == 0
 
 
 async def test_undated_and_future_commands_are_refused_and_not_held_against_the_decision(

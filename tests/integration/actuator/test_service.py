@@ -16,9 +16,9 @@ import pytest
 from corral_bus import MSG_ID_HEADER, Bus
 from corral_model import codec
 from corral_model.envelopes import Command, Outcome
-from corral_model.subjects import COMMANDS_STREAM, DEAD_STREAM, RESULTS_STREAM, command_subject
+from corral_model.subjects import DEAD_STREAM, RESULTS_STREAM, command_subject
 from corral_sandbox.emulator import Emulator
-from tests.fixtures.nats import NatsServer
+from tests.fixtures.nats import NatsServer, queued_commands
 from tests.fixtures.processes import ServiceProcess, eventually, python_module
 from tests.integration.actuator.conftest import NS, OLD_IMAGE, seed_cluster, upgrade, volume
 from tests.integration.actuator.harness import (
@@ -50,7 +50,7 @@ def changed_volume_patches(emulator: Emulator) -> Counter[str]:
 
 async def drained(bus: Bus) -> bool:
     """LH_COMMANDS is a work queue: a command leaves it when the actuator acks it."""
-    return await stream_count(bus, COMMANDS_STREAM) == 0
+    return await queued_commands(bus) == 0
 
 
 async def test_outcomes_dead_letters_and_security_through_the_bus(
@@ -188,7 +188,7 @@ async def test_crash_and_sigterm_mid_burst_lose_nothing_and_double_nothing(
     seed_burst(emulator, volumes)
     for command, msg_id in messages:
         await publish_command(bus, command, msg_id=msg_id)
-    assert await stream_count(bus, COMMANDS_STREAM) == volumes + duplicates // 2
+    assert await queued_commands(bus) == volumes + duplicates // 2
 
     async def results_at_least(n: int) -> bool:
         return await stream_count(bus, RESULTS_STREAM) >= n

@@ -17,6 +17,8 @@ from tests.fixtures.processes import eventually
 
 pytestmark = pytest.mark.integration
 
+COMMANDS = subjects.command_stream("engine-upgrade")
+
 
 def _command(name: str) -> Command:
     return new_command(
@@ -66,7 +68,7 @@ async def test_poison_message_goes_to_dead_letters_and_consumer_keeps_going(bus:
     )
     await publisher.flush()
 
-    consumer = Consumer(bus, ConsumerSpec(stream=subjects.COMMANDS_STREAM, durable="actuator"), handle)
+    consumer = Consumer(bus, ConsumerSpec(stream=COMMANDS, durable="actuator"), handle)
     consumer.start()
     await eventually(lambda: consumer.stats.acked + consumer.stats.dead_lettered == 4, what="all handled")
     await consumer.stop()
@@ -78,7 +80,7 @@ async def test_poison_message_goes_to_dead_letters_and_consumer_keeps_going(bus:
     assert "unsupported schema version" in letters[1].reason
     assert letters[1].consumer == "actuator"
     # Acked: nothing left in the work queue.
-    assert (await bus.js.stream_info(subjects.COMMANDS_STREAM)).state.messages == 0
+    assert (await bus.js.stream_info(COMMANDS)).state.messages == 0
     await publisher.close()
 
 
@@ -92,12 +94,10 @@ async def test_transient_failure_is_redelivered_after_backoff(bus: Bus) -> None:
 
     publisher = Publisher(bus)
     await publisher.publish(
-        f"{subjects.COMMANDS_PREFIX}.svc.volume.ns.v", codec.encode(_command("v")), msg_id="c1"
+        f"{subjects.COMMANDS_PREFIX}.engine-upgrade.volume.ns.v", codec.encode(_command("v")), msg_id="c1"
     )
     await publisher.flush()
-    spec = ConsumerSpec(
-        stream=subjects.COMMANDS_STREAM, durable="retrying", backoff=(0.3, 0.6), max_deliver=5
-    )
+    spec = ConsumerSpec(stream=COMMANDS, durable="retrying", backoff=(0.3, 0.6), max_deliver=5)
     consumer = Consumer(bus, spec, handle)
     consumer.start()
     await eventually(lambda: consumer.stats.acked == 1, what="acked after retries")
@@ -116,10 +116,10 @@ async def test_exhausted_deliveries_end_in_dead_letters(bus: Bus) -> None:
 
     publisher = Publisher(bus)
     await publisher.publish(
-        f"{subjects.COMMANDS_PREFIX}.svc.volume.ns.w", codec.encode(_command("w")), msg_id="c2"
+        f"{subjects.COMMANDS_PREFIX}.engine-upgrade.volume.ns.w", codec.encode(_command("w")), msg_id="c2"
     )
     await publisher.flush()
-    spec = ConsumerSpec(stream=subjects.COMMANDS_STREAM, durable="giving-up", backoff=(0.1,), max_deliver=3)
+    spec = ConsumerSpec(stream=COMMANDS, durable="giving-up", backoff=(0.1,), max_deliver=3)
     consumer = Consumer(bus, spec, handle)
     consumer.start()
     await eventually(lambda: consumer.stats.dead_lettered == 1, what="dead-lettered")
@@ -141,10 +141,10 @@ async def test_a_hung_handler_is_cut_off_and_retried(bus: Bus) -> None:
 
     publisher = Publisher(bus)
     await publisher.publish(
-        f"{subjects.COMMANDS_PREFIX}.svc.volume.ns.h", codec.encode(_command("h")), msg_id="h1"
+        f"{subjects.COMMANDS_PREFIX}.engine-upgrade.volume.ns.h", codec.encode(_command("h")), msg_id="h1"
     )
     await publisher.flush()
-    spec = ConsumerSpec(stream=subjects.COMMANDS_STREAM, durable="hung", backoff=(0.1,), handler_timeout=0.5)
+    spec = ConsumerSpec(stream=COMMANDS, durable="hung", backoff=(0.1,), handler_timeout=0.5)
     consumer = Consumer(bus, spec, handle)
     consumer.start()
     await eventually(lambda: consumer.stats.acked == 1, what="handled on the second delivery")
@@ -176,7 +176,7 @@ async def test_a_message_too_large_to_dead_letter_whole_is_cut_and_leaves_the_qu
         f"{subjects.COMMANDS_PREFIX}.engine-upgrade.volume.ns.after", codec.encode(after), msg_id=after.id
     )
     await publisher.flush()
-    consumer = Consumer(bus, ConsumerSpec(stream=subjects.COMMANDS_STREAM, durable="actuator"), handle)
+    consumer = Consumer(bus, ConsumerSpec(stream=COMMANDS, durable="actuator"), handle)
     consumer.start()
     await eventually(lambda: consumer.stats.dead_lettered == 1 and consumer.stats.acked == 1, what="handled")
     await consumer.stop()
@@ -187,7 +187,7 @@ async def test_a_message_too_large_to_dead_letter_whole_is_cut_and_leaves_the_qu
     assert letter.payload_sha256 == hashlib.sha256(payload).hexdigest()
     kept = letter.payload.encode() if as_text else base64.b64decode(letter.payload_b64)
     assert kept == payload[: len(kept)] and 0 < len(kept) < len(payload)
-    assert (await bus.js.stream_info(subjects.COMMANDS_STREAM)).state.messages == 0
+    assert (await bus.js.stream_info(COMMANDS)).state.messages == 0
     await publisher.close()
 
 
@@ -228,7 +228,7 @@ async def test_concurrent_handlers_settle_each_message_by_its_own_outcome(bus: B
     )
     await publisher.flush()
 
-    spec = ConsumerSpec(stream=subjects.COMMANDS_STREAM, durable="actuator", batch=16, concurrency=4)
+    spec = ConsumerSpec(stream=COMMANDS, durable="actuator", batch=16, concurrency=4)
     consumer = Consumer(bus, spec, handle)
     consumer.start()
     await eventually(lambda: running == 4, what="four handlers running at once")
@@ -239,7 +239,7 @@ async def test_concurrent_handlers_settle_each_message_by_its_own_outcome(bus: B
     assert sorted(handled) == sorted(names)
     assert consumer.stats.redelivering == 1 and consumer.stats.dead_lettered == 1
     assert [d.subject.rsplit(".", 1)[1] for d in await _dead_letters(bus)] == ["p"]
-    info = await bus.js.stream_info(subjects.COMMANDS_STREAM)
+    info = await bus.js.stream_info(COMMANDS)
     assert info.state.messages == 0
 
 
@@ -261,7 +261,7 @@ async def test_stop_cuts_off_concurrent_handlers_and_their_messages_come_again(b
             msg_id=command.id,
         )
     await publisher.flush()
-    spec = ConsumerSpec(stream=subjects.COMMANDS_STREAM, durable="actuator", batch=8, concurrency=3)
+    spec = ConsumerSpec(stream=COMMANDS, durable="actuator", batch=8, concurrency=3)
     first = Consumer(bus, spec, hang)
     first.start()
     await eventually(lambda: len(started) == 3, what="three handlers hanging")

@@ -16,6 +16,9 @@ from tests.fixtures.processes import eventually
 
 pytestmark = pytest.mark.integration
 
+SENDER = "im-restart"
+COMMANDS = subjects.command_stream(SENDER)
+
 
 def _subject(i: int) -> str:
     return subjects.command_subject("im-restart", "pod", "longhorn-system", f"instance-manager-{i}")
@@ -35,11 +38,11 @@ async def test_deleted_consumer_is_recreated(bus: Bus) -> None:
     async def handle(delivery: Delivery) -> None:
         handled.append(delivery.data)
 
-    consumer = Consumer(bus, ConsumerSpec(stream=subjects.COMMANDS_STREAM, durable="phoenix"), handle)
+    consumer = Consumer(bus, ConsumerSpec(stream=COMMANDS, durable="phoenix"), handle)
     consumer.start()
     await _publish(bus, 0, 1)
     await eventually(lambda: handled == [b"m0"], what="first message")
-    await bus.js.delete_consumer(subjects.COMMANDS_STREAM, "phoenix")
+    await bus.js.delete_consumer(COMMANDS, "phoenix")
     await _publish(bus, 1, 1)
     await eventually(lambda: handled == [b"m0", b"m1"], within=15, what="handled after re-creation")
     assert consumer.stats.rebinds >= 2
@@ -57,7 +60,7 @@ async def test_graceful_stop_finishes_in_hand_and_gives_back_the_rest(bus: Bus) 
         first.append(delivery.data)
 
     await _publish(bus, 0, 20)
-    spec = ConsumerSpec(stream=subjects.COMMANDS_STREAM, durable="workers", batch=10, ack_wait=30.0)
+    spec = ConsumerSpec(stream=COMMANDS, durable="workers", batch=10, ack_wait=30.0)
     a = Consumer(bus, spec, slow)
     a.start()
     async with asyncio.timeout(10):
@@ -83,9 +86,7 @@ async def test_graceful_stop_finishes_in_hand_and_gives_back_the_rest(bus: Bus) 
 
 
 async def test_message_of_a_crashed_handler_is_dead_lettered(bus: Bus, nats_server: NatsServer) -> None:
-    spec = ConsumerSpec(
-        stream=subjects.COMMANDS_STREAM, durable="crashy", backoff=(), max_deliver=1, ack_wait=1.0
-    )
+    spec = ConsumerSpec(stream=COMMANDS, durable="crashy", backoff=(), max_deliver=1, ack_wait=1.0)
     crashing_bus = await connect(nats_server.url, name="crashing")
     got = asyncio.Event()
 
@@ -115,7 +116,7 @@ async def test_message_of_a_crashed_handler_is_dead_lettered(bus: Bus, nats_serv
     assert letter.reason.startswith("max-deliveries:") and "not acknowledged" in letter.reason
     assert letter.payload == "m0" and letter.subject == _subject(0)
     # Gone from the work queue: it lives on in LH_DEAD only.
-    assert (await bus.js.stream_info(subjects.COMMANDS_STREAM)).state.messages == 0
+    assert (await bus.js.stream_info(COMMANDS)).state.messages == 0
 
 
 async def test_messages_waiting_behind_a_slow_handler_are_not_redelivered(bus: Bus) -> None:
@@ -126,7 +127,7 @@ async def test_messages_waiting_behind_a_slow_handler_are_not_redelivered(bus: B
         await asyncio.sleep(0.4)  # a slow API call; together the batch outlasts ack_wait
 
     await _publish(bus, 0, 6)
-    spec = ConsumerSpec(stream=subjects.COMMANDS_STREAM, durable="slow", batch=6, ack_wait=0.9)
+    spec = ConsumerSpec(stream=COMMANDS, durable="slow", batch=6, ack_wait=0.9)
     consumer = Consumer(bus, spec, slow)
     consumer.start()
     await eventually(lambda: consumer.stats.acked == 6, within=20, what="all six handled")
@@ -139,9 +140,7 @@ async def test_a_message_that_ran_out_of_deliveries_while_no_replica_listened_is
 ) -> None:
     """The advisory goes out once, while no corral consumer runs (the only replica died holding the
     message); LH_ADVISORIES keeps it, and a replica started afterwards parks the message."""
-    spec = ConsumerSpec(
-        stream=subjects.COMMANDS_STREAM, durable="lonely", backoff=(), max_deliver=1, ack_wait=0.5
-    )
+    spec = ConsumerSpec(stream=COMMANDS, durable="lonely", backoff=(), max_deliver=1, ack_wait=0.5)
 
     async def never(delivery: Delivery) -> None:
         raise AssertionError("a message past max_deliver must not be delivered again")
@@ -151,7 +150,7 @@ async def test_a_message_that_ran_out_of_deliveries_while_no_replica_listened_is
     await first.ready.wait()
     await first.stop()  # the consumer exists on the server; no replica runs from here on
     await _publish(bus, 0, 1)
-    pull = await bus.js.pull_subscribe_bind("lonely", subjects.COMMANDS_STREAM)
+    pull = await bus.js.pull_subscribe_bind("lonely", COMMANDS)
     [taken] = await pull.fetch(1, timeout=5)  # a replica takes it and dies: never acked
     await pull.unsubscribe()
     assert taken.data == b"m0"
@@ -161,12 +160,12 @@ async def test_a_message_that_ran_out_of_deliveries_while_no_replica_listened_is
         return info.state.messages >= 1
 
     await eventually(advisory_stored, within=15, what="the max-deliveries advisory in LH_ADVISORIES")
-    assert (await bus.js.stream_info(subjects.COMMANDS_STREAM)).state.messages == 1  # stuck, so far
+    assert (await bus.js.stream_info(COMMANDS)).state.messages == 1  # stuck, so far
     late = Consumer(bus, spec, never)
     late.start()
     await eventually(lambda: late.stats.dead_lettered == 1, within=15, what="parked from LH_ADVISORIES")
     await late.stop()
-    assert (await bus.js.stream_info(subjects.COMMANDS_STREAM)).state.messages == 0
+    assert (await bus.js.stream_info(COMMANDS)).state.messages == 0
     psub = await bus.js.pull_subscribe(f"{subjects.DEAD_PREFIX}.>", stream=subjects.DEAD_STREAM)
     [msg] = await psub.fetch(1, timeout=5)
     letter = codec.decode(msg.data, DeadLetter)
@@ -180,7 +179,7 @@ async def test_an_idle_advisory_reader_waits_quietly(bus: Bus, caplog: pytest.Lo
     async def handle(delivery: Delivery) -> None:
         pass
 
-    spec = ConsumerSpec(stream=subjects.COMMANDS_STREAM, durable="quiet", fetch_wait=0.02)
+    spec = ConsumerSpec(stream=COMMANDS, durable="quiet", fetch_wait=0.02)
     consumer = Consumer(bus, spec, handle)
     with caplog.at_level("WARNING", logger="corral.bus.consumer"):
         consumer.start()

@@ -21,6 +21,7 @@ from tests.fixtures.secure_nats import connect_as
 pytestmark = pytest.mark.integration
 
 NS = "longhorn-system"
+ENGINE_UPGRADE_COMMANDS = subjects.command_stream("engine-upgrade")
 
 
 async def _history(bus: Bus) -> list[tuple[str, str, str]]:
@@ -48,12 +49,12 @@ async def test_the_history_keeps_what_the_origin_streams_let_go(bus: Bus) -> Non
     )
     # The actuator's durable consumer takes the command and acks it: the work queue forgets it.
     await bus.js.add_consumer(
-        subjects.COMMANDS_STREAM, ConsumerConfig(durable_name="actuator", ack_policy=AckPolicy.EXPLICIT)
+        ENGINE_UPGRADE_COMMANDS, ConsumerConfig(durable_name="actuator", ack_policy=AckPolicy.EXPLICIT)
     )
     command = subjects.command_subject("engine-upgrade", "volume", NS, "pvc-1")
     await bus.js.publish(command, b"{}", headers={"Nats-Msg-Id": "engine-upgrade-c1"})
     await bus.js.publish(command, b"{}", headers={"Nats-Msg-Id": "engine-upgrade-c1"})  # a duplicate
-    taken = await bus.js.pull_subscribe_bind("actuator", stream=subjects.COMMANDS_STREAM)
+    taken = await bus.js.pull_subscribe_bind("actuator", stream=ENGINE_UPGRADE_COMMANDS)
     for message in await taken.fetch(1, timeout=5):
         await message.ack_sync()
     result = subjects.result_subject("engine-upgrade", "volume", NS, "pvc-1")
@@ -65,14 +66,14 @@ async def test_the_history_keeps_what_the_origin_streams_let_go(bus: Bus) -> Non
     assert kept < len(events) + 1
 
     async def queue_empty() -> bool:
-        return (await bus.js.stream_info(subjects.COMMANDS_STREAM)).state.messages == 0
+        return (await bus.js.stream_info(ENGINE_UPGRADE_COMMANDS)).state.messages == 0
 
     await eventually(queue_empty, within=10, what="the acked command gone from the work queue")
-    consumers = await bus.js.consumers_info(subjects.COMMANDS_STREAM)
+    consumers = await bus.js.consumers_info(ENGINE_UPGRADE_COMMANDS)
     assert [c.name for c in consumers] == ["actuator"]  # the history takes nothing from the queue
     expected = [
         *((volume, msg_id, subjects.OBJECTS_STREAM) for msg_id in [*events, "volume:uid-1:9:deleted"]),
-        (command, "engine-upgrade-c1", subjects.COMMANDS_STREAM),
+        (command, "engine-upgrade-c1", ENGINE_UPGRADE_COMMANDS),
         (result, "engine-upgrade-c1:applied", subjects.RESULTS_STREAM),
     ]
 
@@ -86,18 +87,18 @@ async def test_the_history_keeps_what_the_origin_streams_let_go(bus: Bus) -> Non
 
 async def test_the_setup_sets_retention_and_a_service_check_leaves_it(bus: Bus) -> None:
     """The setup step tunes the history; a service's default settings never undo that. A bus from
-    before the history (LH_COMMANDS without its republish, no LH_HISTORY) is brought up to it."""
+    before the history (a command stream without its republish, no LH_HISTORY) is brought up to it."""
     await bus.js.delete_stream(subjects.HISTORY_STREAM)
-    old = (await bus.js.stream_info(subjects.COMMANDS_STREAM)).config
+    old = (await bus.js.stream_info(ENGINE_UPGRADE_COMMANDS)).config
     await bus.js.update_stream(dataclasses.replace(old, republish=None))
-    assert (await bus.js.stream_info(subjects.COMMANDS_STREAM)).config.republish is None
+    assert (await bus.js.stream_info(ENGINE_UPGRADE_COMMANDS)).config.republish is None
     await ensure_streams(bus.js, StreamSettings(history_max_age=3600, history_max_bytes=1 << 20))
     from corral_bus.streams import check_streams
 
     await check_streams(bus.js)  # a service starting with the defaults
     config = (await bus.js.stream_info(subjects.HISTORY_STREAM)).config
     assert (config.max_age, config.max_bytes) == (3600, 1 << 20)
-    assert (await bus.js.stream_info(subjects.COMMANDS_STREAM)).config.republish is not None
+    assert (await bus.js.stream_info(ENGINE_UPGRADE_COMMANDS)).config.republish is not None
     assert sorted(s.name for s in config.sources or []) == sorted(
         [subjects.OBJECTS_STREAM, subjects.RESULTS_STREAM]
     )

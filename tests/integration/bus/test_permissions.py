@@ -11,6 +11,7 @@ the server's permissions violation, with nothing stored in the stream it aimed a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
@@ -26,7 +27,7 @@ from corral_bus.permissions import ACTUATOR, ACTUATOR_DURABLE, READER, WATCHER
 from corral_bus.streams import check_streams
 from corral_model import codec
 from corral_model.envelopes import Command, FieldValue, Target, Verb, new_command
-from corral_model.subjects import COMMANDS_STREAM, OBJECTS_STREAM, RESULTS_STREAM
+from corral_model.subjects import COMMAND_STREAMS, OBJECTS_STREAM, RESULTS_STREAM, command_stream
 from tests.fixtures.nats import NatsServer
 from tests.fixtures.processes import eventually
 from tests.fixtures.secure_nats import connect_as
@@ -34,6 +35,8 @@ from tests.fixtures.secure_nats import connect_as
 pytestmark = pytest.mark.integration
 
 NS = "longhorn-system"
+ENGINE_UPGRADE_COMMANDS = command_stream("engine-upgrade")
+SETTING_SYNC_COMMANDS = command_stream("setting-sync")
 # The forged Setting of the probe: the per-node limit raised, with a resourceVersion of 10^12.
 FORGED_SETTING = b'{"schema":1,"type":"MODIFIED","kind":"setting","resourceVersion":"1000000000000"}'
 SETTING_SUBJECT = f"lh.obj.setting.{NS}.concurrent-automatic-engine-upgrade-per-node-limit"
@@ -47,7 +50,7 @@ FORBIDDEN_PUBLISH: dict[str, list[str]] = {
         f"$JS.API.STREAM.DELETE.{OBJECTS_STREAM}",
         f"$JS.API.STREAM.PURGE.{OBJECTS_STREAM}",
         "$JS.API.STREAM.CREATE.ROGUE",
-        f"$JS.API.CONSUMER.CREATE.{COMMANDS_STREAM}",
+        f"$JS.API.CONSUMER.CREATE.{ENGINE_UPGRADE_COMMANDS}",
     ],
     "engine-upgrade": [
         SETTING_SUBJECT,
@@ -57,12 +60,14 @@ FORBIDDEN_PUBLISH: dict[str, list[str]] = {
         f"lh.res.engine-upgrade.volume.{NS}.pvc-1",
         "$KV.corral-leases.setting-sync",
         "$KV.corral-leases.actuator",
-        f"$JS.API.STREAM.PURGE.{COMMANDS_STREAM}",
-        f"$JS.API.STREAM.MSG.DELETE.{COMMANDS_STREAM}",
+        f"$JS.API.STREAM.PURGE.{ENGINE_UPGRADE_COMMANDS}",
+        f"$JS.API.STREAM.MSG.DELETE.{ENGINE_UPGRADE_COMMANDS}",
         f"$JS.API.STREAM.UPDATE.{OBJECTS_STREAM}",
-        f"$JS.API.CONSUMER.CREATE.{COMMANDS_STREAM}",
-        f"$JS.API.CONSUMER.DELETE.{COMMANDS_STREAM}.{ACTUATOR_DURABLE}",
-        f"$JS.ACK.{COMMANDS_STREAM}.{ACTUATOR_DURABLE}.1.1.1.1.0",
+        f"$JS.API.CONSUMER.CREATE.{ENGINE_UPGRADE_COMMANDS}",
+        f"$JS.API.CONSUMER.DELETE.{ENGINE_UPGRADE_COMMANDS}.{ACTUATOR_DURABLE}",
+        f"$JS.ACK.{ENGINE_UPGRADE_COMMANDS}.{ACTUATOR_DURABLE}.1.1.1.1.0",
+        f"$JS.API.DIRECT.GET.{SETTING_SYNC_COMMANDS}",
+        f"$JS.API.STREAM.MSG.GET.{SETTING_SYNC_COMMANDS}",
         "_INBOX.actuator.forged-reply",
     ],
     ACTUATOR: [
@@ -70,7 +75,7 @@ FORBIDDEN_PUBLISH: dict[str, list[str]] = {
         f"lh.cmd.engine-upgrade.volume.{NS}.pvc-1",
         "$KV.corral-leases.engine-upgrade",
         f"$JS.API.STREAM.DELETE.{RESULTS_STREAM}",
-        f"$JS.API.CONSUMER.DELETE.{COMMANDS_STREAM}.{ACTUATOR_DURABLE}",
+        f"$JS.API.CONSUMER.DELETE.{ENGINE_UPGRADE_COMMANDS}.{ACTUATOR_DURABLE}",
     ],
     READER: [
         SETTING_SUBJECT,
@@ -78,8 +83,10 @@ FORBIDDEN_PUBLISH: dict[str, list[str]] = {
         f"lh.res.engine-upgrade.volume.{NS}.pvc-1",
         "lh.dead.lh_objects.forged",
         "$KV.corral-leases.actuator",
-        f"$JS.API.CONSUMER.CREATE.{COMMANDS_STREAM}",
-        f"$JS.API.STREAM.MSG.DELETE.{COMMANDS_STREAM}",
+        f"$JS.API.CONSUMER.CREATE.{ENGINE_UPGRADE_COMMANDS}",
+        f"$JS.API.STREAM.MSG.DELETE.{ENGINE_UPGRADE_COMMANDS}",
+        f"$JS.API.CONSUMER.CREATE.{OBJECTS_STREAM}",
+        f"$JS.API.CONSUMER.CREATE.{OBJECTS_STREAM}.rogue",
         f"$JS.API.STREAM.PURGE.{RESULTS_STREAM}",
         f"$JS.ACK.{OBJECTS_STREAM}.x.1.1.1.1.0",
     ],
@@ -105,7 +112,7 @@ async def _denied(bus: Bus, attempt: Any) -> str:
 @pytest.mark.parametrize("user", sorted(FORBIDDEN_PUBLISH))
 async def test_each_forbidden_publish_is_denied(secure_nats: NatsServer, secure_bus: Bus, user: str) -> None:
     objects_before = (await secure_bus.js.stream_info(OBJECTS_STREAM)).state.messages
-    commands_before = (await secure_bus.js.stream_info(COMMANDS_STREAM)).state.messages
+    commands_before = [(await secure_bus.js.stream_info(s)).state.messages for s in COMMAND_STREAMS]
     bus = await connect_as(secure_nats, user)
     try:
         for subject in FORBIDDEN_PUBLISH[user]:
@@ -119,7 +126,7 @@ async def test_each_forbidden_publish_is_denied(secure_nats: NatsServer, secure_
     finally:
         await bus.close()
     assert (await secure_bus.js.stream_info(OBJECTS_STREAM)).state.messages == objects_before
-    assert (await secure_bus.js.stream_info(COMMANDS_STREAM)).state.messages == commands_before
+    assert [(await secure_bus.js.stream_info(s)).state.messages for s in COMMAND_STREAMS] == commands_before
     assert {i.config.name for i in await secure_bus.js.streams_info()} >= {OBJECTS_STREAM, RESULTS_STREAM}
 
 
@@ -205,7 +212,8 @@ async def test_each_user_can_do_its_job(secure_nats: NatsServer, secure_bus: Bus
                 f"lh.res.engine-upgrade.volume.{NS}.pvc-1", msgspec.json.encode({"id": got.id})
             )
 
-        consumer = Consumer(actuator, ConsumerSpec(stream=COMMANDS_STREAM, durable=ACTUATOR_DURABLE), handle)
+        spec = ConsumerSpec(stream=command_stream("engine-upgrade"), durable=ACTUATOR_DURABLE)
+        consumer = Consumer(actuator, spec, handle)
         consumer.start()
         await eventually(lambda: len(handled) == 1, within=10.0)
         await consumer.stop()
@@ -222,3 +230,39 @@ async def test_each_user_can_do_its_job(secure_nats: NatsServer, secure_bus: Bus
     finally:
         for bus in buses:
             await bus.close()
+
+
+async def test_a_service_can_neither_suppress_nor_read_another_services_commands(
+    secure_nats: NatsServer, secure_bus: Bus
+) -> None:
+    """Issue 29's probe: engine-upgrade published junk under setting-sync's next command id, and
+    JetStream, deduplicating by `Nats-Msg-Id` across the one shared LH_COMMANDS, dropped the real
+    command as a duplicate. Each sender now has its own command stream: the junk lands in
+    engine-upgrade's own (where the actuator dead-letters it), the real command is stored, and
+    engine-upgrade cannot read setting-sync's queue."""
+    attacker = await connect_as(secure_nats, "engine-upgrade")
+    victim = await connect_as(secure_nats, "setting-sync")
+    try:
+        command = _command("setting-sync")
+        junk = await attacker.js.publish(
+            f"lh.cmd.engine-upgrade.volume.{NS}.pvc-1", b"junk", headers={"Nats-Msg-Id": command.id}
+        )
+        assert junk.stream == command_stream("engine-upgrade")
+        real = await victim.js.publish(
+            f"lh.cmd.setting-sync.volume.{NS}.pvc-1",
+            codec.encode(command),
+            headers={"Nats-Msg-Id": command.id},
+        )
+        assert (real.stream, real.duplicate) == (command_stream("setting-sync"), None)
+        stored = await secure_bus.js.get_msg(command_stream("setting-sync"), real.seq)
+        assert codec.decode(stored.data or b"", Command).id == command.id
+
+        async def read_the_victims_queue() -> None:
+            with contextlib.suppress(Exception):  # denied: no answer comes
+                await attacker.js.get_msg(command_stream("setting-sync"), real.seq)
+
+        denial = await _denied(attacker, read_the_victims_queue)
+        assert command_stream("setting-sync").lower() in denial.lower()
+    finally:
+        await attacker.close()
+        await victim.close()

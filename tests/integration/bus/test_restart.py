@@ -26,6 +26,8 @@ pytestmark = [
     pytest.mark.integration,
     pytest.mark.real_nats("a real restart (away, then 503 until its store is back) is more than the fake's"),
 ]
+SENDER = "engine-upgrade"
+COMMANDS = subjects.command_stream(SENDER)
 
 
 def _node(i: int) -> str:
@@ -51,11 +53,11 @@ async def test_consumer_and_publisher_survive_server_restart(bus: Bus, nats_serv
     publisher = Publisher(producer_bus, window=64)
     for i in range(100):
         await publisher.publish(
-            f"{subjects.COMMANDS_PREFIX}.svc.volume.ns.v{i}", f"c{i}".encode(), msg_id=f"c{i}"
+            f"{subjects.COMMANDS_PREFIX}.{SENDER}.volume.ns.v{i}", f"c{i}".encode(), msg_id=f"c{i}"
         )
     await publisher.flush()  # all 100 acknowledged: none may be lost
 
-    spec = ConsumerSpec(stream=subjects.COMMANDS_STREAM, durable="survivor", batch=10, ack_wait=2.0)
+    spec = ConsumerSpec(stream=COMMANDS, durable="survivor", batch=10, ack_wait=2.0)
     consumer = Consumer(consumer_bus, spec, handle)
     consumer.start()
     await eventually(lambda: len(handled) >= 50, what="first half handled")
@@ -65,7 +67,7 @@ async def test_consumer_and_publisher_survive_server_restart(bus: Bus, nats_serv
     # Published after the restart, through the reconnected client.
     for i in range(100, 120):
         await publisher.publish(
-            f"{subjects.COMMANDS_PREFIX}.svc.volume.ns.v{i}", f"c{i}".encode(), msg_id=f"c{i}"
+            f"{subjects.COMMANDS_PREFIX}.{SENDER}.volume.ns.v{i}", f"c{i}".encode(), msg_id=f"c{i}"
         )
     await publisher.flush()
 

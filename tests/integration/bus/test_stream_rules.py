@@ -6,7 +6,7 @@ KV compare-and-set a lease is made of, and an idle ephemeral consumer going away
 from __future__ import annotations
 
 import pytest
-from nats.js.api import AckPolicy, ConsumerConfig, KeyValueConfig
+from nats.js.api import AckPolicy, ConsumerConfig, KeyValueConfig, RetentionPolicy, StreamConfig
 from nats.js.errors import BadRequestError, KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
 
 from corral_bus import Bus, Publisher
@@ -30,26 +30,33 @@ async def test_an_object_keeps_its_last_n_events(bus: Bus) -> None:
     assert (await bus.js.get_last_msg(subjects.OBJECTS_STREAM, subject)).data == b"v7"
 
 
+async def work_queue(bus: Bus) -> str:
+    """A work queue of its own (the contract's command streams each take one sender's subjects)."""
+    await bus.js.add_stream(StreamConfig(name="WQ", subjects=["wq.>"], retention=RetentionPolicy.WORK_QUEUE))
+    return "WQ"
+
+
 async def test_a_work_queue_takes_one_consumer_per_subject(bus: Bus) -> None:
-    stream = subjects.COMMANDS_STREAM
-    await bus.js.add_consumer(stream, ConsumerConfig(durable_name="actuator", filter_subject="lh.cmd.a.>"))
-    await bus.js.add_consumer(stream, ConsumerConfig(durable_name="actuator", filter_subject="lh.cmd.a.>"))
-    await bus.js.add_consumer(stream, ConsumerConfig(durable_name="other", filter_subject="lh.cmd.b.>"))
+    stream = await work_queue(bus)
+    await bus.js.add_consumer(stream, ConsumerConfig(durable_name="actuator", filter_subject="wq.a.>"))
+    await bus.js.add_consumer(stream, ConsumerConfig(durable_name="actuator", filter_subject="wq.a.>"))
+    await bus.js.add_consumer(stream, ConsumerConfig(durable_name="other", filter_subject="wq.b.>"))
     with pytest.raises(BadRequestError):
-        await bus.js.add_consumer(stream, ConsumerConfig(durable_name="rival", filter_subject="lh.cmd.*.x"))
+        await bus.js.add_consumer(stream, ConsumerConfig(durable_name="rival", filter_subject="wq.*.x"))
     with pytest.raises(BadRequestError):
         await bus.js.add_consumer(stream, ConsumerConfig(durable_name="greedy"))
 
 
 async def test_queued_messages_are_read_by_subject_without_a_consumer(bus: Bus) -> None:
-    mine, theirs = "lh.cmd.toy.setting.ns.{}", "lh.cmd.other.setting.ns.{}"
+    await work_queue(bus)
+    mine, theirs = "wq.toy.setting.ns.{}", "wq.other.setting.ns.{}"
     publisher = Publisher(bus)
     for i in range(3):
         await publisher.publish(mine.format(i), f"mine {i}".encode(), msg_id=f"m{i}")
         await publisher.publish(theirs.format(i), f"theirs {i}".encode(), msg_id=f"t{i}")
     await publisher.flush()
     await publisher.close()
-    stream, wanted = subjects.COMMANDS_STREAM, "lh.cmd.toy.>"
+    stream, wanted = "WQ", "wq.toy.>"
     seq, seen = 1, []
     while True:
         try:
@@ -63,7 +70,7 @@ async def test_queued_messages_are_read_by_subject_without_a_consumer(bus: Bus) 
     last = await bus.js.get_last_msg(stream, wanted)
     assert (last.seq, last.subject) == (5, mine.format(2))
     with pytest.raises(NotFoundError):
-        await bus.js.get_last_msg(stream, "lh.cmd.nobody.>")
+        await bus.js.get_last_msg(stream, "wq.nobody.>")
 
 
 async def test_kv_writes_are_compare_and_set_on_the_revision(bus: Bus) -> None:

@@ -12,6 +12,9 @@ from tests.fixtures.processes import eventually
 
 pytestmark = pytest.mark.integration
 
+SENDER = "engine-upgrade"
+COMMANDS = subjects.command_stream(SENDER)
+
 
 async def test_consumer_sees_the_publishers_trace(bus: Bus) -> None:
     tracer = TracerProvider().get_tracer("test")
@@ -25,12 +28,12 @@ async def test_consumer_sees_the_publishers_trace(bus: Bus) -> None:
     publisher = Publisher(bus)
     with tracer.start_as_current_span("decide") as span:
         trace_id = span.get_span_context().trace_id
-        await publisher.publish(subjects.command_subject("svc", "volume", "ns", "v"), b"{}", msg_id="t1")
+        await publisher.publish(subjects.command_subject(SENDER, "volume", "ns", "v"), b"{}", msg_id="t1")
     # Published outside any span: no trace header, and the handler sees no trace.
-    await publisher.publish(subjects.command_subject("svc", "volume", "ns", "w"), b"{}", msg_id="t2")
+    await publisher.publish(subjects.command_subject(SENDER, "volume", "ns", "w"), b"{}", msg_id="t2")
     await publisher.flush()
 
-    consumer = Consumer(bus, ConsumerSpec(stream=subjects.COMMANDS_STREAM, durable="traced"), handle)
+    consumer = Consumer(bus, ConsumerSpec(stream=COMMANDS, durable="traced"), handle)
     consumer.start()
     await eventually(lambda: len(seen) == 2, what="both handled")
     await consumer.stop()

@@ -18,8 +18,14 @@ from corral_cli.main import main
 from corral_engine_upgrade.view import DEFAULT_IMAGE_SETTING, LIMIT_SETTING
 from corral_model import codec
 from corral_model.envelopes import Command, FieldValue, Outcome, Target, Verb, new_command
-from corral_model.subjects import COMMANDS_STREAM, HISTORY_STREAM, OBJECTS_STREAM, RESULTS_STREAM
-from tests.fixtures.nats import NatsServer
+from corral_model.subjects import (
+    COMMANDS_STREAM,
+    HISTORY_STREAM,
+    OBJECTS_STREAM,
+    RESULTS_STREAM,
+    command_stream,
+)
+from tests.fixtures.nats import NatsServer, queued_commands
 from tests.fixtures.processes import eventually
 from tests.integration.cli.test_progress_command import publish
 from tests.unit.engine_upgrade.cluster import (
@@ -57,10 +63,8 @@ async def corral(*argv: str) -> int:
 
 
 async def stream_counts(bus: Bus) -> dict[str, int]:
-    return {
-        s: (await bus.js.stream_info(s)).state.messages
-        for s in (OBJECTS_STREAM, COMMANDS_STREAM, RESULTS_STREAM)
-    }
+    counts = {s: (await bus.js.stream_info(s)).state.messages for s in (OBJECTS_STREAM, RESULTS_STREAM)}
+    return {**counts, COMMANDS_STREAM: await queued_commands(bus)}
 
 
 async def test_dump_reads_every_stream_in_order_and_consumes_nothing(
@@ -97,7 +101,7 @@ async def test_dump_reads_every_stream_in_order_and_consumes_nothing(
     times = [r["time"] for r in records]
     assert times == sorted(times)  # RFC 3339 with nanoseconds, one zone: sorts as text
     assert await stream_counts(bus) == before, "the dump consumed something"
-    consumers = await bus.js.consumers_info(COMMANDS_STREAM)
+    consumers = await bus.js.consumers_info(command_stream("engine-upgrade"))
     # Only JetStream's own, which copies every command into LH_HISTORY (and acks nothing).
     assert [c.name for c in consumers if not (c.name or "").startswith("JS_SRC_")] == []
 
@@ -178,4 +182,4 @@ async def test_tail_prints_a_line_per_live_message(bus: Bus, nats_server: NatsSe
     )
     assert f"patch Volume longhorn-system/a /spec/image={NEW} id {command.id}" in by_stream[COMMANDS_STREAM]
     assert f"applied Volume longhorn-system/a id {command.id}" in by_stream[RESULTS_STREAM]
-    assert (await bus.js.stream_info(COMMANDS_STREAM)).state.messages == 1  # tail took nothing away
+    assert await queued_commands(bus) == 1  # tail took nothing away

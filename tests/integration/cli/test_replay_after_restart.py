@@ -16,9 +16,9 @@ import pytest
 from corral_bus import Bus, connect
 from corral_bus.setup import prepare_bus
 from corral_cli.commands.events import parse_moment
-from corral_model.subjects import COMMANDS_STREAM, HISTORY_STREAM
+from corral_model.subjects import HISTORY_STREAM
 from corral_sandbox.simulator import SimConfig
-from tests.fixtures.nats import BinaryNats
+from tests.fixtures.nats import BinaryNats, queued_commands
 from tests.fixtures.processes import eventually
 from tests.fixtures.sandbox import Sandbox, fast_config
 from tests.integration.cli.test_replay_wave import corral, replayed_ids, run_wave
@@ -87,7 +87,7 @@ async def test_a_wave_replays_from_history_after_every_service_and_nats_restarte
     services = start_services(sandbox, own_nats.url)
     try:
         await eventually(lambda: all(s.ready for s in services), within=120, what="services ready again")
-        assert (await admin.js.stream_info(COMMANDS_STREAM)).state.messages == 0  # drained: only history
+        assert await queued_commands(admin) == 0  # drained: only history
         capsys.readouterr()
         since = str(before / 1e9)
         status = await corral("replay", "engine-upgrade", "--nats", own_nats.url, "--since", since)

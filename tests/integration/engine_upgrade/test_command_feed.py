@@ -15,13 +15,14 @@ from corral_bus import MSG_ID_HEADER, Bus
 from corral_decision.command_feed import CommandFeed, stream_end
 from corral_model import codec
 from corral_model.envelopes import Command, FieldValue, Target, Verb, new_command
-from corral_model.subjects import COMMANDS_STREAM, RESULTS_STREAM, command_subject
+from corral_model.subjects import RESULTS_STREAM, command_stream, command_subject
 from corral_runtime.logs import get_logger
 from tests.fixtures.nats import NatsServer
 from tests.fixtures.processes import eventually
 from tests.fixtures.secure_nats import connect_as
 
 pytestmark = pytest.mark.integration
+ENGINE_UPGRADE_COMMANDS = command_stream("engine-upgrade")
 NS = "longhorn-system"
 
 
@@ -44,7 +45,7 @@ async def publish(bus: Bus, command: Command) -> None:
 async def test_queued_and_live_commands_of_the_service_only(bus: Bus, nats_server: NatsServer) -> None:
     # The actuator's durable consumer exists, as in production: the feed must not need its own.
     await bus.js.add_consumer(
-        COMMANDS_STREAM, ConsumerConfig(durable_name="actuator", ack_policy=AckPolicy.EXPLICIT)
+        ENGINE_UPGRADE_COMMANDS, ConsumerConfig(durable_name="actuator", ack_policy=AckPolicy.EXPLICIT)
     )
     queued = [upgrade(f"q-{i}") for i in range(3)]
     for command in queued:
@@ -64,7 +65,7 @@ async def test_queued_and_live_commands_of_the_service_only(bus: Bus, nats_serve
         await publish(bus, live)
         await eventually(lambda: "live" in seen)
         assert "other" not in seen
-        assert await stream_end(bus, COMMANDS_STREAM, ["lh.cmd.engine-upgrade.>"]) > 0
+        assert await stream_end(bus, ENGINE_UPGRADE_COMMANDS, ["lh.cmd.engine-upgrade.>"]) > 0
         assert await stream_end(bus, RESULTS_STREAM, ["lh.res.engine-upgrade.>"]) == 0
     finally:
         await feed.close()
@@ -100,10 +101,10 @@ async def test_the_scan_reads_the_queue_in_batches_as_the_service_user(
     secure_nats: NatsServer, secure_bus: Bus
 ) -> None:
     """600 queued commands of engine-upgrade between other services' take 3 requests of 256, read
-    as the engine-upgrade NATS user (allowed: direct gets on LH_COMMANDS); a stream that allows no
+    as the engine-upgrade NATS user (allowed: direct gets on its own command stream); a stream that allows no
     direct get is still read whole, one message get per command."""
     await secure_bus.js.add_consumer(
-        COMMANDS_STREAM, ConsumerConfig(durable_name="actuator", ack_policy=AckPolicy.EXPLICIT)
+        ENGINE_UPGRADE_COMMANDS, ConsumerConfig(durable_name="actuator", ack_policy=AckPolicy.EXPLICIT)
     )
     mine = [upgrade(f"q-{i}") for i in range(600)]
     for index, command in enumerate(mine):
@@ -117,7 +118,7 @@ async def test_the_scan_reads_the_queue_in_batches_as_the_service_user(
         assert await feed.scan() == 600
         assert seen == [c.target.name for c in mine]  # oldest first, none of another service's
         assert feed.round_trips == 3
-        info = await secure_bus.js.stream_info(COMMANDS_STREAM)
+        info = await secure_bus.js.stream_info(ENGINE_UPGRADE_COMMANDS)
         info.config.allow_direct = False
         await secure_bus.js.update_stream(info.config)
         seen.clear()

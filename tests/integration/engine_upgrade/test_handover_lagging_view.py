@@ -19,10 +19,10 @@ import pytest
 from corral_bus import Bus
 from corral_engine_upgrade.core import EngineUpgradeDecider
 from corral_model.envelopes import Outcome
-from corral_model.subjects import COMMANDS_STREAM, RESULTS_STREAM
+from corral_model.subjects import RESULTS_STREAM
 from corral_sandbox.simulator import SimConfig
 from tests.fixtures.bus_traffic import commands_seen
-from tests.fixtures.nats import NatsServer
+from tests.fixtures.nats import NatsServer, queued_commands
 from tests.fixtures.processes import eventually
 from tests.fixtures.sandbox import DEFAULT_IMAGE, Sandbox, fast_config
 from tests.integration.engine_upgrade.test_handover import (
@@ -85,8 +85,7 @@ async def test_a_new_leader_waits_for_the_writes_the_actuator_reported(
 
             async def applied() -> bool:
                 info = await bus.js.stream_info(RESULTS_STREAM)
-                queued = await bus.js.stream_info(COMMANDS_STREAM)
-                return info.state.messages >= LIMIT and queued.state.messages == 0
+                return info.state.messages >= LIMIT and await queued_commands(bus) == 0
 
             await sandbox.wait_for(applied, within=30, what="A's commands applied", invariant=limit_holds)
             assert {n for n, c in (await observer.in_flight()).items() if c} == {"node-1"}

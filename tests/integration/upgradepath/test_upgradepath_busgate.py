@@ -71,12 +71,13 @@ def engine_image(name: str, cli: int, ref_count: int = 1) -> EngineImage:
 
 
 async def commands(bus: Bus) -> list[tuple[str, Command]]:
-    info = await bus.js.stream_info(subjects.COMMANDS_STREAM)
+    stream = subjects.command_stream(subjects.GATE_SERVICE)
+    info = await bus.js.stream_info(stream)
     out: list[tuple[str, Command]] = []
     for seq in range(info.state.first_seq, info.state.last_seq + 1):
         if info.state.messages == 0:
             break
-        msg = await bus.js.get_msg(subjects.COMMANDS_STREAM, seq)
+        msg = await bus.js.get_msg(stream, seq)
         assert msg.data is not None and msg.subject is not None
         out.append((msg.subject, decode(msg.data, Command)))
     return out

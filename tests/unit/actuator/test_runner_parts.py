@@ -88,10 +88,9 @@ def test_configuration_from_the_environment() -> None:
     defaults = load_config(ActuatorConfig, environ={})
     limiter = rate_limiter(defaults.qps, defaults.burst)
     assert isinstance(limiter, TokenBucket) and (limiter.qps, limiter.burst) == (50.0, 100)
-    spec = consumer_spec(defaults)
-    assert (
-        spec.stream == "LH_COMMANDS" and spec.max_ack_pending >= defaults.concurrency * defaults.fetch_batch
-    )
+    spec = consumer_spec(defaults, "LH_COMMANDS_ENGINE_UPGRADE")
+    assert spec.stream == "LH_COMMANDS_ENGINE_UPGRADE"
+    assert spec.max_ack_pending >= defaults.concurrency * defaults.fetch_batch
 
 
 def test_bad_configuration_names_the_variable() -> None:

@@ -19,6 +19,7 @@ from corral_bus.permissions import (
     render_server_config,
 )
 from corral_cli.commands.run import nats_binary
+from corral_model.subjects import command_stream
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy" / "nats"
 CHART_COPY = DEPLOY.parent / "chart" / "corral" / "files" / "nats"
@@ -61,6 +62,9 @@ def test_a_decision_service_publishes_only_its_own_commands_and_lease() -> None:
         assert commands == [f"lh.cmd.{service}.>", "lh.cmd.upgrade-gate.event.>"], commands
         assert [s for s in publish if s.startswith("$KV.")] == [f"$KV.corral-leases.{service}"]
         assert not [s for s in publish if re.search(r"STREAM\.(CREATE|UPDATE|DELETE|PURGE)|MSG\.DELETE", s)]
+        # It reads its own queued commands only: never another sender's ids.
+        command_reads = {m.group(1) for s in publish if (m := re.search(r"GET\.(LH_COMMANDS\w*)", s))}
+        assert command_reads == {command_stream(service)}, command_reads
 
 
 def test_only_the_watcher_publishes_object_events_and_the_reader_publishes_nothing() -> None:

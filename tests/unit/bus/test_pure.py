@@ -33,7 +33,7 @@ def test_streams_follow_the_contract() -> None:
     by_name = {c.name: c for c in stream_configs(StreamSettings(objects_history=7))}
     assert set(by_name) == {
         subjects.OBJECTS_STREAM,
-        subjects.COMMANDS_STREAM,
+        *subjects.COMMAND_STREAMS,
         subjects.RESULTS_STREAM,
         subjects.DEAD_STREAM,
         subjects.ADVISORIES_STREAM,
@@ -46,8 +46,12 @@ def test_streams_follow_the_contract() -> None:
     assert objects.allow_msg_ttl
     # No one may cut the API server's copy short: no rollups, purges or message deletes.
     assert objects.allow_rollup_hdrs is False and objects.deny_purge and objects.deny_delete
-    assert by_name[subjects.COMMANDS_STREAM].retention == RetentionPolicy.WORK_QUEUE
-    assert by_name[subjects.COMMANDS_STREAM].duplicate_window > 0
+    # Each sender's commands in a work queue of their own: deduplication is per stream.
+    for service in subjects.COMMAND_SENDERS:
+        commands = by_name[subjects.command_stream(service)]
+        assert commands.subjects == [f"lh.cmd.{service}.>"]
+        assert commands.retention == RetentionPolicy.WORK_QUEUE
+        assert commands.duplicate_window > 0
     assert by_name[subjects.RESULTS_STREAM].max_age == 7 * 24 * 3600
     assert by_name[subjects.DEAD_STREAM].subjects == ["lh.dead.>"]
 
@@ -64,8 +68,9 @@ def test_the_history_records_every_contract_stream_but_the_dead_letters() -> Non
         subjects.RESULTS_STREAM,
     ]
     by_name = {c.name: c for c in contract}
-    commands = by_name[subjects.COMMANDS_STREAM].republish
-    assert commands is not None and (commands.src, commands.dest) == (">", "lh.hist.>")
+    for stream in subjects.COMMAND_STREAMS:  # every sender's command stream, with nothing else to do
+        commands = by_name[stream].republish
+        assert commands is not None and (commands.src, commands.dest) == (">", "lh.hist.>")
     assert history.subjects == ["lh.hist.>"]
     assert (
         by_name[subjects.DEAD_STREAM].republish is None and by_name[subjects.OBJECTS_STREAM].republish is None
@@ -73,18 +78,18 @@ def test_the_history_records_every_contract_stream_but_the_dead_letters() -> Non
     assert (history.max_age, history.max_bytes, history.num_replicas) == (3600, 10_000, 3)
     # Never a longer dedup window than an origin's: a retry republished after it is a new message.
     assert history.duplicate_window == min(c.duplicate_window or 0 for c in contract[:3])
-    split = recorded(
-        [
-            *contract_configs(s, StorageType.FILE),
-            dataclasses.replace(contract[1], name="LH_COMMANDS_V2", subjects=["lh.cmd.v2-upgrade.>"]),
-            dataclasses.replace(contract[0], name="LH_OBJECTS_MORE", subjects=["lh.obj2.>"]),
-        ]
+    more = dataclasses.replace(contract[0], name="LH_OBJECTS_MORE", subjects=["lh.obj2.>"])
+    added = history_config(
+        recorded([*contract_configs(s, StorageType.FILE), more]),
+        max_age=3600,
+        max_bytes=10_000,
+        replicas=1,
+        storage=StorageType.FILE,
     )
-    assert {c.name: c for c in split}["LH_COMMANDS_V2"].republish is not None
-    added = history_config(split, max_age=3600, max_bytes=10_000, replicas=1, storage=StorageType.FILE)
     assert "LH_OBJECTS_MORE" in [source.name for source in added.sources or []]
     assert {c.name: c for c in stream_configs(s)}[subjects.HISTORY_STREAM].max_bytes == 10_000
-    assert {c.name: c for c in stream_configs(s)}[subjects.COMMANDS_STREAM].republish == commands
+    toy = StreamSettings(command_senders=(*subjects.COMMAND_SENDERS, "toy"))
+    assert {c.name: c for c in stream_configs(toy)}[subjects.command_stream("toy")].republish == commands
 
 
 def test_history_retention_options_read_kubernetes_quantities() -> None:

@@ -25,7 +25,7 @@ from corral_model.envelopes import (
     new_command,
 )
 from corral_model.longhorn import ObjectMeta, Setting
-from corral_model.subjects import COMMANDS_STREAM
+from corral_model.subjects import command_stream
 from corral_runtime.logs import get_logger
 from tests.fixtures.bus_traffic import FakeWatcher, commands_seen, report
 from tests.fixtures.fakebus import FakeNatsServer
@@ -200,7 +200,7 @@ async def test_a_command_jetstream_did_not_store_comes_back_as_an_error_result(
     await watcher.put(_setting("s4", "y"))  # any event: the leader decides again
 
     async def stored() -> bool:
-        return (await fake_bus.js.stream_info(COMMANDS_STREAM)).state.messages == LIMIT
+        return (await fake_bus.js.stream_info(command_stream("toy"))).state.messages == LIMIT
 
     await eventually(stored, within=5, what="the commands stored once JetStream takes them")
 

@@ -5,10 +5,11 @@ Two ways of reading, because the streams differ:
 * LH_OBJECTS, LH_RESULTS, LH_DEAD (limits retention): an ephemeral pull consumer with
   `ack_policy=none`, in memory, reaped by the server when idle. It is one pass over the stream, fast
   at any size, and delivers nothing to anyone else.
-* LH_COMMANDS is the actuator's work queue: JetStream refuses a consumer that does not ack
-  explicitly on a work queue (and one overlapping the actuator's), and an acked message is gone. So
-  its messages are read one by one with the stream's message-get API (`next_by_subj`), which
-  involves no consumer at all. The queue is short: the actuator drains it.
+* the commands (each sender's `LH_COMMANDS_<SENDER>`, labelled LH_COMMANDS in a bundle) are the
+  actuator's work queues: JetStream refuses a consumer that does not ack explicitly on a work
+  queue (and one overlapping the actuator's), and an acked message is gone. So their messages are
+  read one by one with the stream's message-get API (`next_by_subj`), which involves no consumer at
+  all. The queues are short: the actuator drains them.
 
 Nothing is published. Reading stops at the end each stream had when reading began, so a busy bus
 still gives a finite snapshot. Sequences start at `start_seq`, or at the first message stored at or
@@ -31,7 +32,14 @@ from corral_bus import Bus
 from corral_bus.read_consumers import ConsumersExhausted, create_read_consumer
 from corral_cli.events.streams import delivery_facts
 from corral_decision.bundle import BundleEntry, entry, parse_time, sorted_entries
-from corral_model.subjects import COMMANDS_STREAM, OBJECTS_STREAM
+from corral_model.subjects import (
+    COMMAND_SENDERS,
+    COMMANDS_PREFIX,
+    COMMANDS_STREAM,
+    OBJECTS_STREAM,
+    command_stream,
+    escape_token,
+)
 
 FETCH_BATCH = 512
 FETCH_WAIT_S = 1.0
@@ -73,17 +81,53 @@ async def get_message(
     return message
 
 
-def _from_get(stream: str, message: Mapping[str, Any]) -> tuple[int, BundleEntry]:
+def _from_get(label: str, message: Mapping[str, Any]) -> tuple[int, BundleEntry]:
     time_ns = parse_time(message["time"])
     headers = parse_headers(base64.b64decode(message["hdrs"])) if message.get("hdrs") else {}
     data = base64.b64decode(message.get("data") or "")
-    return time_ns, entry(stream, int(message["seq"]), time_ns, message["subject"], headers, data)
+    return time_ns, entry(label, int(message["seq"]), time_ns, message["subject"], headers, data)
+
+
+async def read_commands(
+    bus: Bus, filters: Sequence[str], *, start_ns: int | None = None
+) -> list[tuple[int, BundleEntry]]:
+    """Every queued command matching `filters`, from each sender's stream, as LH_COMMANDS entries
+    (what bundles call the commands as a whole)."""
+    found: list[tuple[int, BundleEntry]] = []
+    for service in COMMAND_SENDERS:
+        wanted = [f for f in (sender_filter(f, service) for f in filters) if f is not None]
+        if wanted:
+            found += await read_queue(
+                bus, command_stream(service), wanted, start_ns=start_ns, label=COMMANDS_STREAM
+            )
+    return found
+
+
+def sender_filter(subject_filter: str, service: str) -> str | None:
+    """The part of a command filter (`lh.cmd.>`, `lh.cmd.*.volume.>`, `lh.cmd.im-restart.>`) that
+    `service`'s stream holds, or None where it holds none of it."""
+    tokens = subject_filter.split(".")
+    if len(tokens) < 3:
+        return None
+    own = escape_token(service)
+    if tokens[2] == ">":
+        return f"{COMMANDS_PREFIX}.{own}.>"
+    if tokens[2] in ("*", own):
+        return ".".join([*tokens[:2], own, *tokens[3:]])
+    return None
 
 
 async def read_queue(
-    bus: Bus, stream: str, filters: Sequence[str], *, start_seq: int = 1, start_ns: int | None = None
+    bus: Bus,
+    stream: str,
+    filters: Sequence[str],
+    *,
+    start_seq: int = 1,
+    start_ns: int | None = None,
+    label: str | None = None,
 ) -> list[tuple[int, BundleEntry]]:
-    """Every message of a work-queue stream matching `filters`, by message get: never consumed."""
+    """Every message of a work-queue stream matching `filters`, by message get: never consumed.
+    `label`: the stream name the entries carry (the stream's own by default)."""
     found: dict[int, tuple[int, BundleEntry]] = {}
     for subject in filters:
         seq = max(1, start_seq)
@@ -91,7 +135,7 @@ async def read_queue(
             message = await get_message(bus, stream, seq, subject)
             if message is None:
                 break
-            time_ns, record = _from_get(stream, message)
+            time_ns, record = _from_get(label or stream, message)
             if start_ns is None or time_ns >= start_ns:
                 found[record.seq] = (time_ns, record)
             seq = record.seq + 1
@@ -216,7 +260,7 @@ async def snapshot(
     for stream, subjects in filters.items():
         try:
             if stream == COMMANDS_STREAM:
-                pairs += await read_queue(bus, stream, subjects, start_ns=start_ns)
+                pairs += await read_commands(bus, subjects, start_ns=start_ns)
             elif stream == OBJECTS_STREAM and from_seq is not None:
                 pairs += [p async for p in consume(bus, stream, subjects, start_seq=from_seq)]
             else:

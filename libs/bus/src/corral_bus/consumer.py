@@ -52,6 +52,7 @@ from corral_bus.connection import Bus
 from corral_bus.deadletter import DeadReason, dead_letter, publish_dead_letter
 from corral_bus.delivery import Delivery
 from corral_bus.errors import PermanentError, TransientError
+from corral_bus.permissions import advisory_consumer
 from corral_bus.pull import PullFeed, ack_metadata
 from corral_bus.tracing import TRACEPARENT, extract_trace
 from corral_model import subjects
@@ -130,7 +131,8 @@ class Consumer:
 
     ::
 
-        consumer = Consumer(bus, ConsumerSpec(stream=COMMANDS_STREAM, durable="actuator"), handle)
+        spec = ConsumerSpec(stream="LH_COMMANDS_ENGINE_UPGRADE", durable="actuator")
+        consumer = Consumer(bus, spec, handle)
         consumer.start()
         ...
         await consumer.stop()
@@ -458,9 +460,10 @@ class Consumer:
 
     async def _read_advisories(self) -> None:
         js = self.bus.js
+        advisory_durable = advisory_consumer(self.spec.stream, self.spec.durable)
         config = ConsumerConfig(
-            name=self.spec.durable,
-            durable_name=self.spec.durable,
+            name=advisory_durable,
+            durable_name=advisory_durable,
             description=f"max-deliveries advisories of {self.spec.stream}/{self.spec.durable}",
             deliver_policy=DeliverPolicy.ALL,
             ack_policy=AckPolicy.EXPLICIT,
@@ -483,7 +486,7 @@ class Consumer:
                     await self._advisories.unsubscribe()
                 self._advisories = None
             return
-        pull = await js.pull_subscribe_bind(self.spec.durable, subjects.ADVISORIES_STREAM)
+        pull = await js.pull_subscribe_bind(advisory_durable, subjects.ADVISORIES_STREAM)
         bound_at = self.bus.reconnects
         try:
             while not self._stopping.is_set():

@@ -53,7 +53,7 @@ ADMIN = "admin"
 READER = "reader"
 WATCHER = "watcher"
 ACTUATOR = "actuator"
-DECISION_SERVICES = ("engine-upgrade", "setting-sync", "im-restart", "v2-upgrade")
+DECISION_SERVICES = subjects.DECISION_SERVICES
 USERS = (ADMIN, WATCHER, *DECISION_SERVICES, ACTUATOR, READER)
 """Every NATS user corral knows, one per component."""
 
@@ -182,7 +182,9 @@ def _decision(service: str) -> Permissions:
         *_lease(service),
         *_ephemeral_reads(subjects.OBJECTS_STREAM),
         *_ephemeral_reads(subjects.RESULTS_STREAM),
-        *_message_get(subjects.COMMANDS_STREAM),
+        # Its own command stream only: it can neither read another sender's queued commands nor
+        # touch their deduplication (subjects.COMMANDS_STREAM).
+        *_message_get(subjects.command_stream(service)),
         # A takeover's catch-up: where LH_OBJECTS and its own results end (last message per subject).
         *_message_get(subjects.OBJECTS_STREAM),
         *_message_get(subjects.RESULTS_STREAM),
@@ -193,16 +195,26 @@ def _decision(service: str) -> Permissions:
 
 def _actuator() -> Permissions:
     publish, subscribe = _common(ACTUATOR)
-    commands = subjects.COMMANDS_STREAM
-    advisories = subjects.ADVISORIES_STREAM
-    durable = ACTUATOR_DURABLE
     publish += [
         f"{subjects.RESULTS_PREFIX}.>",
         f"{subjects.DEAD_PREFIX}.>",
         *_gate_events(),
         *_lease(ACTUATOR),
-        # Its durable consumer on the work queue: create/update, pull, acks, and parking a message
-        # that exhausted its deliveries (read it, dead-letter it, delete it from the queue).
+    ]
+    for commands in subjects.COMMAND_STREAMS:
+        publish += _work_queue_consumer(commands)
+        subscribe.append(f"{ADVISORY_PREFIX}.{commands}.{ACTUATOR_DURABLE}")
+    return Permissions(ACTUATOR, tuple(publish), tuple(subscribe))
+
+
+def _work_queue_consumer(commands: str) -> list[str]:
+    """The actuator's durable consumer on one command stream: create/update, pull, acks, and
+    parking a message that exhausted its deliveries (read it, dead-letter it, delete it from the
+    queue); and the durable record of that consumer's max-deliveries advisories."""
+    durable = ACTUATOR_DURABLE
+    advisories = subjects.ADVISORIES_STREAM
+    advisory_durable = advisory_consumer(commands, durable)
+    return [
         f"{_API}.CONSUMER.CREATE.{commands}.{durable}",
         f"{_API}.CONSUMER.CREATE.{commands}.{durable}.>",
         f"{_API}.CONSUMER.DURABLE.CREATE.{commands}.{durable}",
@@ -211,16 +223,19 @@ def _actuator() -> Permissions:
         f"$JS.ACK.{commands}.{durable}.>",
         *_message_get(commands),
         f"{_API}.STREAM.MSG.DELETE.{commands}",
-        # The durable record of the max-deliveries advisories of that consumer.
-        f"{_API}.CONSUMER.CREATE.{advisories}.{durable}",
-        f"{_API}.CONSUMER.CREATE.{advisories}.{durable}.>",
-        f"{_API}.CONSUMER.DURABLE.CREATE.{advisories}.{durable}",
-        f"{_API}.CONSUMER.MSG.NEXT.{advisories}.{durable}",
-        f"{_API}.CONSUMER.INFO.{advisories}.{durable}",
-        f"$JS.ACK.{advisories}.{durable}.>",
+        f"{_API}.CONSUMER.CREATE.{advisories}.{advisory_durable}",
+        f"{_API}.CONSUMER.CREATE.{advisories}.{advisory_durable}.>",
+        f"{_API}.CONSUMER.DURABLE.CREATE.{advisories}.{advisory_durable}",
+        f"{_API}.CONSUMER.MSG.NEXT.{advisories}.{advisory_durable}",
+        f"{_API}.CONSUMER.INFO.{advisories}.{advisory_durable}",
+        f"$JS.ACK.{advisories}.{advisory_durable}.>",
     ]
-    subscribe.append(f"{ADVISORY_PREFIX}.{commands}.{durable}")
-    return Permissions(ACTUATOR, tuple(publish), tuple(subscribe))
+
+
+def advisory_consumer(stream: str, durable: str) -> str:
+    """The durable consumer on LH_ADVISORIES that keeps `durable`'s advisories on `stream`: one
+    per consumed stream, since the actuator's consumers share one name across its streams."""
+    return f"{durable}_{stream}"
 
 
 def _reader() -> Permissions:

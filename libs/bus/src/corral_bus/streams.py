@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 from dataclasses import dataclass
 
 from nats.js import JetStreamContext
@@ -50,6 +51,7 @@ ROLLUP_HEADER = "Nats-Rollup"
 MSG_ID_HEADER = "Nats-Msg-Id"
 EXPECTED_LAST_SUBJECT_SEQ_HEADER = "Nats-Expected-Last-Subject-Sequence"
 _DAY = 24 * 3600.0
+log = logging.getLogger("corral.bus")
 # JetStream error code: "stream name already in use with a different configuration".
 _STREAM_NAME_IN_USE = 10058
 
@@ -80,6 +82,8 @@ class StreamSettings:
     """How long LH_HISTORY keeps a message (corral_bus.history)."""
     history_max_bytes: int = DEFAULT_MAX_BYTES
     """How large LH_HISTORY may grow before its oldest messages go."""
+    command_senders: tuple[str, ...] = subjects.COMMAND_SENDERS
+    """Who sends commands, each to a command stream of its own (a test adds its toy decider)."""
 
 
 def stream_configs(settings: StreamSettings | None = None) -> list[StreamConfig]:
@@ -114,18 +118,7 @@ def contract_configs(s: StreamSettings, storage: StorageType) -> list[StreamConf
             num_replicas=s.replicas,
             discard=DiscardPolicy.OLD,
         ),
-        StreamConfig(
-            name=subjects.COMMANDS_STREAM,
-            description="Decisions for the actuator (work queue, deduplicated by command id).",
-            subjects=[f"{subjects.COMMANDS_PREFIX}.>"],
-            retention=RetentionPolicy.WORK_QUEUE,
-            duplicate_window=s.commands_dedup_window,
-            # A decider reads its own queued commands in batches (corral_bus.batchget).
-            allow_direct=True,
-            storage=storage,
-            num_replicas=s.replicas,
-            discard=DiscardPolicy.OLD,
-        ),
+        *(command_config(s, storage, service) for service in s.command_senders),
         StreamConfig(
             name=subjects.RESULTS_STREAM,
             description="What the actuator did with each command, and why.",
@@ -149,6 +142,23 @@ def contract_configs(s: StreamSettings, storage: StorageType) -> list[StreamConf
             discard=DiscardPolicy.OLD,
         ),
     ]
+
+
+def command_config(s: StreamSettings, storage: StorageType, service: str) -> StreamConfig:
+    """One sender's commands for the actuator: a work queue of its own, so its deduplication by
+    command id is its own (subjects.COMMANDS_STREAM says why)."""
+    return StreamConfig(
+        name=subjects.command_stream(service),
+        description=f"{service}'s decisions for the actuator (work queue, deduplicated by command id).",
+        subjects=[f"{subjects.COMMANDS_PREFIX}.{subjects.escape_token(service)}.>"],
+        retention=RetentionPolicy.WORK_QUEUE,
+        duplicate_window=s.commands_dedup_window,
+        # A decider reads its own queued commands in batches (corral_bus.batchget).
+        allow_direct=True,
+        storage=storage,
+        num_replicas=s.replicas,
+        discard=DiscardPolicy.OLD,
+    )
 
 
 def advisories_config(s: StreamSettings, storage: StorageType) -> StreamConfig:
@@ -247,9 +257,32 @@ async def check_streams(js: JetStreamContext, settings: StreamSettings | None = 
 async def ensure_streams(js: JetStreamContext, settings: StreamSettings | None = None) -> None:
     """Create the streams, or update them to `settings`; idempotent. Returns once the history
     records (corral_bus.history.wait_sourcing)."""
+    await retire_shared_commands(js)
     for config in stream_configs(settings):
         await ensure_stream(js, config)
     await wait_sourcing(js)
+
+
+async def retire_shared_commands(js: JetStreamContext) -> int:
+    """Delete the one LH_COMMANDS stream of releases before the per-sender command streams (its
+    subjects overlap theirs, so they cannot be created beside it); returns the commands it still
+    held. Nothing is lost for good: commands are decisions derived from the cluster's state, and
+    each decider issues a command the actuator never answered again once its expectation expires
+    (its `command_ttl`)."""
+    try:
+        info = await js.stream_info(subjects.COMMANDS_STREAM)
+    except NotFoundError:
+        return 0
+    queued = info.state.messages
+    await js.delete_stream(subjects.COMMANDS_STREAM)
+    if queued:
+        log.warning(
+            "deleted the shared %s stream of an earlier release with %d commands queued: their senders"
+            " issue them again once their expectations expire",
+            subjects.COMMANDS_STREAM,
+            queued,
+        )
+    return queued
 
 
 def _refused(error: APIError) -> bool:
@@ -285,6 +318,7 @@ async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
 
 async def delete_streams(js: JetStreamContext) -> None:
     """Remove the contract's streams (tests and `make run` resets only)."""
+    await retire_shared_commands(js)
     for config in stream_configs():
         assert config.name is not None
         with contextlib.suppress(NotFoundError):

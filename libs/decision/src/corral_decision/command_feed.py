@@ -1,12 +1,13 @@
-"""Every command this service publishes on LH_COMMANDS, whichever replica published it.
+"""Every command this service publishes to its command stream, whichever replica published it.
 
-LH_COMMANDS is a work queue for the actuator: JetStream allows no second consumer on those subjects,
+The stream (`LH_COMMANDS_<SERVICE>`, corral_model.subjects.command_stream) is a work queue for the
+actuator: JetStream allows no second consumer on those subjects,
 and a message is gone once the actuator acks it. So a replica follows the commands in two ways:
 
 * live, through a core NATS subscription on `lh.cmd.<service>.>` (a JetStream publish is delivered
   to plain subscribers of its subject too): every command published while the replica is
   connected, including the ones the actuator has already taken;
-* the backlog, by reading the messages still queued in LH_COMMANDS with the stream's batched
+* the backlog, by reading the messages still queued in the stream with the stream's batched
   direct get (corral_bus.batchget: 256 a round trip, `next_by_subj`, no consumer involved; one
   message get at a time where the stream does not allow direct gets): every command published
   before the subscription existed, or while the connection was down, that the actuator has not
@@ -33,7 +34,7 @@ from corral_bus.batchget import DirectGetUnavailable, read_batches
 from corral_model import codec
 from corral_model.codec import SchemaError
 from corral_model.envelopes import Command
-from corral_model.subjects import COMMANDS_PREFIX, COMMANDS_STREAM, escape_token
+from corral_model.subjects import COMMANDS_PREFIX, command_stream, escape_token
 from corral_runtime.logs import Logger
 
 OnCommand = Callable[[Command], None]
@@ -50,6 +51,7 @@ class CommandFeed:
         self.bus = bus
         self.batch = batch
         self.filter = commands_filter(service)
+        self.stream = command_stream(service)
         self.on_command = on_command
         self.log = log
         self.scans = 0
@@ -76,11 +78,11 @@ class CommandFeed:
         self.on_command(command)
 
     async def scan(self) -> int:
-        """Hand out every command of the service still queued in LH_COMMANDS; returns how many."""
+        """Hand out every command of the service still queued in its stream; returns how many."""
         reconnects = self.bus.reconnects
         count = 0
         try:
-            async for batch in read_batches(self.bus, COMMANDS_STREAM, self.filter, batch=self.batch):
+            async for batch in read_batches(self.bus, self.stream, self.filter, batch=self.batch):
                 self.round_trips += 1
                 for message in batch:
                     self._handle(message.subject, message.data)
@@ -92,11 +94,11 @@ class CommandFeed:
         return count
 
     async def _scan_one_by_one(self) -> int:
-        """The scan where LH_COMMANDS allows no direct get: one message-get request per command."""
+        """The scan where the stream allows no direct get: one message-get request per command."""
         seq, count = 1, 0
         while True:
             try:
-                message = await self.bus.js.get_msg(COMMANDS_STREAM, seq=seq, subject=self.filter, next=True)
+                message = await self.bus.js.get_msg(self.stream, seq=seq, subject=self.filter, next=True)
             except NotFoundError:
                 break  # past the last one
             assert message.seq is not None

@@ -9,13 +9,32 @@ from __future__ import annotations
 
 OBJECTS_STREAM = "LH_OBJECTS"
 COMMANDS_STREAM = "LH_COMMANDS"
+"""The commands as one whole, as bundles, the CLI and the documents name them. On the bus each
+sender's commands have a work-queue stream of their own (`command_stream`): JetStream deduplicates
+by `Nats-Msg-Id` per stream, so in one shared stream a service could suppress another's command by
+publishing first under its id, and read every other service's queued commands."""
 RESULTS_STREAM = "LH_RESULTS"
 DEAD_STREAM = "LH_DEAD"
 ADVISORIES_STREAM = "LH_ADVISORIES"
 """JetStream's max-deliveries advisories, kept: a message no consumer finished is parked even when
 no replica was listening as the advisory went out."""
-STREAMS = (OBJECTS_STREAM, COMMANDS_STREAM, RESULTS_STREAM, DEAD_STREAM)
-"""The four streams of the bus contract."""
+GATE_SERVICE = "upgrade-gate"
+"""The service name every component's start-up gate asks for its Kubernetes Events under: the gate
+runs before a decision service leads, so its Events carry no lease term; under a name of their own
+they leave every decision service's own commands fenced (deploy/policy/actuator-policy.yaml)."""
+DECISION_SERVICES = ("engine-upgrade", "setting-sync", "im-restart", "v2-upgrade")
+COMMAND_SENDERS = (*DECISION_SERVICES, GATE_SERVICE)
+"""Every name commands are sent under, each with its own command stream."""
+
+
+def command_stream(service: str) -> str:
+    """The work-queue stream of `service`'s commands (`LH_COMMANDS_ENGINE_UPGRADE` ...)."""
+    return f"{COMMANDS_STREAM}_{service.upper().replace('-', '_')}"
+
+
+COMMAND_STREAMS = tuple(command_stream(service) for service in COMMAND_SENDERS)
+STREAMS = (OBJECTS_STREAM, *COMMAND_STREAMS, RESULTS_STREAM, DEAD_STREAM)
+"""The streams of the bus contract."""
 HISTORY_STREAM = "LH_HISTORY"
 """Every object event, command and result for days, copied from the streams above by JetStream
 itself (corral_bus.history): what `corral replay --since` replays."""
@@ -27,11 +46,6 @@ DEAD_PREFIX = "lh.dead"
 HISTORY_PREFIX = "lh.hist"
 """A work-queue stream's messages as it republishes them into LH_HISTORY: `lh.hist.<subject>`."""
 MAX_DELIVERIES_ADVISORY_PREFIX = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
-
-GATE_SERVICE = "upgrade-gate"
-"""The service name every component's start-up gate asks for its Kubernetes Events under: the gate
-runs before a decision service leads, so its Events carry no lease term; under a name of their own
-they leave every decision service's own commands fenced (deploy/policy/actuator-policy.yaml)."""
 
 _ESCAPES = {"%": "%25", ".": "%2E", "*": "%2A", ">": "%3E", " ": "%20", "\t": "%09"}
 
@@ -67,6 +81,11 @@ def resync_subject(kind_token: str, namespace: str) -> str:
 
 def command_subject(service: str, kind_token: str, namespace: str, name: str) -> str:
     return f"{COMMANDS_PREFIX}.{service}.{kind_token}.{escape_token(namespace)}.{escape_token(name)}"
+
+
+def command_service(subject: str) -> str:
+    """The sender a command subject names (`lh.cmd.<service>....`)."""
+    return unescape_token(subject.split(".", 3)[2])
 
 
 def result_subject(service: str, kind_token: str, namespace: str, name: str) -> str:

@@ -1,4 +1,4 @@
-"""The actuator on the bus: LH_COMMANDS in, API writes out, one CommandResult per command to LH_RESULTS.
+"""The actuator on the bus: commands in, API writes out, one CommandResult per command to LH_RESULTS.
 
 Order of a command's life: decode (a malformed one goes to LH_DEAD through the bus consumer, and
 the actuator carries on; so does one whose subject, payload and id disagree, addressing.py), answer
@@ -8,10 +8,13 @@ consumer ack the command. A crash anywhere before the ack redelivers the command
 object first, so what was written is not written again, and the result's Nats-Msg-Id (command id
 and outcome) makes LH_RESULTS store it once.
 
-Commands run `concurrency` at a time: one pull subscriber of the durable consumer runs that many
-handlers at once, each handling its message to the end, so "bounded in flight" is a number in the
-configuration. (It was one subscriber per handler: 32 pull requests with heartbeats, advisory reads
-and consumer checks cost an idle actuator about 5 % of a core, NATS as much again.)
+Each sender's commands have a stream of their own (corral_model.subjects.command_stream), and the
+actuator a durable consumer on each. Commands run `concurrency` at a time per sender: one pull
+subscriber of each durable consumer runs that many handlers at once, each handling its message to
+the end, so "bounded in flight" is a number in the configuration (the API client's qps and burst
+bound the writes of all of them together). (It was one subscriber per handler: 32 pull requests
+with heartbeats, advisory reads and consumer checks cost an idle actuator about 5 % of a core, NATS
+as much again.)
 Only the leaseholder consumes; a standby keeps its API client and policy loaded and takes over
 when the lease passes to it.
 """
@@ -54,7 +57,7 @@ from corral_bus.cancellation import cancel_and_wait
 from corral_kube.client import api_client
 from corral_model import codec
 from corral_model.envelopes import Command, CommandResult, Outcome, Verb
-from corral_model.subjects import COMMANDS_STREAM, escape_token, result_subject
+from corral_model.subjects import COMMAND_STREAMS, escape_token, result_subject
 from corral_model.version import VERSION_HEADER, corral_version
 from corral_runtime.logs import Logger
 from corral_runtime.service import ServiceContext
@@ -250,9 +253,10 @@ class CommandHandler:
             self.log.info("command finished", detail=result.detail, **fields)
 
 
-def consumer_spec(config: ActuatorConfig) -> ConsumerSpec:
+def consumer_spec(config: ActuatorConfig, stream: str) -> ConsumerSpec:
+    """The durable consumer on one sender's command stream (corral_model.subjects.command_stream)."""
     return ConsumerSpec(
-        stream=COMMANDS_STREAM,
+        stream=stream,
         durable=DURABLE,
         backoff=(0.5, 2.0, 10.0),
         max_deliver=config.max_deliver,
@@ -344,6 +348,10 @@ async def _wait_any(*aws: Any) -> None:
         await cancel_and_wait(*tasks)
 
 
+async def _all_ready(consumers: list[Consumer]) -> None:
+    await asyncio.gather(*(consumer.ready.wait() for consumer in consumers))
+
+
 async def _lead(ctx: ServiceContext[ActuatorConfig], handler: CommandHandler) -> None:
     """Consume while leading; on losing the lease or on stop, drain and (if not stopping) stand by."""
     config = ctx.config
@@ -358,13 +366,15 @@ async def _lead(ctx: ServiceContext[ActuatorConfig], handler: CommandHandler) ->
             if ctx.stop.is_set():
                 return
         lost.clear()
-        consumer = Consumer(ctx.bus, consumer_spec(config), handler)
-        consumer.start()
+        consumers = [Consumer(ctx.bus, consumer_spec(config, stream), handler) for stream in COMMAND_STREAMS]
+        for consumer in consumers:
+            consumer.start()
         if leadership is not None and not leadership.is_leader:
             lost.set()
-        await _wait_any(consumer.ready.wait(), ctx.stop.wait(), lost.wait())
+        await _wait_any(_all_ready(consumers), ctx.stop.wait(), lost.wait())
         if not (ctx.stop.is_set() or lost.is_set()):
-            ctx.log.info("consuming commands", durable=DURABLE, concurrency=config.concurrency)
+            streams, per_sender = list(COMMAND_STREAMS), config.concurrency
+            ctx.log.info("consuming commands", durable=DURABLE, streams=streams, concurrency=per_sender)
             await _wait_any(ctx.stop.wait(), lost.wait())
         ctx.log.info("draining in-flight commands", lost_lease=lost.is_set())
-        await consumer.stop(config.shutdown_grace_s)
+        await asyncio.gather(*(consumer.stop(config.shutdown_grace_s) for consumer in consumers))
