@@ -21,7 +21,7 @@ own record for engine-upgrade, which keeps its tracks on its records rather than
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 from corral_decision.decider import Clock, Explanation, Pending
@@ -63,7 +63,7 @@ class DeciderKit(Generic[K]):
     def apply(self, event: ObjectEvent[Any]) -> None:
         raise NotImplementedError
 
-    def reconcile(self, now: float) -> Sequence[Command]:
+    def reconcile(self, now: float) -> list[Command]:
         """The commands the rules want now, each already `issue`d (Events need no issue)."""
         raise NotImplementedError
 
@@ -149,7 +149,7 @@ class DeciderKit(Generic[K]):
 
     # --- the protocol the runner drives (Runnable); not to be overridden ---------------------------
 
-    def decide(self) -> Sequence[Command]:
+    def decide(self) -> list[Command]:
         if not self.ready:
             return []
         now = self.clock()

@@ -1,9 +1,10 @@
 """A decider's alarm clock: "look at this target again at that time", kept once for every service.
 
-A heap of (due, key, token). The same (due, key) asked twice is kept once, so rules that ask on
-every decision pass for a wake they still want do not grow the heap. Popping hands back the keys
-whose time came, with the token they were set with (expectations.py marks a deadline with its
-expectation, to tell a deadline that no longer matters); what looking again means is the decider's.
+A heap of (due, key, token). The same (due, key) asked twice without a token is kept once, so
+rules that ask on every decision pass for a wake they still want do not grow the heap. Popping
+hands back the keys whose time came, with the token they were set with (expectations.py marks a
+deadline with its expectation, to tell a deadline that no longer matters); what looking again
+means is the decider's.
 """
 
 from __future__ import annotations
@@ -28,11 +29,14 @@ class Timers(Generic[K]):
         return len(self._heap)
 
     def at(self, due: float, key: K, token: object = None) -> None:
-        """Look at `key` again at `due`."""
-        asked = (due, key)
-        if asked not in self._asked:
+        """Look at `key` again at `due`. A timer with a token is its own (never merged with an
+        ask-again at the same time, which must not be lost if the token's timer turns out stale)."""
+        if token is None:
+            asked = (due, key)
+            if asked in self._asked:
+                return
             self._asked.add(asked)
-            heapq.heappush(self._heap, (due, next(self._seq), key, token))
+        heapq.heappush(self._heap, (due, next(self._seq), key, token))
 
     def first(self) -> tuple[float, K, object] | None:
         """The earliest timer (due, key, token), left in place."""
@@ -42,13 +46,15 @@ class Timers(Generic[K]):
         return due, key, token
 
     def drop_first(self) -> None:
-        due, _, key, _ = heapq.heappop(self._heap)
-        self._asked.discard((due, key))
+        due, _, key, token = heapq.heappop(self._heap)
+        if token is None:
+            self._asked.discard((due, key))
 
     def due(self, now: float) -> Iterator[tuple[K, object]]:
         """Pop every timer whose time has come, earliest first: (key, token)."""
         heap = self._heap
         while heap and heap[0][0] <= now:
             due, _, key, token = heapq.heappop(heap)
-            self._asked.discard((due, key))
+            if token is None:
+                self._asked.discard((due, key))
             yield key, token
