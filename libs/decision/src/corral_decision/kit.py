@@ -153,8 +153,8 @@ class DeciderKit(Generic[K]):
         if not self.ready:
             return []
         now = self.clock()
-        due = self.expected.timers.first()
-        if due is not None and due[0] <= now:
+        due = self.expected.timers.first_due()
+        if due is not None and due <= now:
             for key in self.expected.due(now, self.track_at):
                 self.look_again(key)
         return self.reconcile(now)

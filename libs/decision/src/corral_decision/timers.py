@@ -38,6 +38,10 @@ class Timers(Generic[K]):
             self._asked.add(asked)
         heapq.heappush(self._heap, (due, next(self._seq), key, token))
 
+    def first_due(self) -> float | None:
+        """When the earliest timer comes, stale or not (a cheap test before popping)."""
+        return self._heap[0][0] if self._heap else None
+
     def first(self) -> tuple[float, K, object] | None:
         """The earliest timer (due, key, token), left in place."""
         if not self._heap:
