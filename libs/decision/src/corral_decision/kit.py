@@ -46,7 +46,8 @@ def tested_version(command: Command) -> int:
 
 
 class DeciderKit(Generic[K]):
-    """Subclass it with the rules; override the hooks below the protocol section, never it."""
+    """Subclass it with the rules: override the hooks (the first section), never the protocol the
+    runner drives (the last); the middle is what the rules call."""
 
     def __init__(self, clock: Clock, timing: Timing | None = None, service: str = "") -> None:
         self.clock = clock
