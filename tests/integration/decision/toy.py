@@ -1,5 +1,6 @@
 """A toy decision service written against the kit alone: it sets every Setting's value to "done",
-never more than LIMIT commands in flight. The kit's handover tests run it as they would any service."""
+never more than LIMIT commands in flight. The kit's handover and replay tests run it as they would
+any service; its rules are all it writes (the kit owns expectations, results, adoption, timers)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ DONE = (FieldValue(path="/value", value="done"),)
 
 class ToyDecider(DeciderBase):
     def __init__(self, clock: Clock) -> None:
-        super().__init__(clock, reads=["setting"])
+        super().__init__(clock, reads=["setting"], service="toy")
         self.values: dict[str, str] = {}
 
     def apply(self, event: ObjectEvent[Any]) -> None:
@@ -24,18 +25,18 @@ class ToyDecider(DeciderBase):
         if key is not None and event.object is not None:
             self.values[event.name] = event.object.value
             if event.object.value == "done":
-                self.settle(key)
+                self.settle(key)  # the view shows it
 
     def may_adopt(self, command: Command) -> bool:
         return self.values.get(command.target.name, "done") != "done"
 
-    def decide(self) -> list[Command]:
+    def reconcile(self, now: float) -> list[Command]:
         commands: list[Command] = []
         for name, value in sorted(self.values.items()):
             target = Target(kind="Setting", namespace="longhorn-system", name=name)
-            if len(self.pending) < LIMIT and value != "done" and key_of(target) not in self.pending:
-                commands.append(new_command(service="toy", verb=Verb.PATCH, target=target, changes=DONE))
-                self.expect(commands[-1])
+            if self.expected.count < LIMIT and value != "done" and not self.in_flight(key_of(target)):
+                command = new_command(service="toy", verb=Verb.PATCH, target=target, changes=DONE)
+                commands.append(self.issue(command, key_of(target)))
         return commands
 
     def explain(self, key: str | None = None) -> list[Explanation]:

@@ -62,6 +62,6 @@ def test_the_actuator_gives_up_well_before_engine_upgrade_does() -> None:
     assert actuator.max_command_age_s == DEFAULT_MAX_COMMAND_AGE
     skew_margin = 30.0
     assert actuator.max_command_age_s + skew_margin <= engine_upgrade.command_ttl_s
-    assert actuator.max_command_age_s + skew_margin <= DeciderConfig().command_ttl
+    assert actuator.max_command_age_s + skew_margin <= DeciderConfig().timing.command_ttl
     assert actuator.max_clock_skew_s == DEFAULT_MAX_CLOCK_SKEW <= skew_margin
     assert actuator.max_command_age_s + actuator.max_clock_skew_s < engine_upgrade.command_ttl_s

@@ -1,4 +1,4 @@
-"""`adopt_command`: a replica counts the commands another replica issued, so a new leader never
+"""`adopt`: a replica counts the commands another replica issued, so a new leader never
 exceeds the per-node limit with its predecessor's commands still on their way. Two deciders are fed
 the same events, as two replicas following LH_OBJECTS are; one decides, the other adopts."""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import msgspec
 
+from corral_decision import Timing
 from corral_engine_upgrade.core import DeciderConfig, EngineUpgradeDecider
 from corral_engine_upgrade.view import DEFAULT_IMAGE_SETTING, LIMIT_SETTING
 from corral_model import longhorn as lh
@@ -61,7 +62,7 @@ def test_a_standby_that_adopted_the_leaders_commands_fills_no_slot_they_hold() -
     issued = pair.leader.decide()
     assert names(issued) == ["v1", "v2"]
     for command in issued:
-        pair.standby.adopt_command(command)
+        pair.standby.adopt(command, None)
     assert pair.standby.in_flight_by_node() == {"n1": 2}
     # The standby takes over: everything on n1 is in flight, so it decides nothing there.
     pair.standby.reconsider_all()
@@ -70,7 +71,7 @@ def test_a_standby_that_adopted_the_leaders_commands_fills_no_slot_they_hold() -
 
 
 def test_without_adoption_the_new_leader_would_exceed_the_limit() -> None:
-    """The hole adopt_command closes: the same handover, nothing adopted."""
+    """The hole adopt closes: the same handover, nothing adopted."""
     clock = Clock()
     pair = Pair(clock)
     pair.volumes(*on_n1(4))
@@ -85,8 +86,8 @@ def test_own_command_coming_back_on_the_bus_changes_nothing() -> None:
     feed.put(volume("v1"), volume("v2"))
     [command] = decider.decide()
     expectation = decider.view.volume("longhorn-system", "v1").expectation  # type: ignore[union-attr]
-    decider.adopt_command(command)
-    decider.adopt_command(command)
+    decider.adopt(command, None)
+    decider.adopt(command, None)
     assert decider.view.volume("longhorn-system", "v1").expectation is expectation  # type: ignore[union-attr]
     assert decider.in_flight_by_node() == {"n1": 1}
     # Its refusal still settles it, exactly once.
@@ -99,8 +100,8 @@ def test_the_same_foreign_command_adopted_twice_counts_once() -> None:
     pair = Pair(clock, limit="3")
     pair.volumes(*on_n1(2))
     [first, _] = pair.leader.decide()
-    pair.standby.adopt_command(first)
-    pair.standby.adopt_command(first)
+    pair.standby.adopt(first, None)
+    pair.standby.adopt(first, None)
     assert pair.standby.in_flight_by_node() == {"n1": 1}
 
 
@@ -112,7 +113,7 @@ def test_a_command_the_view_already_reflects_is_counted_by_the_view_only() -> No
     pair.volumes(*vols)
     [command] = pair.leader.decide()
     pair.put(upgraded(vols[0]))  # spec.image = NEW, upgrade running
-    pair.standby.adopt_command(command)
+    pair.standby.adopt(command, None)
     assert pair.standby.pending_commands() == 0
     assert pair.standby.in_flight_by_node() == {"n1": 1}  # from the view
     # When the upgrade finishes the slot frees at once: no expectation lingers until command_ttl.
@@ -131,7 +132,7 @@ def test_a_command_whose_other_preconditions_fail_now_still_holds_its_slot_until
     pair.volumes(*vols)
     [command] = pair.leader.decide()  # a live upgrade: tests attached + healthy
     pair.put(volume("v1", robustness="degraded"))
-    pair.standby.adopt_command(command)
+    pair.standby.adopt(command, None)
     assert pair.standby.in_flight_by_node() == {"n1": 1}
     pair.put(volume("v1"))  # healthy again: the command could apply after all
     pair.standby.reconsider_all()
@@ -149,7 +150,7 @@ def test_a_command_testing_an_image_the_volume_has_left_is_not_adopted() -> None
     pair.volumes(*vols)
     [command] = pair.leader.decide()
     pair.put(upgraded(vols[0], image="longhornio/longhorn-engine:elsewhere", done=True))
-    pair.standby.adopt_command(command)
+    pair.standby.adopt(command, None)
     assert pair.standby.pending_commands() == 0
     pair.standby.reconsider_all()
     assert names(pair.standby.decide()) == ["v2"]
@@ -162,9 +163,9 @@ def test_a_command_for_a_deleted_or_unknown_volume_is_ignored() -> None:
     pair.volumes(*vols)
     [command] = pair.leader.decide()
     pair.delete(vols[0])
-    pair.standby.adopt_command(command)
+    pair.standby.adopt(command, None)
     stranger = msgspec.structs.replace(command, target=Target(kind="Volume", namespace="x", name="nope"))
-    pair.standby.adopt_command(stranger)
+    pair.standby.adopt(stranger, None)
     assert pair.standby.in_flight_by_node() == {}
     pair.standby.reconsider_all()
     assert names(pair.standby.decide()) == ["v2"]
@@ -176,7 +177,7 @@ def test_an_adopted_command_is_released_when_its_volume_is_deleted() -> None:
     vols = on_n1(2)
     pair.volumes(*vols)
     [command] = pair.leader.decide()
-    pair.standby.adopt_command(command)
+    pair.standby.adopt(command, None)
     assert pair.standby.in_flight_by_node() == {"n1": 1}
     pair.delete(vols[0])
     assert pair.standby.in_flight_by_node() == {}
@@ -191,7 +192,7 @@ def test_an_adopted_command_is_settled_by_results_like_our_own() -> None:
     pair.volumes(*vols)
     [command] = pair.leader.decide()
     standby = pair.standby
-    standby.adopt_command(command)
+    standby.adopt(command, None)
     standby.reconsider_all()
     # applied, but the view lags: still in flight
     standby.record_result(result(command, Outcome.APPLIED))
@@ -209,7 +210,7 @@ def test_a_refusal_frees_an_adopted_slot() -> None:
     pair = Pair(clock, limit="1")
     pair.volumes(*on_n1(3))
     [command] = pair.leader.decide()
-    pair.standby.adopt_command(command)
+    pair.standby.adopt(command, None)
     pair.standby.record_result(result(command, Outcome.PRECONDITION_FAILED))
     assert pair.standby.in_flight_by_node() == {}
     pair.standby.reconsider_all()
@@ -219,10 +220,10 @@ def test_a_refusal_frees_an_adopted_slot() -> None:
 
 def test_an_adopted_command_with_no_result_expires_after_command_ttl() -> None:
     clock = Clock()
-    pair = Pair(clock, limit="1", config=DeciderConfig(command_ttl=60.0, retry_backoff=1.0))
+    pair = Pair(clock, limit="1", config=DeciderConfig(timing=Timing(command_ttl=60.0, retry_backoff=1.0)))
     pair.volumes(*on_n1(2))
     [command] = pair.leader.decide()
-    pair.standby.adopt_command(command)
+    pair.standby.adopt(command, None)
     pair.standby.reconsider_all()
     assert pair.standby.decide() == []
     clock.advance(59.0)
@@ -262,7 +263,7 @@ def test_commands_that_are_not_engine_upgrades_are_ignored() -> None:
         ),
     ]
     for command in others:
-        pair.standby.adopt_command(command)
+        pair.standby.adopt(command, None)
     assert pair.standby.in_flight_by_node() == {}
 
 
@@ -273,7 +274,7 @@ def test_an_adopted_command_counts_on_the_volumes_owner_node() -> None:
     issued = pair.leader.decide()
     assert sorted(names(issued)) == ["a", "c"]
     for command in issued:
-        pair.standby.adopt_command(command)
+        pair.standby.adopt(command, None)
     assert pair.standby.in_flight_by_node() == {"n2": 1, "n3": 1}
     pair.standby.reconsider_all()
     assert pair.standby.decide() == []
@@ -292,7 +293,7 @@ def test_adoption_is_safe_before_the_view_is_complete() -> None:
     feed.rv = leader_feed.rv
     for vol in vols:
         feed.put(vol)
-    standby.adopt_command(command)
+    standby.adopt(command, None)
     # the rest of the view arrives: the same cluster the leader decided on
     feed.put(*(longhorn_node(n) for n in NODES))
     feed.put(engine_image(OLD, api=5), engine_image(NEW))

@@ -15,6 +15,7 @@ import msgspec
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from corral_decision import Timing
 from corral_decision.seen import SeenCommands
 from corral_engine_upgrade.core import DeciderConfig, EngineUpgradeDecider
 from corral_engine_upgrade.view import DEFAULT_IMAGE_SETTING, LIMIT_SETTING, REQUIRED_KINDS
@@ -34,7 +35,7 @@ from tests.unit.engine_upgrade.cluster import (
 )
 from tests.unit.engine_upgrade.sim import KINDS, MAX_LAG, InTransit, _holds, versioned_write
 
-CONFIG = DeciderConfig(command_ttl=3 * MAX_LAG, applied_ttl=600, retry_backoff=30)
+CONFIG = DeciderConfig(timing=Timing(command_ttl=3 * MAX_LAG, applied_ttl=600, retry_backoff=30))
 
 
 @dataclasses.dataclass
@@ -50,7 +51,7 @@ class Replica:
         """What the runner's `_adopt` does."""
         if not (self.adopting and self.decider.ready):
             return
-        self.decider.adopt_command(command)
+        self.decider.adopt(command, None)
         if result is not None:
             self.decider.record_result(result)
 
@@ -72,7 +73,9 @@ class Handovers:
         self.limit = 0
         self.volumes: dict[str, lh.Volume] = {}
         self.replicas = [
-            Replica(EngineUpgradeDecider(clock, CONFIG), SeenCommands(CONFIG.command_ttl), adopting=adopt)
+            Replica(
+                EngineUpgradeDecider(clock, CONFIG), SeenCommands(CONFIG.timing.command_ttl), adopting=adopt
+            )
             for _ in "ab"
         ]
         self.leader = 0

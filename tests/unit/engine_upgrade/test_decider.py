@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from corral_bus.streams import StreamSettings
+from corral_decision import Timing
 from corral_engine_upgrade.core import DeciderConfig, EngineUpgradeDecider
 from corral_engine_upgrade.reasons import Reason
 from corral_engine_upgrade.service import EngineUpgradeConfig
@@ -148,7 +149,7 @@ def test_an_unobserved_command_holds_its_slot_until_the_view_shows_it() -> None:
     assert decider.decide() == []
     assert decider.in_flight_by_node() == {"n1": 1}
     decider.record_result(result(command, Outcome.APPLIED))
-    clock.advance(DeciderConfig().command_ttl + 1)  # an applied command outlives the lost-command ttl
+    clock.advance(DeciderConfig().timing.command_ttl + 1)  # an applied command outlives the lost-command ttl
     assert decider.decide() == []
     feed.put(upgraded(a))  # the view shows spec.image: now counted as a Longhorn in-progress upgrade
     assert decider.decide() == [] and decider.pending_commands() == 0
@@ -159,7 +160,7 @@ def test_an_unobserved_command_holds_its_slot_until_the_view_shows_it() -> None:
 
 def test_an_applied_command_the_view_never_shows_is_freed_after_applied_ttl() -> None:
     clock = Clock()
-    config = DeciderConfig(command_ttl=10, applied_ttl=100)
+    config = DeciderConfig(timing=Timing(command_ttl=10, applied_ttl=100))
     decider, feed = ready_cluster(clock, limit="1", config=config)
     feed.volume_with_replicas(volume("a"))
     feed.volume_with_replicas(volume("b"))
@@ -176,7 +177,7 @@ def test_an_applied_command_the_view_never_shows_is_freed_after_applied_ttl() ->
 
 def test_a_lost_command_is_freed_after_command_ttl_and_reissued_with_the_same_id() -> None:
     clock = Clock()
-    decider, feed = ready_cluster(clock, limit="1", config=DeciderConfig(command_ttl=30))
+    decider, feed = ready_cluster(clock, limit="1", config=DeciderConfig(timing=Timing(command_ttl=30)))
     feed.volume_with_replicas(volume("a"))
     [first] = decider.decide()
     clock.advance(29)
@@ -192,7 +193,7 @@ def test_a_lost_command_is_freed_after_command_ttl_and_reissued_with_the_same_id
 )
 def test_a_refusal_frees_the_slot_and_waits_for_fresh_state(outcome: Outcome) -> None:
     clock = Clock()
-    decider, feed = ready_cluster(clock, limit="1", config=DeciderConfig(retry_backoff=50))
+    decider, feed = ready_cluster(clock, limit="1", config=DeciderConfig(timing=Timing(retry_backoff=50)))
     a = volume("a")
     feed.volume_with_replicas(a)
     feed.volume_with_replicas(volume("b"))
@@ -208,7 +209,7 @@ def test_a_refusal_frees_the_slot_and_waits_for_fresh_state(outcome: Outcome) ->
 
 def test_a_refusal_without_fresh_state_is_retried_after_the_backoff() -> None:
     clock = Clock()
-    decider, feed = ready_cluster(clock, limit="1", config=DeciderConfig(retry_backoff=50))
+    decider, feed = ready_cluster(clock, limit="1", config=DeciderConfig(timing=Timing(retry_backoff=50)))
     feed.volume_with_replicas(volume("a"))
     [command] = decider.decide()
     decider.record_result(result(command, Outcome.ERROR))

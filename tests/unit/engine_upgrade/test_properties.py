@@ -11,6 +11,7 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from corral_decision import Timing
 from corral_engine_upgrade.core import DeciderConfig, EngineUpgradeDecider
 from corral_engine_upgrade.reasons import Reason
 from corral_engine_upgrade.records import KEY, NODE, STRIDE, replica_name
@@ -31,7 +32,7 @@ from tests.unit.engine_upgrade.cluster import (
 )
 from tests.unit.engine_upgrade.sim import KINDS, MAX_LAG, SimCluster
 
-CONFIG = DeciderConfig(command_ttl=3 * MAX_LAG, applied_ttl=600, retry_backoff=30)
+CONFIG = DeciderConfig(timing=Timing(command_ttl=3 * MAX_LAG, applied_ttl=600, retry_backoff=30))
 WANTS_UPGRADE = {
     Reason.IN_PROGRESS,
     Reason.COMMAND_PENDING,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import msgspec
 
 from corral_dangerzone.settings import DangerZoneSettings
+from corral_decision import Timing
 from corral_im_restart.core import DeciderConfig
 from corral_im_restart.reasons import Reason
 from corral_model import longhorn as lh
@@ -60,7 +61,7 @@ def test_a_refused_delete_is_not_resent_until_the_pod_is_fresher() -> None:
 
 
 def test_a_refused_delete_is_resent_after_the_backoff() -> None:
-    cluster = _cluster(DeciderConfig(retry_backoff=30.0))
+    cluster = _cluster(DeciderConfig(timing=Timing(retry_backoff=30.0)))
     cluster.put(setting("priority-class", "p"))
     [delete] = _deletes_of(cluster.decide())
     cluster.result(delete, Outcome.PRECONDITION_FAILED)
@@ -70,7 +71,7 @@ def test_a_refused_delete_is_resent_after_the_backoff() -> None:
 
 
 def test_a_lost_delete_stops_counting_after_the_command_ttl() -> None:
-    cluster = _cluster(DeciderConfig(command_ttl=60.0))
+    cluster = _cluster(DeciderConfig(timing=Timing(command_ttl=60.0)))
     cluster.put(setting("priority-class", "p"))
     [delete] = _deletes_of(cluster.decide())
     assert delete.id in [p.command_id for p in cluster.decider.expectations()]

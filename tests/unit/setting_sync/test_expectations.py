@@ -43,7 +43,7 @@ def test_a_refused_delete_waits_for_a_fresher_pod_or_the_backoff() -> None:
     cluster, delete = cluster_with_pending_delete()
     cluster.decider.record_result(result(delete, Outcome.PRECONDITION_FAILED))
     assert cluster.decide() == []  # same pod, same resourceVersion: not again yet
-    cluster.now += cluster.decider.config.retry_backoff
+    cluster.now += cluster.decider.config.timing.retry_backoff
     [again] = cluster.decide()
     assert again.id == delete.id
     cluster.decider.record_result(result(again, Outcome.PRECONDITION_FAILED))
@@ -54,9 +54,9 @@ def test_a_refused_delete_waits_for_a_fresher_pod_or_the_backoff() -> None:
 
 def test_a_lost_command_is_sent_again_after_its_ttl() -> None:
     cluster, delete = cluster_with_pending_delete()
-    cluster.now += cluster.decider.config.command_ttl - 1
+    cluster.now += cluster.decider.config.timing.command_ttl - 1
     assert cluster.decide() == []
-    assert cluster.decider.next_due() == pytest.approx(1000.0 + cluster.decider.config.command_ttl)
+    assert cluster.decider.next_due() == pytest.approx(1000.0 + cluster.decider.config.timing.command_ttl)
     cluster.now += 1
     assert [c.id for c in cluster.decide()] == [delete.id]
 

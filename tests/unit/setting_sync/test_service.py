@@ -31,7 +31,7 @@ def test_definition() -> None:
 def test_config_reaches_the_decider() -> None:
     config = SettingSyncConfig(command_ttl_s=30.0, retry_backoff_s=90.0)
     decider = new_decider(config, lambda: 0.0)
-    assert (decider.config.command_ttl, decider.config.retry_backoff) == (30.0, 90.0)
+    assert (decider.config.timing.command_ttl, decider.config.timing.retry_backoff) == (30.0, 90.0)
 
 
 def test_pending_gauge_and_command_modes() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
+from corral_decision import Timing
 from corral_model.envelopes import Verb
 from corral_v2_upgrade.config import DeciderConfig
 from corral_v2_upgrade.states import MANAGER_STEPS, NODE_STEPS
@@ -26,7 +27,9 @@ def states(world: World, machine: str) -> set[str]:
 def test_killed_in_any_state_it_resumes_from_the_objects(machine: str, state: str) -> None:
     world = cluster(
         volumes={"vol-a": "node-1", "vol-b": "node-2"},
-        config=DeciderConfig(node_timeout=0, snapshot_before_upgrade=True, command_ttl=5, applied_ttl=5),
+        config=DeciderConfig(
+            node_timeout=0, snapshot_before_upgrade=True, timing=Timing(command_ttl=5, applied_ttl=5)
+        ),
     )
     world.put(*volume("vol-off", "node-1", attached=False), manager())
     world.start()

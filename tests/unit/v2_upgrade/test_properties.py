@@ -15,13 +15,14 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from corral_decision import Timing
 from corral_model.envelopes import Verb
 from corral_v2_upgrade.config import DeciderConfig
 from corral_v2_upgrade.states import is_terminal
 from tests.unit.v2_upgrade.world import NEW, World, cluster, manager, replica, volume
 
 CONFIG = DeciderConfig(
-    command_ttl=5, applied_ttl=5, retry_backoff=5, node_timeout=0, snapshot_before_upgrade=True
+    timing=Timing(command_ttl=5, applied_ttl=5, retry_backoff=5), node_timeout=0, snapshot_before_upgrade=True
 )
 
 volumes_st = st.lists(

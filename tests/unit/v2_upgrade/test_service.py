@@ -9,7 +9,7 @@ from pathlib import Path
 import msgspec
 
 from corral_actuator.policy import Policy
-from corral_decision import decision_service
+from corral_decision import Timing, decision_service
 from corral_model.envelopes import Verb
 from corral_v2_upgrade.config import DeciderConfig
 from corral_v2_upgrade.service import DEFINITION, V2UpgradeConfig, gauges
@@ -32,9 +32,11 @@ def test_config_reaches_the_decider() -> None:
         service="v2-upgrade", node_timeout_s=60, max_node_retries=2, snapshot_before_upgrade=True
     )
     assert config.decider_config() == DeciderConfig(
-        command_ttl=config.command_ttl_s,
-        applied_ttl=config.applied_ttl_s,
-        retry_backoff=config.retry_backoff_s,
+        timing=Timing(
+            command_ttl=config.command_ttl_s,
+            applied_ttl=config.applied_ttl_s,
+            retry_backoff=config.retry_backoff_s,
+        ),
         node_timeout=60,
         max_retries=2,
         snapshot_before_upgrade=True,

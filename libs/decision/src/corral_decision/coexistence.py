@@ -46,7 +46,7 @@ from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from corral_decision.decider import Decider
+from corral_decision.decider import Runnable
 from corral_decision.events import EventType, event_command, is_event
 from corral_model.envelopes import Command, CommandResult, Outcome, Target
 
@@ -116,7 +116,7 @@ class Coexistence:
         loop: LonghornLoop | None,
         mode: Mode,
         namespace: str,
-        decider: Decider,
+        decider: Runnable,
         registry: CollectorRegistry | None = None,
         on_stance: Callable[[Mode, Stance, str], None] | None = None,
     ) -> None:

@@ -1,13 +1,14 @@
-"""The `Decider` protocol: what a decision service's rules are, apart from all plumbing.
+"""The `Decider` protocol: what a decision service's rules are, apart from all plumbing; and
+`Runnable`, what the kit makes of them for the runner, `corral plan` and `corral replay` to drive.
 
 A decider is pure (no I/O; time comes from the clock it was built with), so the very same object runs
 live under the kit's runner, on a snapshot in `corral plan`, on a recorded bundle in `corral replay`
-(driven by a simulated clock) and in property tests. Everything a decider does not decide (reading
-the bus, the lease, takeover, debounce, publishing, metrics, health) is the runner's.
-
-A decider counts the commands it issued and has not yet seen reflected in its view ("expectations",
-as client-go calls them), so a lagging view can never make it exceed a limit; `adopt` counts another
-replica's commands the same way, which is what makes a change of leader safe.
+(driven by a simulated clock) and in property tests. It supplies its rules only: from its view, the
+commands it wants now and when it wants to be asked again, how a target is keyed, and why a target
+waits (`explain`, whose `group` is what a limit is counted per). Everything else is the kit's
+(kit.py): expectations (issued, applied, refused, expired, adopted from another replica, which is
+what makes a change of leader safe), retry backoff, timers and per-target holds; and the runner's:
+reading the bus, the lease, takeover, debounce, publishing, metrics, health.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def target_key(kind: str, namespace: str, name: str) -> str:
 
 @runtime_checkable
 class Decider(Protocol):
-    """The rules of one decision service, as the kit's runner, plan and replay drive them."""
+    """The rules of one decision service, as a subclass of the kit (`DeciderKit`, `DeciderBase`)
+    supplies them."""
 
     @property
     def ready(self) -> bool:
@@ -70,8 +72,34 @@ class Decider(Protocol):
         something. Nothing is decided before."""
 
     def apply(self, event: ObjectEvent[Any]) -> None:
-        """Fold one object event into the view. Raises `InvalidEvent` and changes nothing when the
-        event cannot be used."""
+        """Fold one object event into the view, settling what it shows. Raises `InvalidEvent` and
+        changes nothing when the event cannot be used."""
+
+    def reconcile(self, now: float) -> Sequence[Command]:
+        """The commands the rules want now, each `issue`d to the kit; a wait with a time asks to be
+        asked again (`ask_again(at, key)`)."""
+
+    def look_again(self, key: Any) -> None:
+        """A target's timer came due, or its command was refused or expired: judge it again."""
+
+    def key_for(self, target: Target) -> Any:
+        """How the rules key a commanded target (None: not theirs)."""
+
+    def may_adopt(self, command: Command) -> bool:
+        """Whether another replica's command can still apply on this view (and so must count)."""
+
+    def explain(self, key: str | None = None) -> list[Explanation]:
+        """Why each target is or is not acted on, as of now; `key` (`target_key`) picks one."""
+
+
+@runtime_checkable
+class Runnable(Protocol):
+    """A decider as the runner, takeover, plan and replay drive it: its rules on the kit."""
+
+    @property
+    def ready(self) -> bool: ...
+
+    def apply(self, event: ObjectEvent[Any]) -> None: ...
 
     def record_result(self, result: CommandResult) -> None:
         """Settle the expectation of one of its commands (applied: wait for the view; refused: free)."""
@@ -97,8 +125,7 @@ class Decider(Protocol):
     def expectations(self) -> Iterable[Pending]:
         """Every command in flight that the view does not reflect yet."""
 
-    def explain(self, key: str | None = None) -> list[Explanation]:
-        """Why each target is or is not acted on, as of now; `key` (`target_key`) picks one."""
+    def explain(self, key: str | None = None) -> list[Explanation]: ...
 
     def idle_work(self, budget: int) -> int:
         """Deferred bookkeeping a standby may do while it does not decide (e.g. judging targets

@@ -13,14 +13,14 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from corral_decision.decider import Decider
+from corral_decision.decider import Runnable
 
 
 class ScrapeGauges(Collector):
     """The service's own gauges plus the expectations count, computed at scrape time."""
 
     def __init__(
-        self, prefix: str, decider: Decider, gauges: Callable[[Decider], Iterable[Metric]] | None
+        self, prefix: str, decider: Runnable, gauges: Callable[[Runnable], Iterable[Metric]] | None
     ) -> None:
         self.prefix = prefix
         self.decider = decider
@@ -41,8 +41,8 @@ class RunnerMetrics:
         self,
         prefix: str,
         registry: CollectorRegistry | None,
-        decider: Decider,
-        gauges: Callable[[Decider], Iterable[Metric]] | None = None,
+        decider: Runnable,
+        gauges: Callable[[Runnable], Iterable[Metric]] | None = None,
     ) -> None:
         self.events = Counter(
             f"{prefix}_events", "Object events applied, by kind.", ["kind"], registry=registry

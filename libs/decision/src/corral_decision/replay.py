@@ -43,7 +43,7 @@ import msgspec
 from corral_bus import StreamMessage
 from corral_decision.bundle import BadLine, Line, order_key
 from corral_decision.command_diff import Difference, ReplayedCommand, compare
-from corral_decision.decider import Decider, Explanation, InvalidEvent, target_key
+from corral_decision.decider import Explanation, InvalidEvent, Runnable, target_key
 from corral_decision.events import is_event
 from corral_decision.recording import Recording
 from corral_decision.runner import EventDecoder
@@ -142,7 +142,7 @@ class Replay:
             config = msgspec.structs.replace(config, namespace=namespace)
         self.service = service
         self.clock = SimulatedClock()
-        self.decider: Decider = service.new_decider(config, self.clock)
+        self.decider: Runnable = service.new_decider(config, self.clock)
         self.decode_event = EventDecoder(service)
         self.debounce_s = debounce_s
         self.until_ns = until_ns

@@ -47,7 +47,7 @@ from corral_bus import BootstrapReader, Bus, Publisher, PublishError, StreamMess
 from corral_bus.cancellation import cancel_and_wait
 from corral_decision.coexistence import Coexistence, Mode, Stance
 from corral_decision.command_feed import CommandFeed
-from corral_decision.decider import Decider, InvalidEvent
+from corral_decision.decider import InvalidEvent, Runnable
 from corral_decision.events import is_event
 from corral_decision.metrics import RunnerMetrics
 from corral_decision.seen import SeenCommands
@@ -97,7 +97,7 @@ class DecisionRunner:
         *,
         is_leader: Callable[[], bool] = lambda: True,
         lease_term: Callable[[], int] = lambda: 0,
-        decider: Decider | None = None,
+        decider: Runnable | None = None,
         tracer: Tracer | None = None,
     ) -> None:
         self.service = service

@@ -16,8 +16,9 @@ import msgspec
 from prometheus_client.core import Metric
 
 from corral_decision.coexistence import LonghornLoop, Mode
-from corral_decision.decider import Clock, Decider
+from corral_decision.decider import Clock, Runnable
 from corral_decision.progress import Progress
+from corral_decision.timing import Timing
 from corral_model.envelopes import Command
 from corral_model.kinds import KINDS
 from corral_model.subjects import OBJECTS_PREFIX, escape_token
@@ -60,6 +61,12 @@ class DecisionConfig(ServiceConfig, kw_only=True, frozen=True):
     manager runs this loop: act), `act` (act only while Longhorn's loop is off, else refuse),
     `auto` (act while it is off, else observe) or `observe` (report only)."""
 
+    def timing(self) -> Timing:
+        """The expectation TTLs and retry backoff, as every decider takes them (timing.py)."""
+        return Timing(
+            command_ttl=self.command_ttl_s, applied_ttl=self.applied_ttl_s, retry_backoff=self.retry_backoff_s
+        )
+
 
 ConfigT = TypeVar("ConfigT", bound=DecisionConfig)
 
@@ -83,7 +90,7 @@ class DecisionService(Generic[ConfigT]):
     """Kind token (`volume`, `setting`…) → the Struct its LH_OBJECTS events decode into."""
     commands: frozenset[str]
     """Kind tokens of the objects it commands (`lh.cmd.<name>.<token>.…`); `event` for Events."""
-    new_decider: Callable[[ConfigT, Clock], Decider]
+    new_decider: Callable[[ConfigT, Clock], Runnable]
     gauges: Callable[[Any], Iterable[Metric]] | None = None
     """Figures read from the decider when Prometheus scrapes (per node, per setting…)."""
     command_mode: Callable[[Command], str] = _by_verb

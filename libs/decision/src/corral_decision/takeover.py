@@ -35,7 +35,7 @@ from prometheus_client import Histogram
 
 from corral_bus import BootstrapReader, Bus
 from corral_decision.command_feed import CommandFeed, stream_end
-from corral_decision.decider import Decider
+from corral_decision.decider import Runnable
 from corral_decision.seen import SeenCommands
 from corral_model.envelopes import Command, CommandResult
 from corral_runtime.logs import Logger
@@ -56,7 +56,7 @@ class Takeover:
     """The catch-up of one replica; `run` once per leadership term, before the first decision."""
 
     bus: Bus
-    decider: Decider
+    decider: Runnable
     _: dataclasses.KW_ONLY
     objects: BootstrapReader
     results: BootstrapReader

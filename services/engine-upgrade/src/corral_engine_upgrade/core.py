@@ -9,7 +9,8 @@ It re-implements the auto-upgrade step of Longhorn's EngineImage controller (lon
 * `decide()` fills the free slots of the owner nodes whose state changed, `limit - in flight`
   each, with candidates live upgrades first, then by (namespace, name) (pick_order.py), and
   returns the commands;
-* `record_result(result)` settles the expectation a command created.
+* the kit (corral_decision.kit) settles the expectation a command created on its result, expires
+  it, adopts another replica's and runs the timers; the expectations live on the volumes' records.
 
 In flight on an owner node = volumes the view shows upgrading (spec.image != status.currentImage,
 grouped by status.ownerID as Longhorn does) + volumes we sent a command for that the view does not
@@ -27,31 +28,23 @@ Deliberate deviations from longhorn-manager HEAD are listed in services/engine-u
 
 from __future__ import annotations
 
-import heapq
-import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import msgspec
 
-from corral_decision.decider import Clock, Explanation, Pending
+from corral_decision.decider import Clock, Explanation
+from corral_decision.expectations import Expectation
+from corral_decision.kit import DeciderKit
+from corral_decision.timing import Timing
 from corral_engine_upgrade.announce import BLOCKING, Announcer
 from corral_engine_upgrade.eligibility import step_gate, volume_reason
 from corral_engine_upgrade.pick_order import rank
 from corral_engine_upgrade.reasons import Reason
-from corral_engine_upgrade.records import Expectation, VolumeRecord
+from corral_engine_upgrade.records import VolumeRecord
 from corral_engine_upgrade.slots import Owners
 from corral_engine_upgrade.view import NO_IMPACT, UNREADABLE, ClusterView, Impact
-from corral_model.envelopes import (
-    Command,
-    CommandResult,
-    FieldValue,
-    ObjectEvent,
-    Outcome,
-    Target,
-    Verb,
-    command_id,
-)
+from corral_model.envelopes import Command, FieldValue, ObjectEvent, Target, Verb, command_id
 
 __all__ = ["SERVICE", "DeciderConfig", "EngineUpgradeDecider", "Explanation"]
 
@@ -64,13 +57,8 @@ _BLOCKING = BLOCKING
 
 
 class DeciderConfig(msgspec.Struct, frozen=True, kw_only=True):
-    # A command with neither a result nor a visible effect after this long is presumed lost.
-    command_ttl: float = 60.0
-    # After an `applied` result, how long the view may lag before the slot is freed anyway.
-    applied_ttl: float = 600.0
-    # After a refusal with no fresher state in view, wait this long before deciding again. Keep it
-    # at least the JetStream dedup window, or the identical retry (same id) is dropped as a duplicate.
-    retry_backoff: float = 120.0
+    # The kit's expectation TTLs and retry backoff.
+    timing: Timing = Timing()
     # How long a deleted object's resourceVersion is remembered to reject late, older events.
     tombstone_ttl: float = 600.0
     # corral's own per-node limit, in place of Longhorn's setting (beside a running longhorn-manager,
@@ -80,11 +68,14 @@ class DeciderConfig(msgspec.Struct, frozen=True, kw_only=True):
     announce: bool = False
 
 
-class EngineUpgradeDecider:
-    """The engine-upgrade rules as a `corral_decision.Decider`."""
+class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
+    """The engine-upgrade rules as a `corral_decision.Decider`, on the kit. Targets are keyed by
+    their volume's record, which carries the kit's track (expectation, hold): no parallel tables
+    at 100 k volumes."""
 
     def __init__(self, clock: Clock, config: DeciderConfig | None = None) -> None:
         self.config = config or DeciderConfig()
+        super().__init__(clock, self.config.timing, SERVICE)
         self.view = ClusterView(
             tombstone_ttl=self.config.tombstone_ttl, limit_override=self.config.limit_override
         )
@@ -92,9 +83,6 @@ class EngineUpgradeDecider:
         self._owners = Owners()
         # Owner nodes whose slots or candidates changed (Owners.place adds to it as it goes).
         self._dirty: set[str] = self._owners.dirty
-        # (due time, seq, volume): expectation deadlines and retry backoffs to re-evaluate.
-        self._timers: list[tuple[float, int, VolumeRecord]] = []
-        self._timer_seq = itertools.count()
         self._bootstrapped = False
         self._fields = FieldValues()
         # The clock's reading for the call in progress (apply, decide, record_result…), read by
@@ -159,82 +147,52 @@ class EngineUpgradeDecider:
         for event in events:
             self.apply(event)
 
-    def record_result(self, result: CommandResult) -> None:
-        """Settle the expectation of one of our commands. Results for unknown or superseded
-        commands (a late duplicate, a volume already re-decided) change nothing."""
-        volume = self.view.volume(result.target.namespace, result.target.name)
-        if volume is None or volume.expectation is None:
-            return
-        expectation = volume.expectation
-        if expectation.command_id != result.command_id:
-            return
-        now = self._now = self._clock()
-        if result.outcome is Outcome.APPLIED and not result.dry_run:
-            expectation.applied = True
-            expectation.deadline = now + self.config.applied_ttl
-            self._schedule(expectation.deadline, volume)
-            return
-        # Refused (or only dry-run): free the slot; decide again from state fresher than we used.
-        volume.expectation = None
-        volume.hold_rv = expectation.decided_rv
-        volume.hold_until = now + self.config.retry_backoff
-        self._refresh(volume)
-
-    def adopt_command(self, command: Command) -> None:
-        """Count a command this decider did not issue (another replica's, seen on LH_COMMANDS) as
-        in flight, with the bookkeeping of our own: until the view reflects it, a refusal comes
-        back (`record_result`), or `command_ttl` passes. So a new leader respects its predecessor's
-        commands that are on their way. Idempotent; ignored when it cannot take a slot: not an
-        engine upgrade of a volume in the view (deleted), already counted (our own coming back on
-        the bus, adopted before, or the volume holds another command), already shown by the view
-        (spec.image is the target: the volume counts as in flight by itself), or unable ever to
-        apply (spec.image moved away from the image the command tests).
+    def may_adopt(self, command: Command) -> bool:
+        """Another replica's command (seen on LH_COMMANDS) counts as in flight, with the bookkeeping
+        of our own: until the view reflects it, a refusal comes back, or `command_ttl` passes. So a
+        new leader respects its predecessor's commands that are on their way. Not adopted when it
+        cannot take a slot: not an engine upgrade of a volume in the view (deleted), already shown
+        by the view (spec.image is the target: the volume counts as in flight by itself), or unable
+        ever to apply (spec.image moved away from the image the command tests).
 
         Its other preconditions (state, owner node, robustness, currentImage) are deliberately not
         checked: they can hold again before the actuator reaches the command (a volume degraded a
         moment, then healthy), and a command that can still apply must hold a slot. One that will
         be refused holds it only until the refusal comes back."""
         target = command.target
-        if command.service != SERVICE or command.verb is not Verb.PATCH or target.kind != "Volume":
-            return
+        if command.verb is not Verb.PATCH or target.kind != "Volume":
+            return False
         volume = self.view.volume(target.namespace, target.name)
         to_image = next((c.value for c in command.changes if c.path == "/spec/image"), None)
-        if volume is None or volume.expectation is not None or not isinstance(to_image, str):
-            return
+        if volume is None or not isinstance(to_image, str):
+            return False
         tested_image = next((p.value for p in command.preconditions if p.path == "/spec/image"), None)
         if tested_image is None:
-            return  # not a change this decider makes (its commands always test spec.image)
-        if tested_image != volume.spec_image or to_image == volume.spec_image:
-            return
-        now = self._clock()
-        volume.expectation = Expectation(
-            command_id=command.id,
-            from_image=volume.spec_image,
-            to_image=to_image,
-            decided_rv=volume.rv,
-            issued_at=now,
-            deadline=now + self.config.command_ttl,
-        )
-        self._schedule(volume.expectation.deadline, volume)
-        self._owners.place(volume, volume.owner, None)
+            return False  # not a change this decider makes (its commands always test spec.image)
+        return tested_image == volume.spec_image and to_image != volume.spec_image
+
+    def adopted(self, key: VolumeRecord, expectation: Expectation, command: Command) -> None:
+        expectation.basis = key.spec_image
+        self._owners.place(key, key.owner, None)
 
     # --- output -----------------------------------------------------------------------------------
 
-    def decide(self) -> list[Command]:
+    def reconcile(self, now: float) -> list[Command]:
         """Commands for every free slot on the owner nodes whose state changed since last time,
         then the volumes' Events made since the last call (announce.py)."""
-        commands = self._fill_slots()
+        self._now = now
+        commands = self._fill_slots(now) if self._dirty else []
         if self._announcer.outbox and self.config.announce:
             commands.extend(self._announcer.take())
         return commands
 
-    def _fill_slots(self) -> list[Command]:
-        now = self._now = self._clock()
-        timers = self._timers
-        if timers and timers[0][0] <= now:
-            self._run_timers(now)
-        elif not self._dirty:
-            return []  # the common case for an event that changed nothing the limit cares about
+    def look_again(self, key: VolumeRecord) -> None:
+        """Its command was refused or expired, or its backoff ended: judge it again."""
+        if key.alive:
+            self._now = self._clock()
+            self._refresh(key)
+
+    def _fill_slots(self, now: float) -> list[Command]:
         limit = self.view.limit
         if not self._bootstrapped or limit <= 0:
             self._dirty.clear()  # a limit change marks every owner node dirty again
@@ -328,41 +286,20 @@ class EngineUpgradeDecider:
         """Commands issued and not yet reflected or refused (O(volumes): for metric scrapes)."""
         return sum(1 for v in self.view.volumes() if v.expectation is not None)
 
-    def next_due(self) -> float | None:
-        """When `decide` next has timed work (a retry or an expiry), so a runner can sleep until then."""
-        return self._timers[0][0] if self._timers else None
+    # --- the kit's keys: a volume's record is its key and its track ----------------------------------
 
-    # --- the rest of the Decider protocol ------------------------------------------------------------
+    def key_for(self, target: Target) -> VolumeRecord | None:
+        return self.view.volume(target.namespace, target.name) if target.kind == "Volume" else None
 
-    def adopt(self, command: Command, applied: CommandResult | None) -> bool:
-        """`adopt_command`, then its `applied` result: True when the command now holds a slot here
-        and did not before."""
-        target = command.target
-        volume = self.view.volume(target.namespace, target.name)
-        if volume is None or volume.expectation is not None:
-            return False  # gone, or already counted (our own command, or adopted before)
-        self.adopt_command(command)
-        if volume.expectation is None:
-            return False  # already shown by the view, or its spec.image test can no longer pass
-        if applied is not None:
-            self.record_result(applied)  # `applied`: in flight until the view shows it
-        return True
+    def track_at(self, key: VolumeRecord, create: bool = False) -> VolumeRecord | None:
+        return key if key.alive else None
 
-    def observed_version(self, target: Target) -> int | None:
-        volume = self.view.volume(target.namespace, target.name) if target.kind == "Volume" else None
-        return volume.rv if volume is not None else None
+    def version_at(self, key: VolumeRecord) -> int | None:
+        return key.rv if key.alive else None
 
-    def expectations(self) -> Iterator[Pending]:
+    def tracks(self) -> Iterator[VolumeRecord]:
         """O(volumes): for metric scrapes, takeover logs and replay, never per event."""
-        for volume in self.view.volumes():
-            expectation = volume.expectation
-            if expectation is not None:
-                yield Pending(
-                    command_id=expectation.command_id,
-                    target=Target(kind="Volume", namespace=volume.namespace, name=volume.name),
-                    issued_at=expectation.issued_at,
-                    applied=expectation.applied,
-                )
+        return iter(self.view.volumes())
 
     def idle_work(self, budget: int) -> int:
         """Judge up to `budget` volumes not yet judged under the current rules; how many are left."""
@@ -389,9 +326,9 @@ class EngineUpgradeDecider:
         Clears an expectation the view now shows met, as `_refresh` does."""
         expectation = volume.expectation
         if expectation is not None:
-            if volume.spec_image == expectation.from_image:
+            if volume.spec_image == expectation.basis:
                 return False
-            volume.expectation = None  # observed (see _refresh)
+            self.expected.settle(volume)  # observed (see _refresh)
         owner = volume.owner
         if (
             volume.member_of != owner
@@ -424,8 +361,8 @@ class EngineUpgradeDecider:
             self._refresh(volume)
             return
         expectation = volume.expectation
-        if expectation is not None and volume.spec_image != expectation.from_image:
-            volume.expectation = None  # observed (see _refresh)
+        if expectation is not None and volume.spec_image != expectation.basis:
+            self.expected.settle(volume)  # observed (see _refresh)
         slot = volume.owner if volume.holds_slot else None
         if volume.slot_node != slot:
             # A volume holding a slot is no candidate (a queue entry from older rules would be
@@ -441,8 +378,8 @@ class EngineUpgradeDecider:
         before everything left in its node's queue, so when it qualifies it is taken on the spot
         (True) rather than queued and popped again."""
         expectation = volume.expectation
-        if expectation is not None and volume.spec_image != expectation.from_image:
-            volume.expectation = None  # the view now shows our change (or someone else's): observed
+        if expectation is not None and volume.spec_image != expectation.basis:
+            self.expected.settle(volume)  # the view now shows our change (or someone else's): observed
         reason = volume_reason(volume, self.view, self._now)
         if (volume.announced or reason in _BLOCKING) and self._announce:
             self._announcer.judged(volume, reason, self._now)
@@ -463,7 +400,7 @@ class EngineUpgradeDecider:
             slot, candidate = owner, None
         else:
             if reason is _RETRY_BACKOFF:
-                self._schedule(volume.hold_until, volume)
+                self.ask_again(volume.hold_until, volume)
             slot = candidate = None
         if volume.slot_node != slot or volume.candidate_node != candidate:
             owners.place(volume, slot, candidate)
@@ -472,7 +409,7 @@ class EngineUpgradeDecider:
         return False
 
     def _forget(self, volume: VolumeRecord) -> None:
-        volume.expectation = None
+        self.expected.settle(volume)
         self._owners.place(volume, None, None)
         self._owners.track(volume)
 
@@ -500,28 +437,12 @@ class EngineUpgradeDecider:
             ),
             created_at=now,
         )
-        deadline = now + self.config.command_ttl
-        # (command id, from image, to image, the rv decided on, issued at, deadline)
-        volume.expectation = Expectation(id_, spec_image, default_image, volume.rv, now, deadline)
-        self._schedule(deadline, volume)
+        # Settled once spec.image moves away from the image it was decided on (the basis).
+        self.expected.issue(volume, volume, command, volume.rv, now, basis=spec_image)
         # It was a candidate a moment ago (the walk took it): now it holds a slot on its owner
         # node. No rule needs re-checking.
         self._owners.place(volume, owner, None)
         return command
-
-    def _schedule(self, due: float, volume: VolumeRecord) -> None:
-        heapq.heappush(self._timers, (due, next(self._timer_seq), volume))
-
-    def _run_timers(self, now: float) -> None:
-        timers = self._timers
-        while timers and timers[0][0] <= now:
-            _, _, volume = heapq.heappop(timers)
-            if not volume.alive:
-                continue
-            expectation = volume.expectation
-            if expectation is not None and expectation.deadline <= now:
-                volume.expectation = None  # lost command (or a view lagging past applied_ttl)
-            self._refresh(volume)
 
 
 def preconditions(volume: VolumeRecord) -> tuple[FieldValue, ...]:

@@ -4,7 +4,7 @@ A decision service tracks every volume of the cluster (100 k of them), so the vi
 mutable record per volume instead of the slim Kubernetes object: about a dozen fields, strings
 interned (images, node names and states repeat across thousands of volumes, so they are shared).
 Records are compared by identity (what the owner lists and queues need). The small Structs
-(image records, expectations) are `gc=False`: they hold no reference cycles and
+(image records, the kit's expectations) are `gc=False`: they hold no reference cycles and
 the collector should never walk them; the runner freezes the view after bootstrap for the same
 reason (`gc.freeze`).
 
@@ -21,6 +21,7 @@ from operator import countOf
 
 import msgspec
 
+from corral_decision.expectations import Expectation
 from corral_engine_upgrade.image_facts import AnyEngineImage, DeploymentStatus, NodeMap, node_map
 from corral_model import longhorn as lh
 
@@ -61,20 +62,6 @@ Replicas = tuple[int | str, ...]
 KEY, NODE, RV, STRIDE = 0, 1, 2, 3
 
 
-class Expectation(msgspec.Struct, gc=False):
-    """A command we issued for a volume that the view does not reflect yet (client-go's
-    "expectations"): the volume counts as in flight on its owner node until the view shows
-    spec.image moved away from `from_image`, a refusal comes back, or `deadline` passes."""
-
-    command_id: str
-    from_image: str
-    to_image: str
-    decided_rv: int  # the volume's resourceVersion the decision was based on
-    issued_at: float
-    deadline: float
-    applied: bool = False
-
-
 # VolumeRecord.flags: the Volume's yes/no facts the rules read, one bit each (one small int per
 # record instead of five fields; and "none of them" — nearly every volume — is one test).
 STANDBY = 1  # status.isStandby: a DR volume
@@ -101,8 +88,8 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
     node: str = ""  # status.currentNodeID: where it is attached
     flags: int = 0  # STANDBY | EXPANSION_REQUIRED | MIGRATING | STRICT_LOCAL | V2
     replicas: Replicas = ()  # see Replicas above
-    # --- decider bookkeeping (owned by core.py, kept here to avoid parallel dicts) ---------------
-    expectation: Expectation | None = None
+    # --- decider bookkeeping (core.py and the kit's track, kept here to avoid parallel dicts) -----
+    expectation: Expectation | None = None  # the kit's (corral_decision.expectations)
     hold_rv: int = -2  # after a refusal: not re-decided until rv > hold_rv …
     hold_until: float = 0.0  # … or until this time (a retry backoff)
     slot_node: str | None = None  # the owner node whose in-flight count includes this volume

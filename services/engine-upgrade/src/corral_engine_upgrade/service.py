@@ -38,9 +38,7 @@ class EngineUpgradeConfig(DecisionConfig, kw_only=True, frozen=True):
 
     def decider_config(self) -> DeciderConfig:
         return DeciderConfig(
-            command_ttl=self.command_ttl_s,
-            applied_ttl=self.applied_ttl_s,
-            retry_backoff=self.retry_backoff_s,
+            timing=self.timing(),
             tombstone_ttl=self.tombstone_ttl_s,
             limit_override=None if self.mode is Mode.REPLACE else self.per_node_limit,
             announce=self.volume_events,

@@ -5,36 +5,39 @@
   danger-zone setting change marks every IM, and the settings are parsed once, at the next decision;
 * `decide()` judges the marked IMs (judge.py, memoised by pod shape: shapes.py) and returns, per IM,
   at most one pod delete and at most one SettingSynced patch;
-* a delete is an expectation until the view shows a fresher pod (deleted, terminating, replaced or
-  merely changed: the delete was preconditioned on the pod's resourceVersion, so it applied or can
-  no longer apply), a refusal comes back, or `command_ttl` passes. So the same pod is never deleted
-  twice, and any number of settings pending on a busy IM lead to one delete once it is idle;
+* a delete is an expectation (the kit's) until the view shows a fresher pod (deleted, terminating,
+  replaced or merely changed: the delete was preconditioned on the pod's resourceVersion, so it
+  applied or can no longer apply), a refusal comes back, or `command_ttl` passes. So the same pod
+  is never deleted twice, and any number of settings pending on a busy IM lead to one delete once
+  it is idle;
 * a refusal frees what the command held; the IM is judged again, but the same command is not sent
   again until the view holds a fresher object than the refused decision used, or `retry_backoff`.
+  The kit keeps both on the IM's record (`ImRecord.delete`, `.condition`): no parallel tables.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
 
 from corral_dangerzone.errors import SettingValueError
-from corral_decision.base import DeciderBase
-from corral_decision.decider import Clock, Explanation, InvalidEvent, Pending
+from corral_decision.base import DeciderBase, TargetKey
+from corral_decision.decider import Clock, Explanation, InvalidEvent
+from corral_decision.expectations import Expectation, Track
 from corral_decision.settle import settle_until
+from corral_decision.timing import Timing
 from corral_im_restart.commands import SERVICE, condition_differs, delete_pod, patch_condition
 from corral_im_restart.judge import Judgement, judge_running, judge_state
 from corral_im_restart.limits import RestartSlots
 from corral_im_restart.reasons import Reason
-from corral_im_restart.records import Restart, Sent
+from corral_im_restart.records import Restart
 from corral_im_restart.shapes import ShapeMemo
 from corral_im_restart.view import ImKey, ImRecord, ImView
 from corral_model import longhorn as lh
-from corral_model.envelopes import Command, CommandResult, EventType, ObjectEvent, Outcome, Target, Verb
+from corral_model.envelopes import Command, EventType, ObjectEvent, Target, Verb
 
 READS: dict[str, type[Any]] = {
     "instancemanager": lh.InstanceManager,
@@ -55,30 +58,24 @@ def pod_terminating(pod: lh.Pod | None) -> bool:
     return pod is not None and bool(pod.metadata.deletion_timestamp)
 
 
-def _pod_moved_on(sent: Sent | None, pod: lh.Pod | None, pod_rv: int, now: float) -> bool:
+def _pod_moved_on(sent: Expectation, pod: lh.Pod | None, pod_rv: int) -> bool:
     """A delete settles once the view shows the pod gone, replaced, terminating or merely fresher
-    (it was preconditioned on the resourceVersion), or its deadline passed."""
-    return sent is not None and (
+    (it was preconditioned on the resourceVersion)."""
+    return (
         pod is None
-        or pod.metadata.uid != sent.pod_uid
+        or pod.metadata.uid != sent.basis
         or bool(pod.metadata.deletion_timestamp)
         or pod_rv > sent.decided_rv
-        or sent.deadline <= now
     )
 
 
-def _im_moved_on(sent: Sent | None, im: lh.InstanceManager | None, im_rv: int, now: float) -> bool:
-    return sent is not None and (im is None or im_rv > sent.decided_rv or sent.deadline <= now)
+def _im_key(record: ImRecord) -> TargetKey:
+    return ("InstanceManager", record.key[0], record.key[1])
 
 
 class DeciderConfig(msgspec.Struct, frozen=True, kw_only=True):
-    command_ttl: float = 60.0
-    """A command with neither a result nor a visible effect after this long is presumed lost."""
-    applied_ttl: float = 600.0
-    """After an `applied` result, how long the view may lag before the command stops counting."""
-    retry_backoff: float = 120.0
-    """After a refusal with no fresher object in view, wait this long before the same command. Keep
-    it at least LH_COMMANDS' dedup window (60 s), or the identical retry (same id) is dropped."""
+    timing: Timing = Timing()
+    """The kit's expectation TTLs and retry backoff."""
     max_restarts: int = 0
     """Settings restarts in flight cluster-wide; 0 = unlimited (Longhorn)."""
     max_restarts_per_node: int = 0
@@ -95,14 +92,12 @@ class ImRestartDecider(DeciderBase):
     """The im-restart rules as a `corral_decision.Decider`."""
 
     def __init__(self, clock: Clock, config: DeciderConfig | None = None) -> None:
-        super().__init__(clock, reads=READS)
         self.config = config or DeciderConfig()
+        super().__init__(clock, reads=READS, timing=self.config.timing, service=SERVICE)
         self.view = ImView()
         self.slots = RestartSlots(self.config.max_restarts, self.config.max_restarts_per_node)
         self._memo = ShapeMemo()
         self._dirty: set[ImKey] = set()
-        self._timers: list[tuple[float, int, ImKey]] = []
-        self._seq = itertools.count()
         self._bootstrapped = False
         self._settings_changed_at: float | None = None
 
@@ -116,13 +111,13 @@ class ImRestartDecider(DeciderBase):
         if what is not _RESYNCED and what is not _DELETED and not isinstance(event.object, struct):
             raise InvalidEvent(f"{event.kind} {event.namespace}/{event.name} carries no {struct.__name__}")
         if what is _RESYNCED:
-            self._unlisted.discard(event.kind)
-            if not self._unlisted and not self._bootstrapped:
+            self.observe(event)
+            if self.ready and not self._bootstrapped:
                 self._bootstrapped = True
                 self._dirty.update(self.view.records)
             return
         # (No `observe()` per event: the view holds every resourceVersion the kit asks about, see
-        # `observed_version`; one dict write fewer per event on the hot path.)
+        # `version_at`; one dict write fewer per event on the hot path.)
         view = self.view
         touched = view.apply(event)
         if touched is None:
@@ -139,95 +134,79 @@ class ImRestartDecider(DeciderBase):
         on_pod = event.kind == "pod"
         for key in touched:
             record = records.get(key)
-            if record is not None and (
-                (record.delete_sent or record.delete_hold)
-                if on_pod
-                else (record.condition_sent or record.condition_hold)
-            ):
+            if record is not None and _tracked(record.delete if on_pod else record.condition):
                 self._dirty.add(key)
 
-    def observed_version(self, target: Target) -> int | None:
-        """The resourceVersion in view of an object this service writes (an IM pod, an IM)."""
-        record = self._record_for(target)
-        if record is None:
-            return None
-        if target.kind == "Pod":
-            pod = record.pod
-            return record.pod_rv() if pod is not None and pod.metadata.name == target.name else None
-        return record.rv() if record.im is not None else None
-
-    def record_result(self, result: CommandResult) -> None:
-        target = result.target
-        record = self._record_for(target)
-        if record is None:
-            return
-        is_delete = target.kind == "Pod"
-        sent = record.delete_sent if is_delete else record.condition_sent
-        if sent is None or sent.command_id != result.command_id:
-            return
-        now = self.clock()
-        if result.outcome is Outcome.APPLIED and not result.dry_run:
-            sent.applied = True
-            sent.deadline = now + self.config.applied_ttl
-            self._schedule(sent.deadline, record.key)
-            return
-        # Refused (or only a dry run): free it; the same command waits for a fresher view.
-        sent.deadline = now + self.config.retry_backoff
-        if is_delete:
-            record.delete_sent, record.delete_hold = None, sent
-            restart = self.slots.restarts.get(record.key)
-            if restart is not None and restart.old_pod_uid == sent.pod_uid:
-                self.slots.end(record.key)
-        else:
-            record.condition_sent, record.condition_hold = None, sent
-        self._schedule(sent.deadline, record.key)
-        self._dirty.add(record.key)
-
-    def adopt(self, command: Command, applied: CommandResult | None) -> bool:
+    def may_adopt(self, command: Command) -> bool:
         """Count another replica's command while it can still apply on this view: a delete of
         the very pod in view (uid and resourceVersion), a patch of the IM status in view."""
-        if command.service != SERVICE:
-            return False
         record = self._record_for(command.target)
         if record is None:
             return False
         tested_rv = next(
             (p.value for p in command.preconditions if p.path == "/metadata/resourceVersion"), None
         )
-        now = self.clock()
         if command.verb is Verb.DELETE and command.target.kind == "Pod":
             pod = record.pod
-            if record.delete_sent is not None or pod is None or pod.metadata.uid != command.target.uid:
-                return False
-            if tested_rv != pod.metadata.resource_version or pod.metadata.deletion_timestamp:
-                return False
-            sent = record.delete_sent = self._sent(
-                command, record, record.pod_rv(), now, pod_uid=pod.metadata.uid
+            return (
+                pod is not None
+                and pod.metadata.uid == command.target.uid
+                and tested_rv == pod.metadata.resource_version
+                and not pod.metadata.deletion_timestamp
             )
-            if command.reason.startswith(Reason.SETTINGS_UNSYNCED):
-                self._start_restart(record, now)
-        elif command.verb is Verb.PATCH_STATUS and command.target.kind == "InstanceManager":
-            im = record.im
-            if record.condition_sent is not None or im is None or tested_rv != im.metadata.resource_version:
-                return False
-            sent = record.condition_sent = self._sent(command, record, record.rv(), now)
-        else:
-            return False
-        if applied is not None and applied.outcome is Outcome.APPLIED:
-            sent.applied = True
-            sent.deadline = now + self.config.applied_ttl
-            self._schedule(sent.deadline, record.key)
-        return True
+        if command.verb is Verb.PATCH_STATUS and command.target.kind == "InstanceManager":
+            return record.im is not None and tested_rv == record.im.metadata.resource_version
+        return False
+
+    def adopted(self, key: TargetKey, expectation: Expectation, command: Command) -> None:
+        """An adopted settings restart takes its slot at once, as one of our own does."""
+        record = self._record_for(command.target)
+        if record is None or key[0] != "Pod":
+            return
+        expectation.basis = command.target.uid
+        if command.reason.startswith(Reason.SETTINGS_UNSYNCED):
+            self._start_restart(record, self.clock())
+
+    # --- the kit's keys: the pod for a delete, the IM for a condition patch; tracks on the record ---
+
+    def key_for(self, target: Target) -> TargetKey | None:
+        if target.kind in ("Pod", "InstanceManager"):
+            return (target.kind, target.namespace, target.name)
+        return None
+
+    def track_at(self, key: TargetKey, create: bool = False) -> Track | None:
+        record = self._record_for(Target(kind=key[0], namespace=key[1], name=key[2]))
+        if record is None:
+            return None
+        return record.delete if key[0] == "Pod" else record.condition
+
+    def version_at(self, key: TargetKey) -> int | None:
+        """The resourceVersion in view of an object this service writes (an IM pod, an IM)."""
+        record = self._record_for(Target(kind=key[0], namespace=key[1], name=key[2]))
+        if record is None:
+            return None
+        if key[0] == "Pod":
+            pod = record.pod
+            return record.pod_rv() if pod is not None and pod.metadata.name == key[2] else None
+        return record.rv() if record.im is not None else None
+
+    def tracks(self) -> Iterator[Track]:
+        """O(IMs): for takeover, metric scrapes and replay, never per event."""
+        for record in self.view.records.values():
+            yield record.delete
+            yield record.condition
+
+    def look_again(self, key: TargetKey) -> None:
+        record = self._record_for(Target(kind=key[0], namespace=key[1], name=key[2]))
+        if record is not None:
+            self._dirty.add(record.key)
 
     # --- output -----------------------------------------------------------------------------------
 
-    def decide(self) -> list[Command]:
+    def reconcile(self, now: float) -> list[Command]:
         if not self._bootstrapped:
             return []
-        now = self.clock()
-        timers, marked, view = self._timers, self._dirty, self.view
-        while timers and timers[0][0] <= now:
-            marked.add(heapq.heappop(timers)[2])
+        marked, view = self._dirty, self.view
         if view.settings_stale and view.refresh_settings():
             marked.update(view.records)
         commands: list[Command] = []
@@ -248,22 +227,8 @@ class ImRestartDecider(DeciderBase):
             self._fill_slots(now, commands)
         return commands
 
-    def next_due(self) -> float | None:
-        return self._timers[0][0] if self._timers else None
-
     def reconsider_all(self) -> None:
         self._dirty.update(self.view.records)
-
-    def expectations(self) -> list[Pending]:
-        """O(IMs): for takeover, metric scrapes and replay, never per event."""
-        return [
-            Pending(
-                command_id=sent.command_id, target=sent.target, issued_at=sent.issued_at, applied=sent.applied
-            )
-            for record in self.view.records.values()
-            for sent in (record.delete_sent, record.condition_sent)
-            if sent is not None
-        ]
 
     def explain(self, key: str | None = None) -> list[Explanation]:
         """Per IM (or the one `key` names, `InstanceManager/ns/name`): why its pod is (not) deleted."""
@@ -320,18 +285,21 @@ class ImRestartDecider(DeciderBase):
     def _judge(self, record: ImRecord, now: float) -> None:
         """Settle what the view now shows, then judge the IM afresh."""
         pod, im = record.pod, record.im
-        if record.delete_sent is not None or record.delete_hold is not None:
+        expected, delete, condition = self.expected, record.delete, record.condition
+        if _tracked(delete):
             pod_rv = record.pod_rv()
-            if _pod_moved_on(record.delete_sent, pod, pod_rv, now):
-                record.delete_sent = None
-            if _pod_moved_on(record.delete_hold, pod, pod_rv, now):
-                record.delete_hold = None
-        if record.condition_sent is not None or record.condition_hold is not None:
+            sent = delete.expectation
+            if sent is not None and _pod_moved_on(sent, pod, pod_rv):
+                expected.settle(delete)
+            if not expected.held(delete, pod_rv, now):
+                delete.hold_until = 0.0
+        if _tracked(condition):
             im_rv = record.rv()
-            if _im_moved_on(record.condition_sent, im, im_rv, now):
-                record.condition_sent = None
-            if _im_moved_on(record.condition_hold, im, im_rv, now):
-                record.condition_hold = None
+            sent = condition.expectation
+            if sent is not None and (im is None or im_rv > sent.decided_rv):
+                expected.settle(condition)
+            if not expected.held(condition, im_rv, now):
+                condition.hold_until = 0.0
         if im is None:
             record.judgement = None
             self.slots.end(record.key)
@@ -378,7 +346,11 @@ class ImRestartDecider(DeciderBase):
             pod_uid = pod.metadata.uid if pod is not None else ""
             replaced = pod_uid != restart.old_pod_uid and judgement.reason in _RUNNING_REASONS
             # The pod it was to delete is still there, unterminated, with no delete out: it was lost.
-            lost = pod_uid == restart.old_pod_uid and record.delete_sent is None and not pod_terminating(pod)
+            lost = (
+                pod_uid == restart.old_pod_uid
+                and record.delete.expectation is None
+                and not pod_terminating(pod)
+            )
             if restart.deadline <= now or replaced or lost:
                 self.slots.end(record.key)
 
@@ -387,21 +359,13 @@ class ImRestartDecider(DeciderBase):
         if judgement is None or im is None:
             return
         wanted = judgement.condition
-        if (
-            wanted is not None
-            and record.condition_sent is None
-            and record.condition_hold is None
-            and condition_differs(im, wanted)
-        ):
-            command = patch_condition(im, wanted, now)
-            record.condition_sent = self._sent(command, record, record.rv(), now)
-            commands.append(command)
+        if wanted is not None and self.may_send(_im_key(record), now) and condition_differs(im, wanted):
+            commands.append(self.issue(patch_condition(im, wanted, now), _im_key(record), record.rv()))
         reason = judgement.reason
         if (
             (reason is not Reason.SETTINGS_UNSYNCED and reason is not Reason.POD_FAILED)
             or pod is None
-            or record.delete_sent is not None
-            or record.delete_hold is not None
+            or not self._may_delete(record, now)
         ):
             if self.slots.limited:  # only a limit makes IMs wait
                 self.slots.unwait(record.key)
@@ -412,7 +376,7 @@ class ImRestartDecider(DeciderBase):
             until = self._settling_until(record, now)
             if until is not None:
                 self.slots.unwait(record.key)  # (a slot freed meanwhile must not restart it early)
-                self._schedule(until, record.key)
+                self.ask_again(until, _im_key(record))
                 return
             if not self.slots.free(record.node):
                 self.slots.wait(record.key, record.node)
@@ -432,8 +396,7 @@ class ImRestartDecider(DeciderBase):
                     or judgement is None
                     or judgement.reason is not Reason.SETTINGS_UNSYNCED
                     or record.pod is None
-                    or record.delete_sent is not None
-                    or record.delete_hold is not None
+                    or not self._may_delete(record, now)
                 ):
                     self.slots.unwait(key)  # (judged since: it no longer waits)
                     continue
@@ -451,7 +414,9 @@ class ImRestartDecider(DeciderBase):
             # Judged idle: the actuator deletes only while the IM still is (a failed pod goes anyway).
             idle=record.im if unsynced else None,
         )
-        record.delete_sent = self._sent(command, record, record.pod_rv(), now, pod_uid=pod.metadata.uid)
+        self.issue(
+            command, ("Pod", pod.metadata.namespace, pod.metadata.name), record.pod_rv(), pod.metadata.uid
+        )
         self.slots.unwait(record.key)
         if unsynced:
             self._start_restart(record, now)
@@ -465,25 +430,12 @@ class ImRestartDecider(DeciderBase):
         pod_uid = record.pod.metadata.uid if record.pod is not None else ""
         deadline = now + self.config.restart_timeout
         self.slots.start(record.key, Restart(node=record.node, old_pod_uid=pod_uid, deadline=deadline))
-        self._schedule(deadline, record.key)
+        self.ask_again(deadline, _im_key(record))
 
-    def _sent(
-        self, command: Command, record: ImRecord, decided_rv: int, now: float, pod_uid: str = ""
-    ) -> Sent:
-        deadline = now + self.config.command_ttl
-        self._schedule(deadline, record.key)
-        return Sent(
-            command_id=command.id,
-            target=command.target,
-            decided_rv=decided_rv,
-            issued_at=now,
-            deadline=deadline,
-            reason=command.reason,
-            pod_uid=pod_uid,
-        )
-
-    def _schedule(self, due: float, key: ImKey) -> None:
-        heapq.heappush(self._timers, (due, next(self._seq), key))
+    def _may_delete(self, record: ImRecord, now: float) -> bool:
+        """No delete out on the IM's pod, and no refused one holding it back."""
+        pod = record.pod
+        return pod is not None and self.may_send(("Pod", pod.metadata.namespace, pod.metadata.name), now)
 
     def _why(self, record: ImRecord) -> tuple[str, str]:
         if not self._bootstrapped:
@@ -491,8 +443,8 @@ class ImRestartDecider(DeciderBase):
         judgement = record.judgement
         if judgement is None:
             return Reason.VIEW_INCOMPLETE, "not judged yet"
-        if record.delete_sent is not None:
-            return Reason.COMMAND_PENDING, record.delete_sent.reason
+        if record.delete.expectation is not None:
+            return Reason.COMMAND_PENDING, record.delete.expectation.reason
         restart = self.slots.restarts.get(record.key)
         if restart is not None and not judgement.delete:
             return (
@@ -500,7 +452,7 @@ class ImRestartDecider(DeciderBase):
                 f"{judgement.reason}: {judgement.detail}" if judgement.detail else judgement.reason,
             )
         if judgement.delete:
-            if record.delete_hold is not None:
+            if self.expected.held(record.delete, record.pod_rv(), self.clock()):
                 return Reason.RETRY_BACKOFF, f"{judgement.reason}: {judgement.detail}"
             until = (
                 self._settling_until(record, self.clock())
@@ -519,3 +471,8 @@ class ImRestartDecider(DeciderBase):
                     f"{self.slots.why_full(record.node)}; due: {judgement.detail}",
                 )
         return judgement.reason, judgement.detail
+
+
+def _tracked(track: Track) -> bool:
+    """A command is out on it, or a refusal may still hold it."""
+    return track.expectation is not None or bool(track.hold_until)

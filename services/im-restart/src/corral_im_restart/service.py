@@ -31,9 +31,7 @@ class ImRestartConfig(DecisionConfig, kw_only=True, frozen=True):
 
     def decider_config(self) -> DeciderConfig:
         return DeciderConfig(
-            command_ttl=self.command_ttl_s,
-            applied_ttl=self.applied_ttl_s,
-            retry_backoff=self.retry_backoff_s,
+            timing=self.timing(),
             max_restarts=self.max_concurrent_im_restarts,
             max_restarts_per_node=self.max_concurrent_im_restarts_per_node,
             restart_timeout=self.restart_timeout_s,

@@ -17,8 +17,8 @@ from typing import Any
 from corral_dangerzone.errors import SettingValueError
 from corral_dangerzone.settings import DangerZoneSettings
 from corral_dangerzone.table import DANGER_ZONE
+from corral_decision.expectations import TargetTrack
 from corral_im_restart.judge import Judgement, pod_state
-from corral_im_restart.records import Sent
 from corral_im_restart.shapes import im_shape, node_shape, pod_shape
 from corral_model.envelopes import EventType, ObjectEvent
 from corral_model.longhorn import InstanceManager, KubeNode, Node, Pod, Setting
@@ -35,10 +35,8 @@ class ImRecord:
     """One instance manager, its pod, what it was judged, and what corral has sent about it."""
 
     __slots__ = (
-        "condition_hold",
-        "condition_sent",
-        "delete_hold",
-        "delete_sent",
+        "condition",
+        "delete",
         "idle_since",
         "im",
         "im_shape",
@@ -67,11 +65,10 @@ class ImRecord:
         """When it was first judged running and idle (None while busy or not running): an IM idle
         before the latest settings change settles; one that turned idle since restarts at once."""
         self.judgement: Judgement | None = None
-        self.delete_sent: Sent | None = None
-        self.condition_sent: Sent | None = None
-        self.delete_hold: Sent | None = None
-        """The refused delete: no new one until the pod is fresher, or the backoff has passed."""
-        self.condition_hold: Sent | None = None
+        self.delete = TargetTrack()
+        """The kit's track of its pod: the delete out, or the hold a refused one left."""
+        self.condition = TargetTrack()
+        """The kit's track of the IM: the SettingSynced patch out, or a refusal's hold."""
 
     def rv(self) -> int:
         return _rv(self.im.metadata.resource_version) if self.im is not None else 0

@@ -18,8 +18,6 @@ a `corral_decision.Decider`. Pure: no I/O, injected clock.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 from typing import Any
 
 import msgspec
@@ -30,8 +28,9 @@ from corral_dangerzone.validation import normalize_value
 from corral_decision.base import DeciderBase, TargetKey, key_of
 from corral_decision.decider import Clock, Explanation, InvalidEvent
 from corral_decision.settle import settle_until
+from corral_decision.timing import Timing
 from corral_model import longhorn as lh
-from corral_model.envelopes import Command, CommandResult, EventType, ObjectEvent
+from corral_model.envelopes import Command, EventType, ObjectEvent
 from corral_setting_sync.commands import (
     SERVICE,
     delete_instance_manager,
@@ -71,16 +70,11 @@ _FORMULA = frozenset({*_PER_ENGINE, SettingName.DATA_ENGINE_NUMBER_OF_CPU_CORES}
 
 
 class DeciderConfig(msgspec.Struct, frozen=True, kw_only=True):
-    command_ttl: float = 60.0
-    """A command with neither a result nor a visible effect after this long is presumed lost."""
-    applied_ttl: float = 600.0
-    """After an `applied` result, how long the view may lag before the command stops counting."""
+    timing: Timing = Timing()
+    """The kit's expectation TTLs and retry backoff."""
     event_interval: float = 5.0
     """At most one pending Event per setting this often: a blocker list that changes on every
     attach and detach is reported as it stands every `event_interval`, not on every event."""
-    retry_backoff: float = 120.0
-    """After a refusal with no fresher object in view, wait this long before the same command
-    (at least LH_COMMANDS' dedup window, or the identical retry is dropped)."""
     settle: float = 0.0
     """After a group A/B setting changes while its precondition already held, wait this long since
     the latest change before deleting a pod or patching a template for it, so settings written in
@@ -108,8 +102,8 @@ class SettingSyncDecider(DeciderBase):
     """The setting-sync rules as a `corral_decision.Decider`."""
 
     def __init__(self, clock: Clock, config: DeciderConfig | None = None) -> None:
-        super().__init__(clock, reads=READS)
         self.config = config or DeciderConfig()
+        super().__init__(clock, reads=READS, timing=self.config.timing, service=SERVICE)
         self.settings: dict[str, lh.Setting] = {}
         self.raw: dict[str, str] = {n.value: row.default for n, row in DANGER_ZONE.items()}
         self.invalid: dict[str, str] = {}
@@ -126,11 +120,6 @@ class SettingSyncDecider(DeciderBase):
         """Components to consider for a command at the next decision, per setting."""
         self._dirty: set[str] = set()
         self.verdicts: dict[str, Verdict] = {}
-        self._decided_rv: dict[TargetKey, int] = {}
-        self._held: dict[TargetKey, tuple[int, float]] = {}
-        """Refused: (resourceVersion refused at, retry after)."""
-        self._timers: list[tuple[float, int, TargetKey]] = []
-        self._seq = itertools.count()
         self._bootstrapped = False
         self._reported: dict[str, tuple[Reason, str]] = {}
         """Per setting, the blocker its last pending Event named (absent while nothing blocks it)."""
@@ -167,11 +156,9 @@ class SettingSyncDecider(DeciderBase):
         elif kind == "setting":
             self._apply_setting(key, event.name, obj)
         elif kind == "instancemanager":
-            self._settle_if_fresher(key, deleted)
+            self.settle_if_fresher(key, deleted)
             moves = self.engines.moves
             self._per_engine_moved(self.engines.apply_im(event.name, obj), moves)
-            if key in self._held and self.versions.get(key) != self._held[key][0]:
-                del self._held[key]
         elif kind == "node":
             self._per_engine_moved(self.engines.apply_node(event.name, obj))
         elif kind == "kubenode":
@@ -195,7 +182,7 @@ class SettingSyncDecider(DeciderBase):
             return
         self._report_due.add(name)
         due = max(now, self._reported_at.get(name, now) + self.config.event_interval)
-        self._schedule(due, ("SettingEvent", "", name))
+        self.ask_again(due, ("SettingEvent", "", name))
 
     def _apply_volume(self, name: str, volume: lh.Volume | None) -> None:
         moves = self.volumes.moves
@@ -223,7 +210,7 @@ class SettingSyncDecider(DeciderBase):
             self.settings.pop(name, None)
         else:
             self.settings[name] = setting
-        self._settle_if_fresher(key, setting is None)
+        self.settle_if_fresher(key, setting is None)
         self._dirty.add(name)
         if name not in _DANGER:
             return
@@ -270,8 +257,6 @@ class SettingSyncDecider(DeciderBase):
             if record is not None:
                 del self.components[key]
                 self._set_lagging(record, frozenset())
-            self._decided_rv.pop(key, None)
-            self._held.pop(key, None)
             return
         if record is None:
             record = self.components[key] = ComponentRecord(key, kind, role, obj, rv)
@@ -281,11 +266,9 @@ class SettingSyncDecider(DeciderBase):
             record.obj, record.rv, record.role = obj, rv, role
             if role is not old_role or not same_facts(old, obj):
                 self._set_lagging(record, lagging(role, obj, self.wanted, self._valid()))
-        if self._settle_if_fresher(key, False) or key in self._held:
-            held = self._held.get(key)
-            if held is not None and held[0] != rv:
-                del self._held[key]
-            self._look_again(record)
+        track = self.track_at(key)
+        if self.settle_if_fresher(key) or (track is not None and self.clock() < track.hold_until):
+            self._look_again(record)  # freed, or a refusal's hold may have ended
 
     def _set_lagging(self, record: ComponentRecord, behind: frozenset[SettingName]) -> None:
         before = record.lagging
@@ -305,36 +288,8 @@ class SettingSyncDecider(DeciderBase):
             self._todo[name].add(record.key)
             self._dirty.add(name.value)
 
-    def _settle_if_fresher(self, key: TargetKey, gone: bool) -> bool:
-        """A command out on `key` is done once the view holds a fresher object (it was
-        preconditioned on the version it read, so it applied or can no longer apply)."""
-        if key not in self.pending:
-            return False
-        if gone or self.versions.get(key, 0) > self._decided_rv.get(key, 0):
-            self.settle(key)
-            self._decided_rv.pop(key, None)
-            return True
-        return False
-
-    def record_result(self, result: CommandResult) -> None:
-        key = key_of(result.target)
-        mine = self.pending.get(key)
-        super().record_result(result)
-        if mine is None or mine.command_id != result.command_id:
-            return
-        now = self.clock()
-        if key in self.pending:  # applied: counts until the view shows it (or applied_ttl)
-            self._schedule(now + self.config.applied_ttl, key)
-            return
-        # Refused: the same command only once the object changes, or after the backoff.
-        self._held[key] = (self._decided_rv.pop(key, 0), now + self.config.retry_backoff)
-        self._schedule(now + self.config.retry_backoff, key)
-        self._touch(key)
-
     def may_adopt(self, command: Command) -> bool:
         """Another replica's command counts while it can still apply on this view."""
-        if command.service != SERVICE:
-            return False
         key = key_of(command.target)
         version = self.versions.get(key)
         if version is None:
@@ -345,22 +300,11 @@ class SettingSyncDecider(DeciderBase):
         setting = self.settings.get(command.target.name) if command.target.kind == "Setting" else None
         return setting is not None and tests.get("/value") == setting.value
 
-    def adopt(self, command: Command, applied: CommandResult | None) -> bool:
-        if not super().adopt(command, applied):
-            return False
-        key = key_of(command.target)
-        self._decided_rv[key] = self.versions.get(key, 0)
-        ttl = self.config.applied_ttl if applied is not None else self.config.command_ttl
-        self._schedule(self.clock() + ttl, key)
-        return True
-
     # --- output -----------------------------------------------------------------------------------
 
-    def decide(self) -> list[Command]:
+    def reconcile(self, now: float) -> list[Command]:
         if not self._bootstrapped:
             return []
-        now = self.clock()
-        self._expire(now)
         commands: list[Command] = []
         if not self._dirty:
             return commands
@@ -386,9 +330,6 @@ class SettingSyncDecider(DeciderBase):
             self._write_status(name, verdict, now, commands)
             self._report(name, verdict, now, commands)
         return commands
-
-    def next_due(self) -> float | None:
-        return self._timers[0][0] if self._timers else None
 
     def reconsider_all(self) -> None:
         self._dirty.update(self.settings)
@@ -457,19 +398,14 @@ class SettingSyncDecider(DeciderBase):
 
     def _act(self, record: ComponentRecord, now: float, commands: list[Command]) -> None:
         key = record.key
-        if key in self.pending:
+        if not self.may_send(key, now):
             return
-        held = self._held.get(key)
-        if held is not None:
-            if held[0] == record.rv and now < held[1]:
-                return
-            del self._held[key]
         names = [n for n in record.lagging if self._actionable(n)]
         if not names:
             return
         until = self._settling_until(names, now)
         if until is not None:
-            self._schedule(until, key)
+            self.ask_again(until, key)
             return
         obj = record.obj
         if isinstance(obj, lh.Pod):
@@ -479,7 +415,7 @@ class SettingSyncDecider(DeciderBase):
         else:
             changes = template_changes(obj, names, self.wanted)
             command = patch_template(key[0], obj, changes, names, now)
-        self._issue(command, key, record.rv, now, commands)
+        commands.append(self.issue(command, key, record.rv))
 
     def _settling_until(self, names: list[SettingName], now: float) -> float | None:
         """While a burst of group A/B changes may still be under way on a precondition that held
@@ -504,9 +440,8 @@ class SettingSyncDecider(DeciderBase):
                 for pod_name in sorted(engines.cpu_lagging[engine]):
                     pod = engines.pods[pod_name]
                     key = ("Pod", pod.metadata.namespace, pod_name)
-                    if not pod.metadata.deletion_timestamp and self._may_issue(key, now):
-                        command = delete_pod(pod, (name,), now)
-                        self._issue(command, key, self.versions.get(key, 0), now, commands)
+                    if not pod.metadata.deletion_timestamp and self.may_send(key, now):
+                        commands.append(self.issue(delete_pod(pod, (name,), now), key))
             return
         engine = _engine_of(name)
         if engines.engine_busy(engine):
@@ -514,9 +449,8 @@ class SettingSyncDecider(DeciderBase):
         for im_name in sorted(engines.disabled[engine]):
             im = engines.ims[im_name]
             key = ("InstanceManager", im.metadata.namespace, im_name)
-            if self._may_issue(key, now):
-                command = delete_instance_manager(im, engine, name, now)
-                self._issue(command, key, self.versions.get(key, 0), now, commands)
+            if self.may_send(key, now):
+                commands.append(self.issue(delete_instance_manager(im, engine, name, now), key))
 
     def _report(self, name: str, verdict: Verdict, now: float, commands: list[Command]) -> None:
         """A Warning Event on the Setting naming what blocks it, when that changed (at most every
@@ -537,55 +471,15 @@ class SettingSyncDecider(DeciderBase):
         count = self._occurrences[event] = self._occurrences.get(event, 0) + 1
         commands.append(pending_event(setting, blocker[0], blocker[1], count, now))
 
-    def _may_issue(self, key: TargetKey, now: float) -> bool:
-        """No command out on `key`, and no refusal of one on this version still holding it back."""
-        if key in self.pending:
-            return False
-        held = self._held.get(key)
-        if held is not None:
-            if held[0] == self.versions.get(key, 0) and now < held[1]:
-                return False
-            del self._held[key]
-        return True
-
     def _write_status(self, name: str, verdict: Verdict, now: float, commands: list[Command]) -> None:
         setting = self.settings.get(name)
         if verdict.applied is None or setting is None or setting.status.applied == verdict.applied:
             return
         key = ("Setting", setting.metadata.namespace, name)
-        if key in self.pending:
-            return
-        rv = self.versions.get(key, 0)
-        held = self._held.get(key)
-        if held is not None:
-            if held[0] == rv and now < held[1]:
-                return
-            del self._held[key]
-        self._issue(set_applied(setting, verdict.applied, verdict.reason, now), key, rv, now, commands)
+        if self.may_send(key, now):
+            commands.append(self.issue(set_applied(setting, verdict.applied, verdict.reason, now), key))
 
-    def _issue(self, command: Command, key: TargetKey, rv: int, now: float, commands: list[Command]) -> None:
-        self.expect(command)
-        self._decided_rv[key] = rv
-        self._schedule(now + self.config.command_ttl, key)
-        commands.append(command)
-
-    def _schedule(self, due: float, key: TargetKey) -> None:
-        heapq.heappush(self._timers, (due, next(self._seq), key))
-
-    def _expire(self, now: float) -> None:
-        timers = self._timers
-        while timers and timers[0][0] <= now:
-            _, _, key = heapq.heappop(timers)
-            mine = self.pending.get(key)
-            if mine is not None:
-                ttl = self.config.applied_ttl if mine.applied else self.config.command_ttl
-                if mine.issued_at + ttl > now:
-                    continue  # a later timer covers it
-                self.settle(key)
-                self._decided_rv.pop(key, None)
-            self._touch(key)
-
-    def _touch(self, key: TargetKey) -> None:
+    def look_again(self, key: TargetKey) -> None:
         """Look at `key` again at the next decision."""
         record = self.components.get(key)
         if record is not None:

@@ -24,9 +24,7 @@ class SettingSyncConfig(DecisionConfig, kw_only=True, frozen=True):
 
     def decider_config(self) -> DeciderConfig:
         return DeciderConfig(
-            command_ttl=self.command_ttl_s,
-            applied_ttl=self.applied_ttl_s,
-            retry_backoff=self.retry_backoff_s,
+            timing=self.timing(),
             settle=self.settings_settle_s,
         )
 

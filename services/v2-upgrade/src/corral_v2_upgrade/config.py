@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import msgspec
 
+from corral_decision.timing import Timing
+
 
 class DeciderConfig(msgspec.Struct, frozen=True, kw_only=True):
-    command_ttl: float = 60.0
-    """A command with neither a result nor a visible effect after this long is presumed lost."""
-    applied_ttl: float = 600.0
-    """After an `applied` result, how long the view may lag before the command stops counting."""
-    retry_backoff: float = 120.0
-    """After a refusal with no fresher object in view, wait this long before the same command."""
+    timing: Timing = Timing()
+    """The kit's expectation TTLs and retry backoff."""
     node_timeout: float = 1800.0
     """A node upgrade still unfinished this long after it was created is aborted and restored
     (reason `timeout`); 0 = never."""

@@ -24,11 +24,12 @@ from typing import Any
 
 from corral_decision.base import DeciderBase, TargetKey, key_of
 from corral_decision.decider import Clock, Explanation, InvalidEvent
+from corral_decision.kit import tested_version
 from corral_model import longhorn as lh
-from corral_model.envelopes import Command, CommandResult, EventType, ObjectEvent, Outcome, Verb
+from corral_model.envelopes import Command, EventType, ObjectEvent, Verb
 from corral_model.kinds import KINDS
 from corral_v2_upgrade.announce import Announcer
-from corral_v2_upgrade.commands import MANAGER_KIND, NODE_UPGRADE_KIND, RV, SERVICE, patch_status
+from corral_v2_upgrade.commands import MANAGER_KIND, NODE_UPGRADE_KIND, SERVICE, patch_status
 from corral_v2_upgrade.config import DeciderConfig
 from corral_v2_upgrade.manager import step_manager
 from corral_v2_upgrade.node import step_node
@@ -54,26 +55,12 @@ COMMANDS = frozenset(
 )
 
 
-def _tested_version(command: Command) -> int:
-    """The resourceVersion a command was decided on (its precondition), 0 when it carries none."""
-    for precondition in command.preconditions:
-        if precondition.path == RV:
-            try:
-                return int(precondition.value)
-            except (TypeError, ValueError):
-                return 0
-    return 0
-
-
 class V2UpgradeDecider(DeciderBase):
     def __init__(self, clock: Clock, config: DeciderConfig | None = None) -> None:
-        super().__init__(clock, reads=READS)
         self.config = config or DeciderConfig()
+        super().__init__(clock, reads=READS, timing=self.config.timing, service=SERVICE)
         self.view = UpgradeView()
-        self._decided_rv: dict[TargetKey, int] = {}
-        self._held: dict[TargetKey, tuple[int, float]] = {}
         self._steps: dict[TargetKey, Step] = {}
-        self._next_due: float | None = None
         self._announcer = Announcer()
 
     # --- input ------------------------------------------------------------------------------------
@@ -93,30 +80,9 @@ class V2UpgradeDecider(DeciderBase):
         self.view.put(event.kind, event.name, None if event.type is EventType.DELETED else event.object)
         if before is not None and event.type is not EventType.DELETED:
             self._announce(before, event.object)
-        if key in self.pending:
-            deleting = event.object is not None and bool(event.object.metadata.deletion_timestamp)
-            if self.versions.get(key, 0) > self._decided_rv.get(key, 0) or deleting:
-                self.settle(key)
-        if event.type is EventType.DELETED:
-            self._decided_rv.pop(key, None)
-
-    def record_result(self, result: CommandResult) -> None:
-        key = key_of(result.target)
-        mine = self.pending.get(key)
-        if mine is None or mine.command_id != result.command_id:
-            return
-        super().record_result(result)
-        if result.outcome is not Outcome.APPLIED or result.dry_run:
-            self._held[key] = (self.versions.get(key, 0), self.clock() + self.config.retry_backoff)
-
-    def adopt(self, command: Command, applied: CommandResult | None) -> bool:
-        if command.service != SERVICE:
-            return False
-        adopted = super().adopt(command, applied)
-        if adopted:
-            key = key_of(command.target)
-            self._decided_rv[key] = max(self.versions.get(key, 0), _tested_version(command))
-        return adopted
+        # A write shows as a fresher object (created, patched, deleted), a delete also as a mark.
+        deleting = event.object is not None and bool(event.object.metadata.deletion_timestamp)
+        self.settle_if_fresher(key, gone=deleting)
 
     def may_adopt(self, command: Command) -> bool:
         """Only a command that can still apply on this view, and whose effect it does not show yet
@@ -130,22 +96,19 @@ class V2UpgradeDecider(DeciderBase):
         if command.verb is Verb.DELETE:
             obj = self._object(command.target.kind, command.target.name)
             return obj is not None and not obj.metadata.deletion_timestamp
-        return version <= _tested_version(command)
+        return version <= tested_version(command)
 
     # --- output -----------------------------------------------------------------------------------
 
-    def decide(self) -> list[Command]:
-        if not self.ready:
-            return []
-        now = self.clock()
-        self._expire(now)
+    def reconcile(self, now: float) -> list[Command]:
+        """Every unfinished CR steps; nothing is kept between passes but the CRs' status, so a
+        target freed or due needs no note of its own (`look_again`)."""
         view, config = self.view, self.config
         out: list[Command] = []
-        wakes: list[float] = []
         self._steps = {}
         starting = any(
             p.target.kind == NODE_UPGRADE_KIND and p.target.name not in view.node_upgrades
-            for p in self.pending.values()
+            for p in self.expectations()
         )
         for name in sorted(view.managers):
             manager = view.managers[name]
@@ -155,25 +118,16 @@ class V2UpgradeDecider(DeciderBase):
             self._steps[(MANAGER_KIND, manager.metadata.namespace, name)] = step
             if any(c.verb is Verb.CREATE and c.target.kind == NODE_UPGRADE_KIND for c in step.actions):
                 starting = True
-            self._emit(MANAGER_KIND, manager, step, now, out, wakes)
+            self._emit(MANAGER_KIND, manager, step, now, out)
         for name in sorted(view.node_upgrades):
             node_upgrade = view.node_upgrades[name]
             if is_terminal(node_upgrade.status.state):
                 continue
             step = step_node(view, node_upgrade, config, now)
             self._steps[(NODE_UPGRADE_KIND, node_upgrade.metadata.namespace, name)] = step
-            self._emit(NODE_UPGRADE_KIND, node_upgrade, step, now, out, wakes)
-        wakes.extend(
-            p.issued_at + (config.applied_ttl if p.applied else config.command_ttl)
-            for p in self.pending.values()
-        )
-        wakes.extend(until for _, until in self._held.values())
-        self._next_due = min(wakes) if wakes else None
+            self._emit(NODE_UPGRADE_KIND, node_upgrade, step, now, out)
         out.extend(self._announcer.take())
         return out
-
-    def next_due(self) -> float | None:
-        return self._next_due
 
     def reconsider_all(self) -> None:
         """A replica that just became leader: its predecessor reported the transitions so far."""
@@ -224,34 +178,14 @@ class V2UpgradeDecider(DeciderBase):
         step: Step,
         now: float,
         out: list[Command],
-        wakes: list[float],
     ) -> None:
         if step.wake is not None:
-            wakes.append(step.wake)
+            self.ask_again(step.wake, (kind, obj.metadata.namespace, obj.metadata.name))
         commands = list(step.actions)
         if step.status:
             commands.append(patch_status(kind, obj, step.status, now))
         for command in commands:
             key = key_of(command.target)
-            if key in self.pending or self._is_held(key, now) or any(key_of(c.target) == key for c in out):
+            if not self.may_send(key, now) or any(key_of(c.target) == key for c in out):
                 continue
-            self.expect(command)
-            self._decided_rv[key] = self.versions.get(key, 0)
-            out.append(command)
-
-    def _is_held(self, key: TargetKey, now: float) -> bool:
-        held = self._held.get(key)
-        if held is None:
-            return False
-        version, until = held
-        if self.versions.get(key, 0) > version or until <= now:
-            del self._held[key]
-            return False
-        return True
-
-    def _expire(self, now: float) -> None:
-        config = self.config
-        for key, pending in list(self.pending.items()):
-            ttl = config.applied_ttl if pending.applied else config.command_ttl
-            if pending.issued_at + ttl <= now:
-                del self.pending[key]
+            out.append(self.issue(command, key))

@@ -31,9 +31,7 @@ class V2UpgradeConfig(DecisionConfig, kw_only=True, frozen=True):
 
     def decider_config(self) -> DeciderConfig:
         return DeciderConfig(
-            command_ttl=self.command_ttl_s,
-            applied_ttl=self.applied_ttl_s,
-            retry_backoff=self.retry_backoff_s,
+            timing=self.timing(),
             node_timeout=self.node_timeout_s,
             max_retries=self.max_node_retries,
             snapshot_before_upgrade=self.snapshot_before_upgrade,

@@ -1,0 +1,20 @@
+"""How long an expectation counts and how long a refusal holds its target: one set of figures for
+every decision service, so that what an expectation means is decided in one place.
+
+`DecisionConfig` reads them from the environment (`command_ttl_s`…) and hands them to its decider
+as a `Timing`; a decider's own config carries one rather than copies of the three fields.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class Timing(msgspec.Struct, frozen=True, kw_only=True):
+    command_ttl: float = 60.0
+    """A command with neither a result nor a visible effect after this long is presumed lost."""
+    applied_ttl: float = 600.0
+    """After an `applied` result, how long the view may lag before the command stops counting."""
+    retry_backoff: float = 120.0
+    """After a refusal with no fresher object in view, wait this long before the same command (at
+    least LH_COMMANDS' dedup window, or the identical retry, same id, is dropped as a duplicate)."""
