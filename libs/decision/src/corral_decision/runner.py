@@ -109,17 +109,7 @@ class DecisionRunner:
         self.timing = timing
         self.decider = decider if decider is not None else service.new_decider(config, timing.now)
         self.metrics = RunnerMetrics(service.metric_prefix, registry, self.decider, service.gauges)
-        self.coexistence = Coexistence(
-            service.name,
-            service.longhorn_loop,
-            config.mode,
-            config.namespace,
-            self.decider,
-            registry,
-            on_stance=self._log_stance,
-        )
-        # the stance follows once the view is bootstrapped and the first pass decides (_log_stance)
-        log.info("coexistence mode", mode=str(config.mode), stance="not yet decided")
+        self.coexistence = self._new_coexistence(registry)
         self.decode_event = EventDecoder(service)
         self._is_leader = is_leader
         self._lease_term = lease_term
@@ -151,11 +141,30 @@ class DecisionRunner:
         )
         self.bootstrapped = asyncio.Event()
         self.traces = DecisionTraces(tracer) if tracer is not None else None
-        self.loop = DecisionLoop(
+        self.loop = self._new_decision_loop()
+
+    def _new_coexistence(self, registry: CollectorRegistry | None) -> Coexistence:
+        service, config = self.service, self.config
+        coexistence = Coexistence(
+            service.name,
+            service.longhorn_loop,
+            config.mode,
+            config.namespace,
             self.decider,
-            timing,
-            debounce_s=config.debounce_s,
-            idle_batch=config.idle_batch,
+            registry,
+            on_stance=self._log_stance,
+        )
+        # the stance follows once the view is bootstrapped and the first pass decides (_log_stance)
+        self.log.info("coexistence mode", mode=str(config.mode), stance="not yet decided")
+        return coexistence
+
+    def _new_decision_loop(self) -> DecisionLoop:
+        """The runner's timing (decision_loop.py) on its `Timing`, its passes the runner's own."""
+        return DecisionLoop(
+            self.decider,
+            self.timing,
+            debounce_s=self.config.debounce_s,
+            idle_batch=self.config.idle_batch,
             wake=self._wake,
             may_decide=self._may_decide,
             decide=self._decide,
