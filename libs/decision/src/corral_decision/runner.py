@@ -138,6 +138,7 @@ class DecisionRunner:
             seconds=self.metrics.takeover_seconds,
             timeout_s=config.handover_timeout_s,
             delay_s=config.handover_delay_s,
+            timing=timing,
         )
         self.bootstrapped = asyncio.Event()
         self.traces = DecisionTraces(tracer) if tracer is not None else None
