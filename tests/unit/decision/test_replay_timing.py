@@ -1,6 +1,7 @@
-"""When the replay decides, on the recording's clock: as the live runner does, at once after a
-quiet spell and at most once per debounce within a burst, when the decider's own timer comes due,
-never before the view is ready and never after the recording ends."""
+"""When the replay decides, on the recording's clock: as the live runner does (the replay runs the
+runner's own decision loop), at once after a quiet spell and at most once per debounce within a
+burst, lines of one instant together, when the decider's own timer comes due or the runner's idle
+wake, never before the view is ready and never after the recording ends."""
 
 from __future__ import annotations
 
