@@ -1,6 +1,7 @@
-"""When the replay decides, on the recording's clock: as the live runner does, at once after a
-quiet spell and at most once per debounce within a burst, when the decider's own timer comes due,
-never before the view is ready and never after the recording ends."""
+"""When the replay decides, on the recording's clock: as the live runner does (the replay runs the
+runner's own decision loop), at once after a quiet spell and at most once per debounce within a
+burst, lines of one instant together, when the decider's own timer comes due or the runner's idle
+wake, never before the view is ready and never after the recording ends."""
 
 from __future__ import annotations
 
@@ -110,17 +111,29 @@ def test_a_quiet_spell_ends_in_a_decision_at_once_a_burst_once_per_debounce() ->
     assert decider.reconsidered == [T0 / S + 0.01]
 
 
-def test_without_debounce_every_line_is_decided_on() -> None:
+def test_without_debounce_every_line_is_decided_on_and_one_instant_is_one_batch() -> None:
+    lines = [line(1, T0, resync=True), line(2, T0 + S // 1000, "a"), line(3, T0 + S, "b")]
+    assert run(lines, debounce_s=0.0).decided == [T0 / S, T0 / S + 0.001, T0 / S + 1.0]
+    # lines stored at one instant arrive together, as one batch does live: one pass for both
     lines = [line(1, T0, resync=True), line(2, T0, "a"), line(3, T0 + S, "b")]
-    assert run(lines, debounce_s=0.0).decided == [T0 / S, T0 / S, T0 / S + 1.0]
+    assert run(lines, debounce_s=0.0).decided == [T0 / S, T0 / S + 1.0]
 
 
 def test_timers_are_decided_when_due_but_never_after_the_recording() -> None:
     lines = [line(1, T0, resync=True), line(2, T0 + S, "timer"), line(3, T0 + 20 * S, "late")]
     decider = run(lines, debounce_s=0.0)
-    assert decider.decided == [T0 / S, T0 / S + 1.0, T0 / S + 11.0, T0 / S + 20.0]
+    # the timer at 11 s, and the runner's idle passes at most 5 s apart (decision_loop.IDLE_WAKE_S)
+    assert decider.decided == [T0 / S + t for t in (0.0, 1.0, 6.0, 11.0, 16.0, 20.0)]
     lines = [line(1, T0, resync=True), line(2, T0 + S, "timer")]
     assert run(lines, debounce_s=0.0).decided == [T0 / S, T0 / S + 1.0]  # the timer at 11 s: not recorded
+
+
+def test_a_burst_cut_by_until_is_decided_at_until() -> None:
+    lines = [line(1, T0, resync=True), line(2, T0 + S // 100, "a")]
+    Recorder.instances.clear()
+    Replay(FAKE, debounce_s=0.05, until_ns=T0 + 3 * S // 100).feed_all(lines)
+    (decider,) = Recorder.instances
+    assert decider.decided == [T0 / S, T0 / S + 0.03]  # not at 0.05: the recording stops at 0.03
 
 
 def test_the_simulated_clock_never_goes_back() -> None:

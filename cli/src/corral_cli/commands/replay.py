@@ -63,9 +63,9 @@ def register(subparsers: Any) -> None:
         sub.add_argument(
             "--debounce",
             type=float,
-            default=0.0,
+            default=None,
             metavar="S",
-            help="wait this much recorded time after a line before deciding (default 0: after every line)",
+            help="the runner's debounce in recorded time (default: the service's; 0: after every line)",
         )
         sub.add_argument("--strict", action="store_true", help="stop at the first unreadable line")
         sub.add_argument(

@@ -39,6 +39,7 @@ from corral_model.subjects import (
     OBJECTS_STREAM,
     command_stream,
     escape_token,
+    unescape_token,
 )
 
 FETCH_BATCH = 512
@@ -92,9 +93,11 @@ async def read_commands(
     bus: Bus, filters: Sequence[str], *, start_ns: int | None = None
 ) -> list[tuple[int, BundleEntry]]:
     """Every queued command matching `filters`, from each sender's stream, as LH_COMMANDS entries
-    (what bundles call the commands as a whole)."""
+    (what bundles call the commands as a whole): the contract's senders, and any a filter names."""
+    tokens = [f.split(".") for f in filters]
+    named = [unescape_token(t[2]) for t in tokens if len(t) > 2 and t[2] not in ("*", ">")]
     found: list[tuple[int, BundleEntry]] = []
-    for service in COMMAND_SENDERS:
+    for service in dict.fromkeys([*COMMAND_SENDERS, *named]):
         wanted = [f for f in (sender_filter(f, service) for f in filters) if f is not None]
         if wanted:
             found += await read_queue(

@@ -2,18 +2,16 @@
 
 A decision is debugged after the fact by making it again. The decider (from the registry, with the
 service's default configuration) gets the bundle's LH_OBJECTS events of the kinds it reads and its
-service's LH_RESULTS, in bundle order, with a `SimulatedClock` set to each message's stream time,
-and decides as the live runner does, at the latest: after every line, and when its `next_due()`
-passes. The live runner waits its `debounce_s` for the rest of a burst, but a replay knows neither
-that setting nor how late the live service read each message, and a decision taken later than the
-live one sees the live one's effects (the patched volume is already upgrading) and so is never
-made; deciding after every line never comes too late. `debounce_s` rate-limits the decisions in
-recorded time instead, to mimic a runner exactly: a line after a quiet spell is decided on at once,
-the lines of a burst together, `debounce_s` after the previous decision.
+service's LH_RESULTS, in bundle order, each at its stream time on a `SimulatedClock`, and the
+runner's own decision loop (decision_loop.py) decides when to ask it, on that clock (simclock.py):
+the timing of a replay is the live runner's, not a copy of it. Each line arrives at its stream
+time, as if the live service had read it then; lines stored at one instant arrive together.
+`debounce_s` overrides the service's setting (0: a pass after every line).
 
-Nothing is decided before the decider is `ready` (its view complete), nor after the last line (the
-recording says nothing about later). Recorded commands are never adopted: the replay makes its own,
-and they are compared with the recorded ones by id (recording.py, command_diff.py).
+Nothing is decided before the decider is `ready` (its view complete), nor after the last line
+but the pass owed to the last lines (the recording says nothing about later). Recorded commands
+are never adopted: the replay makes its own, and they are compared with the recorded ones by id
+(recording.py, command_diff.py).
 
 With `explain` set to a target key (`Volume/ns/name`) the replay also keeps the decider's verdict on
 that target (`Decider.explain`) after every line or decision that touched it (its events, its
@@ -33,6 +31,7 @@ changed in between.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -44,11 +43,12 @@ from corral_bus import StreamMessage
 from corral_decision.bundle import BadLine, Line, order_key
 from corral_decision.command_diff import Difference, ReplayedCommand, compare
 from corral_decision.decider import Explanation, InvalidEvent, Runnable, target_key
+from corral_decision.decision_loop import DecisionLoop
 from corral_decision.events import is_event
 from corral_decision.recording import Recording
 from corral_decision.runner import EventDecoder
 from corral_decision.service import DecisionService
-from corral_decision.simclock import SimulatedClock
+from corral_decision.simclock import SimulatedClock, SimulatedTime
 from corral_model import codec
 from corral_model.codec import SchemaError
 from corral_model.envelopes import Command, CommandResult, EventType
@@ -133,18 +133,29 @@ class Replay:
         until_ns: int | None = None,
         since_ns: int | None = None,
         explain: str | None = None,
-        debounce_s: float = 0.0,
+        debounce_s: float | None = None,
         strict: bool = False,
         namespace: str | None = None,
     ) -> None:
         config = service.config()
         if namespace is not None:
             config = msgspec.structs.replace(config, namespace=namespace)
+        if debounce_s is not None:
+            config = msgspec.structs.replace(config, debounce_s=debounce_s)
         self.service = service
         self.clock = SimulatedClock()
+        self.time = SimulatedTime(self.clock)
         self.decider: Runnable = service.new_decider(config, self.clock)
+        self.loop = DecisionLoop(
+            self.decider,
+            self.time.timing,
+            debounce_s=config.debounce_s,
+            idle_batch=config.idle_batch,
+            wake=asyncio.Event(),
+            may_decide=lambda: self.decider.ready,
+            decide=self._decide,
+        )
         self.decode_event = EventDecoder(service)
-        self.debounce_s = debounce_s
         self.until_ns = until_ns
         self.explain = explain
         self.strict = strict
@@ -158,10 +169,8 @@ class Replay:
         self._recording = Recording()
         self._late_results: set[str] = set()  # named by results after `until`
         self._objects_seen: set[str] = set()  # subjects
-        self._decision_at: float | None = None  # a burst is being waited for until then
-        self._timer_done_at: float | None = None
-        self._decided_at = -float("inf")  # recorded time of the last decision on a ready view
         self._last: Line | None = None
+        self._fed = False  # a line woke the loop since its last pass
         self._led = False  # the first decision after the view is ready has been made
         self._verdict: Explanation | None = None
         self._finished = False
@@ -196,15 +205,17 @@ class Replay:
         report.lines += 1
         stream, subject = line.entry.stream, line.entry.subject
         if stream == OBJECTS_STREAM and any(subject_matches(f, subject) for f in self._object_filters):
-            self._wake(line)
+            self._arrive(line)
             self._object(line)
+            self._wake()
         elif (
             stream == RESULTS_STREAM
             and subject.startswith(self._results)
             and not subject.startswith(self._event_results)
         ):
-            self._wake(line)
+            self._arrive(line)
             self._result(line)
+            self._wake()
         elif (
             stream == COMMANDS_STREAM
             and subject.startswith(self._commands)
@@ -212,7 +223,7 @@ class Replay:
         ):
             # What came due before the live command was stored is decided first (the decider's
             # input is unchanged by it), so an explanation shows decisions in recorded order.
-            self._decide_due(line.time_ns / _NS)
+            self.time.run_until(line.time_ns / _NS)
             self._command(line)
 
     def _after_until(self, line: Line) -> None:
@@ -282,49 +293,27 @@ class Replay:
 
     # --- deciding as the runner does ------------------------------------------------------------------
 
-    def _wake(self, line: Line) -> None:
-        """Decide whatever came due before this line, then move the clock to it."""
-        moment = line.time_ns / _NS
-        self._decide_due(moment)
-        self.clock.advance_to(moment)
+    def _arrive(self, line: Line) -> None:
+        """Let the runner's loop decide whatever came due before this line, then move to it."""
+        self.time.run_until(line.time_ns / _NS)
         self._last = line
-        if self._decision_at is None:
-            self._decision_at = max(moment, self._decided_at + self.debounce_s)
 
-    def _next_timer(self) -> float | None:
-        if not self.decider.ready:
-            return None
-        due = self.decider.next_due()
-        if due is None or (self._timer_done_at is not None and due <= self._timer_done_at):
-            return None  # already decided at that time; a decider that keeps a past timer waits
-        return due
+    def _wake(self) -> None:
+        """The line is taken in: wake the loop, started as the live one is once the view is ready."""
+        self._fed = True
+        if self.time.started:
+            self.loop.wake()
+        elif self.decider.ready:
+            self.loop.wake()
+            self.time.start(self.loop.run(asyncio.Event()))
 
-    def _decide_due(self, before: float) -> None:
-        """Every decision the live runner would have made before `before` (strictly: a line at the
-        same time as a debounce deadline is applied after it, as it would have arrived later)."""
-        while True:
-            timer = self._next_timer()
-            wake = max(timer, self._decided_at + self.debounce_s) if timer is not None else None
-            candidates = [t for t in (self._decision_at, wake) if t is not None and t <= before]
-            if not candidates:
-                return
-            moment = min(candidates)
-            by_timer = self._decision_at is None or (wake is not None and wake < self._decision_at)
-            if self._decision_at is not None and self._decision_at <= moment:
-                self._decision_at = None
-            self.clock.advance_to(moment)
-            self._decide(by_timer)
-            if by_timer and timer is not None:
-                self._timer_done_at = timer
-
-    def _decide(self, by_timer: bool) -> None:
-        if not self.decider.ready:
-            return
-        self._decided_at = self.clock()
+    async def _decide(self, stop: asyncio.Event) -> None:
+        """One pass of the loop, as a leader makes it, keeping what it decides."""
         if not self._led:
             # The live leader looks at every target once before its first decision (takeover.py).
             self._led = True
             self.decider.reconsider_all()
+        by_timer, self._fed = not self._fed, False
         commands = self.decider.decide()
         now = self.clock()
         made = [ReplayedCommand(c, self._last, by_timer, now) for c in commands if not is_event(c)]
@@ -365,18 +354,11 @@ class Replay:
     # --- the end ------------------------------------------------------------------------------------
 
     def finish(self) -> ReplayReport:
-        """Decide what the last burst would have (never past the recording's end), then compare."""
+        """Decide what the last lines are owed (never past `until`), then compare."""
         if not self._finished:
             self._finished = True
-            if self._decision_at is not None:
-                end = self._decision_at
-                if self.until_ns is not None:
-                    end = min(end, self.until_ns / _NS)
-                self._decide_due(end)
-                if self._decision_at is not None:  # `until` cut the burst's debounce short
-                    self._decision_at = None
-                    self.clock.advance_to(end)
-                    self._decide(False)
+            self.time.settle(None if self.until_ns is None else self.until_ns / _NS)
+            self.time.close()
             self._compare()
         return self.report
 

@@ -7,10 +7,9 @@ it adds only plumbing:
 * the view is bootstrapped from LH_OBJECTS (the last event per object, then every new one) and
   results are followed on LH_RESULTS; nothing is decided before both snapshots are read and the
   decider has seen a RESYNCED marker for every kind it reads (`decider.ready`);
-* decisions are rate-limited, leading edge first: an event after a quiet spell (no decision for
-  `debounce_s`) is decided at once, so a freed slot is refilled without a fixed wait; events
-  during a burst are decided together, `debounce_s` after the previous decision. The loop also
-  wakes for the decider's own timers (`next_due`);
+* decisions are rate-limited, leading edge first, and wake for the decider's own timers
+  (`next_due`): decision_loop.py, on the clocks and sleeper the runner is handed (`TimeSource`,
+  timing.py), so `corral replay` runs the very same timing on a recording's clock;
 * only the leader (NATS KV lease, through the runtime harness) decides and publishes; a standby
   keeps its view warm and does the decider's deferred work (`idle_work`);
 * every replica follows the service's own commands (command_feed.py) and adopts those it did not
@@ -48,12 +47,14 @@ from corral_bus.cancellation import cancel_and_wait
 from corral_decision.coexistence import Coexistence, Mode, Stance
 from corral_decision.command_feed import CommandFeed
 from corral_decision.decider import InvalidEvent, Runnable
+from corral_decision.decision_loop import DecisionLoop
 from corral_decision.events import is_event
 from corral_decision.metrics import RunnerMetrics
 from corral_decision.seen import SeenCommands
 from corral_decision.service import DecisionConfig, DecisionService
 from corral_decision.supervision import supervise
 from corral_decision.takeover import Takeover
+from corral_decision.time_source import LIVE, TimeSource
 from corral_decision.tracing import DecisionBatch, DecisionTraces
 from corral_model import codec
 from corral_model.codec import SchemaError
@@ -99,30 +100,21 @@ class DecisionRunner:
         lease_term: Callable[[], int] = lambda: 0,
         decider: Runnable | None = None,
         tracer: Tracer | None = None,
+        timing: TimeSource = LIVE,
     ) -> None:
         self.service = service
         self.bus = bus
         self.config = config
         self.log = log
-        self.decider = decider if decider is not None else service.new_decider(config, time.time)
+        self.timing = timing
+        self.decider = decider if decider is not None else service.new_decider(config, timing.now)
         self.metrics = RunnerMetrics(service.metric_prefix, registry, self.decider, service.gauges)
-        self.coexistence = Coexistence(
-            service.name,
-            service.longhorn_loop,
-            config.mode,
-            config.namespace,
-            self.decider,
-            registry,
-            on_stance=self._log_stance,
-        )
-        # the stance follows once the view is bootstrapped and the first pass decides (_log_stance)
-        log.info("coexistence mode", mode=str(config.mode), stance="not yet decided")
+        self.coexistence = self._new_coexistence(registry)
         self.decode_event = EventDecoder(service)
         self._is_leader = is_leader
         self._lease_term = lease_term
         self._wake = asyncio.Event()
         self._taken_over = False  # caught up with the bus since this replica became leader
-        self._decided_at = -float("inf")  # time.monotonic() of the last decision pass
         self._term = 0  # counts leadership changes: a takeover belongs to the term it started in
         self._publisher = Publisher(bus, window=1024)
         self.objects = BootstrapReader(bus, service.object_filters(config.namespace))
@@ -146,9 +138,40 @@ class DecisionRunner:
             seconds=self.metrics.takeover_seconds,
             timeout_s=config.handover_timeout_s,
             delay_s=config.handover_delay_s,
+            timing=timing,
         )
         self.bootstrapped = asyncio.Event()
         self.traces = DecisionTraces(tracer) if tracer is not None else None
+        self.loop = self._new_decision_loop()
+
+    def _new_coexistence(self, registry: CollectorRegistry | None) -> Coexistence:
+        service, config = self.service, self.config
+        coexistence = Coexistence(
+            service.name,
+            service.longhorn_loop,
+            config.mode,
+            config.namespace,
+            self.decider,
+            registry,
+            on_stance=self._log_stance,
+        )
+        # the stance follows once the view is bootstrapped and the first pass decides (_log_stance)
+        self.log.info("coexistence mode", mode=str(config.mode), stance="not yet decided")
+        return coexistence
+
+    def _new_decision_loop(self) -> DecisionLoop:
+        """The runner's timing (decision_loop.py) on its `TimeSource`, its passes the runner's own."""
+        return DecisionLoop(
+            self.decider,
+            self.timing,
+            debounce_s=self.config.debounce_s,
+            idle_batch=self.config.idle_batch,
+            wake=self._wake,
+            may_decide=self._may_decide,
+            decide=self._decide,
+            stand_by=self._stand_by,
+            before_pass=self._prune_seen,
+        )
 
     # --- leadership -----------------------------------------------------------------------------
 
@@ -187,7 +210,7 @@ class DecisionRunner:
             handled += len(batch)
             if handled >= 1000:
                 handled = 0
-                await asyncio.sleep(0)  # a long burst must not starve the decision loop
+                await self.timing.sleep(0)  # a long burst must not starve the decision loop
 
     async def _follow_results(self) -> None:
         async for message in self.results:
@@ -198,13 +221,13 @@ class DecisionRunner:
                 continue
             if result.target.kind != "Event":  # a report's result settles nothing
                 self.decider.record_result(result)
-            self.seen.result(result, time.time())
+            self.seen.result(result, self.timing.now())
             self.metrics.results.labels(str(result.outcome)).inc()
             self._wake.set()
 
     def _on_command(self, command: Command) -> None:
         """A command of this service on the bus: ours coming back, or another replica's to count."""
-        if self.seen.command(command, time.time()) and self.decider.ready:
+        if self.seen.command(command, self.timing.now()) and self.decider.ready:
             self._adopt(command, self.seen.applied(command.id))
 
     def _adopt(self, command: Command, result: CommandResult | None) -> None:
@@ -215,10 +238,10 @@ class DecisionRunner:
     def _prune_seen(self, force: bool = False) -> None:
         """Forget commands and writes too old to matter (unless forced, at most once a second: it
         is a scan)."""
-        now = time.monotonic()
+        now = self.timing.monotonic()
         if force or now - self._pruned_at >= 1.0:
             self._pruned_at = now
-            self.seen.prune(time.time())
+            self.seen.prune(self.timing.now())
 
     # --- decisions ----------------------------------------------------------------------------------
 
@@ -278,7 +301,7 @@ class DecisionRunner:
         decided = self.decider.decide()
         self.metrics.decision_seconds.observe(time.perf_counter() - started)
         # Beside a running longhorn-manager, what would double-drive is withheld (coexistence.py).
-        commands, withheld = self.coexistence.screen(decided, time.time())
+        commands, withheld = self.coexistence.screen(decided, self.timing.now())
         for result in withheld:
             self.decider.record_result(result)
         traces = self.traces
@@ -308,49 +331,22 @@ class DecisionRunner:
             self._taken_over = await self.takeover.run(stop, leading) and term == self._term
         except Exception as e:  # NATS unreachable or slow: try again shortly
             self.log.warning("takeover interrupted; retrying", error=str(e))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), 0.5)
+            await self.timing.wait(stop, 0.5)
             self._wake.set()
             return False
         return self._taken_over
 
-    async def _decision_loop(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._sleep_for())
-            self._wake.clear()
-            if stop.is_set():
-                return
-            self._prune_seen()
-            await self._debounce()
-            if self._may_decide():
-                if self._taken_over or await self._take_over(stop):
-                    await self._decide_once()
-            else:
-                if self.traces is not None:
-                    self.traces.forget()  # a standby decides nothing from them
-                if self.bootstrapped.is_set() and self.config.idle_batch:
-                    self.decider.idle_work(self.config.idle_batch)
+    async def _decide(self, stop: asyncio.Event) -> None:
+        """A leader's pass: the takeover first, once per term, then the decision."""
+        if self._taken_over or await self._take_over(stop):
+            await self._decide_once()
 
-    async def _debounce(self) -> None:
-        """Leading edge: after a quiet spell decide now (yielding once, so events already received
-        are applied first); within a burst, at most one decision pass per `debounce_s`."""
-        since = time.monotonic() - self._decided_at
-        await asyncio.sleep(max(0.0, self.config.debounce_s - since))
-        self._decided_at = time.monotonic()
-
-    def _sleep_for(self) -> float:
-        """Until the decider's next timer or, on a standby, a periodic round of idle work (a
-        handover delay is waited in takeover.py). A leader does no idle work, so it does not ask
-        how much there is: that count can be a scan of the view (engine-upgrade: every owner node)
-        and this runs after every decision pass."""
-        delays = [5.0]
-        due = self.decider.next_due()
-        if due is not None:
-            delays.append(max(0.0, due - time.time()))
-        if self.config.idle_batch and not self._may_decide() and self.decider.idle_work(0):
-            delays.append(0.5)
-        return min(delays)
+    def _stand_by(self) -> None:
+        """A standby's pass: it decides nothing, and does the decider's deferred work."""
+        if self.traces is not None:
+            self.traces.forget()  # a standby decides nothing from them
+        if self.bootstrapped.is_set() and self.config.idle_batch:
+            self.decider.idle_work(self.config.idle_batch)
 
     async def _wake_on_stop(self, stop: asyncio.Event) -> None:
         """A stop request ends the decision loop's sleep at once, not at its next timer."""
@@ -362,8 +358,7 @@ class DecisionRunner:
         while not stop.is_set():
             if self.objects.ready.is_set() and self.results.ready.is_set() and self.decider.ready:
                 return True
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), 0.5)
+            await self.timing.wait(self._wake, 0.5)
             self._wake.clear()
         return False
 
@@ -380,7 +375,7 @@ class DecisionRunner:
             if on_bootstrapped is not None:
                 on_bootstrapped()
             self._wake.set()
-            await self._decision_loop(stop)
+            await self.loop.run(stop)
 
     async def run(self, stop: asyncio.Event, on_bootstrapped: Callable[[], None] | None = None) -> None:
         await self.commands.start()

@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import time
 from collections.abc import Callable
 
 from prometheus_client import Histogram
@@ -37,6 +36,7 @@ from corral_bus import BootstrapReader, Bus
 from corral_decision.command_feed import CommandFeed, stream_end
 from corral_decision.decider import Runnable
 from corral_decision.seen import SeenCommands
+from corral_decision.time_source import LIVE, TimeSource
 from corral_model.envelopes import Command, CommandResult
 from corral_runtime.logs import Logger
 
@@ -69,6 +69,8 @@ class Takeover:
     seconds: Histogram
     timeout_s: float
     delay_s: float
+    timing: TimeSource = LIVE
+    """The runner's clocks and sleeper (time_source.py)."""
 
     def lagging_writes(self) -> list[str]:
         """Objects the actuator reported writing that the view shows at an older resourceVersion."""
@@ -91,7 +93,7 @@ class Takeover:
     async def run(self, stop: asyncio.Event, still_leading: StillLeading) -> bool:
         """Catch up with the bus, adopt what was seen, and let every target be judged again.
         False when leadership was lost or the service stops meanwhile."""
-        started = time.monotonic()
+        started = self.timing.monotonic()
         objects_end = await stream_end(self.bus, self.objects.stream, self.objects.filter_subjects)
         results_end = await stream_end(self.bus, self.results.stream, self.results.filter_subjects)
         queued = await self.commands.scan()
@@ -108,7 +110,7 @@ class Takeover:
             lagging = self.lagging_writes()
             if not (behind or lagging):
                 break
-            now = time.monotonic()
+            now = self.timing.monotonic()
             if behind and now > deadline:
                 self.log.warning("reading the bus to its end takes too long; going on", behind=behind)
                 reads_waived = True
@@ -118,17 +120,15 @@ class Takeover:
                     "waiting for the view to show writes the actuator reported", objects=lagging[:5]
                 )
                 next_report = now + REPORT_EVERY_S
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), 0.05)
+            await self.timing.wait(self.wake, 0.05)
             self.wake.clear()
         self.adopt_all_seen()
         if self.delay_s:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.delay_s)
+            await self.timing.wait(stop, self.delay_s)
             if stop.is_set() or not still_leading():
                 return False
         self.decider.reconsider_all()
-        took = time.monotonic() - started
+        took = self.timing.monotonic() - started
         self.seconds.observe(took)
         self.log.info(
             "took over",
