@@ -195,6 +195,33 @@ def _reconcile_manager(
         _recreate_pod(ctx, im)
 
 
+def sync_instance_maps(ctx: ReconcileContext) -> None:
+    """The instance maps of every IM, from its instances as this round left them.
+
+    In Longhorn the IM's maps are what its process reports and the instance handler copies an
+    instance's state from them, so the two never disagree. Here the instances change after the IM
+    controller ran, so the instance controller ends its round with this: a map and the states it
+    lists are written in the same round (issue 24's conformance)."""
+    instances = _instances_by_manager(ctx)
+    gone = {w.name for w in ctx.writes if w.verb == "delete" and w.kind == "instancemanager"}
+    for im in ctx.view.all("instancemanager"):
+        if deleting(im) or im["metadata"]["name"] in gone:
+            continue
+        with ctx.isolated("instancemanager", im):
+            maps = instances.get(im["metadata"]["name"], {})
+            if status(im).get("currentState") != "running":
+                maps = {}
+            ctx.patch_status(
+                "instancemanager",
+                im,
+                {
+                    "instanceEngines": dict(maps.get("instanceEngines", {})) or None,
+                    "instanceReplicas": dict(maps.get("instanceReplicas", {})) or None,
+                },
+                "instance maps follow the instances",
+            )
+
+
 def _recreate_pod(ctx: ReconcileContext, im: Obj) -> None:
     name = im["metadata"]["name"]
     node_name = spec(im).get("nodeID", "")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import zlib
 
 from corral_sandbox.simulator.context import ReconcileContext
+from corral_sandbox.simulator.instance_managers import sync_instance_maps
 from corral_sandbox.simulator.nulls import NULL
 from corral_sandbox.simulator.objects import FINALIZER
 from corral_sandbox.simulator.upgrade_signals import upgrading_nodes
@@ -63,6 +64,7 @@ def reconcile_instances(ctx: ReconcileContext) -> None:
         for obj in ctx.view.all(kind):
             with ctx.isolated(kind, obj):
                 _reconcile_instance(ctx, kind, obj, managers, running_by_name, upgrading)
+    sync_instance_maps(ctx)  # the IMs' maps change in the round their instances do
 
 
 def _reconcile_instance(
