@@ -50,6 +50,7 @@ pytestmark = pytest.mark.integration
 IM_LABEL = "/metadata/labels/longhorn.io~1component"
 PROBE = "/spec/template/spec/containers/0/livenessProbe"
 CSI = "longhorn-csi-plugin"
+STORAGE_LABEL = "node.longhorn.io/storage"
 IM_POD = {IM_LABEL: "instance-manager"}
 V2 = {"/spec/dataEngine": "v2"}
 PERIOD = {f"{PROBE}/periodSeconds": 1}
@@ -79,6 +80,10 @@ def _privileged(kind: str, name: str) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": NS},
         "spec": {"template": {"metadata": {}, "spec": {"containers": [container]}}},
     }
+
+
+def _kube_node(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
 
 
 def _replica(name: str, volume_name: str, data_engine: str) -> dict[str, Any]:
@@ -113,7 +118,11 @@ def seed_probe_targets(emulator: Emulator) -> None:
         "daemonsets",
         [_privileged("DaemonSet", n) for n in ("longhorn-csi-plugin", "longhorn-manager")],
     )
-    emulator.load("apps", "deployments", [_privileged("Deployment", "corral-actuator")])
+    emulator.load(
+        "apps", "deployments", [_privileged("Deployment", n) for n in ("corral-actuator", "csi-attacher")]
+    )
+    # Kubernetes nodes: one labelled for storage, one not.
+    emulator.load("", "nodes", [_kube_node("node-1", {STORAGE_LABEL: "yes"}), _kube_node("node-2", {})])
     emulator.load(
         "longhorn.io",
         "volumes",
@@ -201,6 +210,9 @@ async def test_the_probes_forged_commands_are_refused_and_the_genuine_ones_appli
     seed_probe_targets(emulator)
     actuator = InProcessActuator(actuator_config(nats_server.url, _kubeconfig(emulator), "a-1"))
     await actuator.start()
+    csi_before = emulator.get("apps", "daemonsets", NS, CSI)
+    attacher = emulator.get("apps", "deployments", NS, "csi-attacher")
+    assert csi_before is not None and attacher is not None
     try:
         forged: dict[str, tuple[Command, str]] = {
             # An exec liveness probe on a privileged DaemonSet, whole or as its handler alone.
@@ -245,6 +257,19 @@ async def test_the_probes_forged_commands_are_refused_and_the_genuine_ones_appli
                 ),
                 "Deployment 'corral-actuator' is not one setting-sync may patch",
             ),
+            # A node selector no node carries: the CSI plugin off every node.
+            "nowhere-selector": (
+                command(
+                    "setting-sync",
+                    Verb.PATCH,
+                    "DaemonSet",
+                    CSI,
+                    changes={"/spec/template/spec/nodeSelector": {STORAGE_LABEL: "nowhere"}},
+                    preconditions={"/metadata/resourceVersion": csi_before["metadata"]["resourceVersion"]},
+                ),
+                "never a node selector that matches no node: /spec/template/spec/nodeSelector asks for"
+                f" labels ({STORAGE_LABEL}) that no node carries",
+            ),
             # Both replicas of a v1 volume, under v2-upgrade's name: without saying dataEngine v2,
             # and saying it falsely.
             "v1-replica": (
@@ -278,9 +303,15 @@ async def test_the_probes_forged_commands_are_refused_and_the_genuine_ones_appli
                 engine_upgrade(f"node1-vol-{i}"),
                 "a Volume patch by engine-upgrade must carry a precondition on /spec/image",
             )
-        csi_before = emulator.get("apps", "daemonsets", NS, CSI)
-        assert csi_before is not None
         genuine = [
+            command(
+                "setting-sync",
+                Verb.PATCH,
+                "Deployment",
+                "csi-attacher",
+                changes={"/spec/template/spec/nodeSelector": {STORAGE_LABEL: "yes"}},
+                preconditions={"/metadata/resourceVersion": attacher["metadata"]["resourceVersion"]},
+            ),
             engine_upgrade("node2-vol", owner_tests("node-2")),
             command(
                 "setting-sync",
@@ -320,6 +351,10 @@ async def test_the_probes_forged_commands_are_refused_and_the_genuine_ones_appli
         probe = csi["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]
         assert probe == csi_before["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]
         assert csi["spec"]["template"]["spec"]["priorityClassName"] == "system-node-critical"
+        assert "nodeSelector" not in csi["spec"]["template"]["spec"]
+        attacher = emulator.get("apps", "deployments", NS, "csi-attacher")
+        assert attacher is not None
+        assert attacher["spec"]["template"]["spec"]["nodeSelector"] == {STORAGE_LABEL: "yes"}
         assert emulator.get("", "pods", NS, "instance-manager-2") is None
         await eventually(lambda: _drained(bus), what="every command acked")
     finally:

@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from corral_actuator.policy import Policy
-from corral_actuator.rbac import ANY, ROLE, SERVICE_ACCOUNT, grants, grants_of, may, render
+from corral_actuator.rbac import ANY, ROLE, SERVICE_ACCOUNT, cluster_scoped, grants, grants_of, may, render
 from corral_model.kinds import KINDS
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
@@ -28,9 +28,15 @@ def test_actuator_role_grants_exactly_what_the_policy_allows() -> None:
     docs = _docs(DEPLOY / "rbac" / "actuator.yaml")
     roles = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == ROLE]
     assert {r["metadata"]["namespace"] for r in roles} == set(POLICY.namespaces)
+    namespaced = {g for g in grants(POLICY) if not cluster_scoped(g[0], g[1])}
     for role in roles:
-        assert grants_of(role["rules"]) == grants(POLICY)
-    assert not [d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+        assert grants_of(role["rules"]) == namespaced
+    # Outside namespaces, only listing the nodes a node selector must match.
+    [cluster_role] = [d for d in docs if d["kind"] == "ClusterRole"]
+    assert grants_of(cluster_role["rules"]) == {("", "nodes", "list", ANY)} == grants(POLICY) - namespaced
+    [binding] = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
+    assert binding["roleRef"]["name"] == cluster_role["metadata"]["name"] == ROLE
+    assert [s["name"] for s in binding["subjects"]] == [SERVICE_ACCOUNT]
 
 
 def test_expected_grants_follow_from_the_policy() -> None:
@@ -44,10 +50,12 @@ def test_expected_grants_follow_from_the_policy() -> None:
     assert ("longhorn.io", "settings", "patch", ANY) not in expected  # only the status subresource
     assert ("longhorn.io", "volumes", "delete", ANY) not in expected
     assert not any(verb in ("watch", "update", "deletecollection", "*") for _, _, verb, _ in expected)
-    # the start-up gate's read, and the count of upgrades in flight per owner node
+    # the start-up gate's read, the count of upgrades in flight per owner node, and the nodes a
+    # node selector must match
     assert {(g, r) for g, r, verb, _ in expected if verb == "list"} == {
         ("longhorn.io", "engineimages"),
         ("longhorn.io", "volumes"),
+        ("", "nodes"),
     }
 
 

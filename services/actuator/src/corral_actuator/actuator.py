@@ -40,6 +40,7 @@ from corral_actuator.engine_upgrade_guard import EngineUpgradeGuard
 from corral_actuator.expiry import DEFAULT_MAX_COMMAND_AGE, overage
 from corral_actuator.instance_manager_guard import InstanceManagerGuard
 from corral_actuator.kinds import KindInfo
+from corral_actuator.node_selector_guard import node_selector_refusal
 from corral_actuator.occurrences import repeat_patch
 from corral_actuator.policy import Policy, Verdict
 from corral_actuator.related import first_broken
@@ -230,6 +231,10 @@ class Actuator:
         self, command: Command, guards: tuple[FieldValue, ...], info: KindInfo, redelivered: bool
     ) -> None:
         t = command.target
+        refusal = await node_selector_refusal(self.api, command.changes)  # node_selector_guard.py
+        if refusal is not None:
+            self.security_log(command, refusal)
+            raise _Done(Outcome.REJECTED_BY_POLICY, refusal)
         tests = (*guards, *command.preconditions)
         conflicts = self._conflict_budget(command)
         if redelivered or needs_snapshot(tests):

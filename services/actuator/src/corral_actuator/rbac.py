@@ -25,6 +25,7 @@ from corral_actuator.config import POLICY_FILE
 from corral_actuator.kinds import resolve_kind
 from corral_actuator.policy import Policy
 from corral_model.envelopes import Verb
+from corral_model.kinds import KINDS
 
 SERVICE_ACCOUNT = "corral-actuator"
 ROLE = "corral-actuator"
@@ -61,10 +62,21 @@ def grants(policy: Policy) -> set[Grant]:
     return {(g, r, v, name) for g, r, v, name in out if name == ANY or (g, r, v) not in unrestricted}
 
 
-def rules(policy: Policy) -> list[dict[str, Any]]:
-    """The Role rules: one per (apiGroup, resource, resourceNames), verbs sorted, in a stable order."""
+def cluster_scoped(group: str, resource: str) -> bool:
+    """Whether the API serves `resource` outside namespaces (core Nodes): a Role cannot grant it."""
+    return any(
+        (info.group, info.plural) == (group, resource.split("/")[0]) and not info.namespaced
+        for info in KINDS.values()
+    )
+
+
+def rules(policy: Policy, *, cluster: bool = False) -> list[dict[str, Any]]:
+    """The Role rules (with `cluster`, the ClusterRole's: the cluster-scoped resources): one per
+    (apiGroup, resource, resourceNames), verbs sorted, in a stable order."""
     names: dict[tuple[str, str, str], set[str]] = defaultdict(set)
     for group, resource, verb, name in grants(policy):
+        if cluster_scoped(group, resource) != cluster:
+            continue
         names[(group, resource, verb)].add(name)
     verbs: dict[tuple[str, str, tuple[str, ...]], set[str]] = defaultdict(set)
     for (group, resource, verb), named in names.items():
@@ -119,7 +131,35 @@ def manifests(policy: Policy) -> list[dict[str, Any]]:
                 "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": namespace}],
             }
         )
-    return docs
+    return docs + cluster_manifests(policy, labels)
+
+
+def cluster_manifests(policy: Policy, labels: dict[str, str]) -> list[dict[str, Any]]:
+    """The ClusterRole and its binding for what the policy reads outside namespaces (the nodes a
+    node selector must match), if anything."""
+    cluster_rules = rules(policy, cluster=True)
+    if not cluster_rules:
+        return []
+    meta = {"name": ROLE, "labels": labels}
+    subjects = [
+        {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": namespace}
+        for namespace in sorted(policy.namespaces)
+    ]
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": meta,
+            "rules": cluster_rules,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": meta,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ROLE},
+            "subjects": subjects,
+        },
+    ]
 
 
 HEADER = """\
