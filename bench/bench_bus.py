@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.report import write_report  # noqa: E402
+from bench.report import scaled, write_report  # noqa: E402
 from corral_bus import (  # noqa: E402
     BootstrapReader,
     Bus,
@@ -43,11 +43,11 @@ from corral_model import codec, subjects  # noqa: E402
 from corral_model.envelopes import EventType, ObjectEvent  # noqa: E402
 from corral_model.longhorn import ObjectMeta, OwnerReference, Volume, VolumeSpec, VolumeStatus  # noqa: E402
 
-VOLUMES = 20_000
+VOLUMES = scaled(20_000, 500)
 VERSIONS = 5  # = max_msgs_per_subject, so every event stays in the stream
 EVENTS = VOLUMES * VERSIONS
 WINDOW = int(os.environ.get("CORRAL_BENCH_WINDOW", "1024"))
-ROUNDS = 3
+ROUNDS = scaled(3, 1)
 
 
 def _free_port() -> int:

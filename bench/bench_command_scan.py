@@ -26,7 +26,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.bench_engine_upgrade import calibration_ns  # noqa: E402
-from bench.report import write_report  # noqa: E402
+from bench.report import scaled, write_report  # noqa: E402
 from corral_bus import Publisher, connect, ensure_streams  # noqa: E402
 from corral_decision.command_feed import CommandFeed  # noqa: E402
 from corral_model import codec  # noqa: E402
@@ -35,9 +35,9 @@ from corral_model.subjects import command_subject  # noqa: E402
 from corral_runtime.logs import get_logger  # noqa: E402
 from tests.fixtures.nats import BinaryNats  # noqa: E402
 
-QUEUED = 5_000
-OTHERS = 500
-ROUNDS = 5
+QUEUED = scaled(5_000, 300)
+OTHERS = scaled(500, 30)
+ROUNDS = scaled(5, 1)
 NS = "longhorn-system"
 
 

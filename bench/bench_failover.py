@@ -34,7 +34,7 @@ import msgspec  # noqa: E402
 from nats.js.errors import KeyNotFoundError  # noqa: E402
 
 from bench.bench_engine_upgrade import calibration_ns  # noqa: E402
-from bench.report import write_report  # noqa: E402
+from bench.report import scaled, write_report  # noqa: E402
 from corral_bus import Bus, connect, ensure_streams  # noqa: E402
 from corral_bus.lease import LeaseRecord, open_bucket, worst_failover  # noqa: E402
 from corral_engine_upgrade.service import DEFINITION  # noqa: E402
@@ -42,7 +42,7 @@ from tests.fixtures.bus_traffic import FakeWatcher  # noqa: E402
 from tests.fixtures.nats import BinaryNats  # noqa: E402
 from tests.fixtures.processes import ServiceProcess, eventually, free_port, python_module  # noqa: E402
 
-RUNS = 5
+RUNS = scaled(5, 1)
 SERVICE = DEFINITION.name
 DEFAULT_TTL = DEFINITION.config().lease_ttl_s
 TTL = float(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_TTL

@@ -32,7 +32,7 @@ from collections import Counter
 from typing import Any
 
 from bench.measure_wave_events import wait_wave_over
-from bench.report import write_report
+from bench.report import quick, write_report
 from corral_bus import connect
 from corral_bus.history import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES
 from corral_bus.setup import prepare_bus
@@ -162,8 +162,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--nodes", type=int, default=None)
     parser.add_argument("--idle-s", type=float, default=Options.idle_s)
     args = parser.parse_args(argv)
-    options = QUICK if args.quick else Options(args.volumes, args.nodes, args.idle_s)
-    name = "history_quick" if args.quick else "history"
+    small = args.quick or quick()
+    options = QUICK if small else Options(args.volumes, args.nodes, args.idle_s)
+    name = "history_quick" if small else "history"
     write_report(name, asyncio.run(measure(options)))
 
 

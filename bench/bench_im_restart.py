@@ -41,7 +41,7 @@ import msgspec
 
 from bench.bench_engine_upgrade import calibration_ns, fixed_clock
 from bench.im_restart_latency import measure
-from bench.report import write_report
+from bench.report import scaled, write_report
 from bench.versioned import VersionedCluster
 from corral_dangerzone.pod_spec import expected_instance_manager_pod
 from corral_dangerzone.settings import DangerZoneSettings
@@ -50,12 +50,12 @@ from corral_model import longhorn as lh
 from corral_model.envelopes import EventType, ObjectEvent
 
 NS = "longhorn-system"
-NODES = [f"worker-{i:04d}" for i in range(2500)]
+NODES = [f"worker-{i:04d}" for i in range(scaled(2500, 50))]
 IMS_PER_NODE = 2
 CPUS = ("4", "8", "16")
-EVENTS = 20_000
+EVENTS = scaled(20_000, 1_000)
 BATCH = 50
-ROUNDS = 5
+ROUNDS = scaled(5, 1)
 SETTING_CHANGES = 3
 SYNCED = (lh.Condition(type="SettingSynced", status="True"),)
 

@@ -64,7 +64,7 @@ from nats.aio.msg import Msg
 from bench.bench_engine_upgrade import calibration_ns, retained_bytes
 from bench.bench_sandbox import cpu_s, emulator_process, rss_mb
 from bench.pipeline_cluster import NS, Churn, base_objects, volume
-from bench.report import write_report
+from bench.report import quick, write_report
 from corral_bus import Bus, connect, ensure_streams
 from corral_sandbox.emulator import EmulatorControl
 from tests.fixtures.nats import BinaryNats
@@ -173,6 +173,10 @@ class Options:
     tick_s: float = TICK_S
     debounce_s: float | None = None
     """None: as deployed (the service's own default)."""
+
+    def phase_s(self, full: float, short: float) -> float:
+        """How long a measured phase lasts: `short` with --quick, a second in `make test`'s look."""
+        return 1.0 if quick() else short if self.quick else full
 
 
 class Pipeline:
@@ -437,7 +441,7 @@ class Pipeline:
         """Rising rates until p99 > 100 ms or the consumer falls behind; the highest that held."""
         steps: list[dict[str, Any]] = []
         best = 0
-        for rate in THROUGHPUT_RATES:
+        for rate in THROUGHPUT_RATES[:2] if quick() else THROUGHPUT_RATES:  # `make test`: a look
             step = await self.steady(rate, seconds)
             p99 = step["latency_ms"].get("p99", float("inf"))
             growing = step["pending_last_third"] > max(step["pending_first_third"] * 2, rate * 0.1)
@@ -502,8 +506,7 @@ def steady_generator() -> None:
 
 
 async def measure(volumes: int, options: Options) -> dict[str, Any]:
-    quick = options.quick
-    seconds = 4.0 if quick else 10.0
+    seconds = options.phase_s(10.0, 4.0)
     with tempfile.TemporaryDirectory(prefix="corral-pipeline-") as tmp:
         async with Pipeline(volumes, Path(tmp), options).running() as pipeline:
             steady_generator()
@@ -520,7 +523,7 @@ async def measure(volumes: int, options: Options) -> dict[str, Any]:
                 figures[f"steady_{rate}"] = await pipeline.steady(rate, seconds)
             figures["rss_mb"] = pipeline.rss()
             print(f"{volumes} volumes: throughput", flush=True)
-            figures["throughput"] = await pipeline.throughput(4.0 if quick else 6.0)
+            figures["throughput"] = await pipeline.throughput(options.phase_s(6.0, 4.0))
             if volumes >= 100_000:
                 print(f"{volumes} volumes: cold start", flush=True)
                 figures["cold_start_s"] = await pipeline.cold_start()
@@ -534,8 +537,8 @@ async def ceiling(volumes: int, options: Options) -> dict[str, Any]:
         async with Pipeline(volumes, Path(tmp), options, deciding=False).running() as pipeline:
             steady_generator()
             print(f"{volumes} volumes: ceiling (emulator, nats-server, watcher)", flush=True)
-            steady = await pipeline.steady(LATENCY_RATES[-1], 4.0 if options.quick else 10.0)
-            rising = await pipeline.throughput(4.0 if options.quick else 6.0)
+            steady = await pipeline.steady(LATENCY_RATES[-1], options.phase_s(10.0, 4.0))
+            rising = await pipeline.throughput(options.phase_s(6.0, 4.0))
             return {
                 f"steady_{LATENCY_RATES[-1]}": steady,
                 "max_events_per_s": rising["max_events_per_s"],
@@ -545,7 +548,7 @@ async def ceiling(volumes: int, options: Options) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--sizes", default="1000" if quick() else "10000,100000")
     parser.add_argument("--quick", action="store_true", help="shorter phases (a look, same report)")
     parser.add_argument("--tick-s", type=float, default=TICK_S, help="the load generator's tick")
     parser.add_argument("--debounce-s", type=float, help="engine-upgrade's (default: as deployed)")

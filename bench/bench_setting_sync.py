@@ -39,7 +39,7 @@ import msgspec
 
 from bench.applied_after_detach import measure
 from bench.bench_engine_upgrade import calibration_ns, fixed_clock
-from bench.report import write_report
+from bench.report import scaled, write_report
 from bench.versioned import VersionedCluster
 from corral_dangerzone.table import DANGER_ZONE, SettingName
 from corral_model import longhorn as lh
@@ -48,13 +48,13 @@ from corral_model.kinds import KINDS as KIND_TABLE
 from corral_setting_sync.core import READS, SettingSyncDecider
 
 NS = "longhorn-system"
-VOLUMES = 10_000
-NODES = 1_000
-SHARE_MANAGERS = 200
-BACKING_IMAGE_MANAGERS = 100
-EVENTS = 20_000
+VOLUMES = scaled(10_000, 300)
+NODES = scaled(1_000, 30)
+SHARE_MANAGERS = scaled(200, 10)
+BACKING_IMAGE_MANAGERS = scaled(100, 5)
+EVENTS = scaled(20_000, 1_000)
 BATCH = 50
-ROUNDS = 5
+ROUNDS = scaled(5, 1)
 KINDS = ("attach_detach", "volume_update", "pod_update", "im_update")
 IM_CPU = "480m"  # 12 % (the default guaranteed IM CPU) of a 4-CPU node: no IM pod lags it
 

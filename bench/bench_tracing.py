@@ -49,7 +49,7 @@ from opentelemetry.trace import Tracer
 from prometheus_client import CollectorRegistry
 
 from bench.bench_engine_upgrade import Prepared, Wave, calibration_ns
-from bench.report import write_report
+from bench.report import scaled, write_report
 from corral_bus import MSG_ID_HEADER, Bus, StreamMessage
 from corral_decision import DecisionConfig, DecisionRunner
 from corral_engine_upgrade.service import DEFINITION
@@ -64,11 +64,11 @@ from corral_watcher.kindwatch import KindWatcher, WatchSettings
 from corral_watcher.metrics import WatcherMetrics
 
 NS = "longhorn-system"
-VOLUMES = 10_000
+VOLUMES = scaled(10_000, 300)
 BATCH = 50
-BURSTS = 600
-ROUNDS = 5
-WATCH_OBJECTS = 2_000
+BURSTS = scaled(600, 20)
+ROUNDS = scaled(5, 1)
+WATCH_OBJECTS = scaled(2_000, 100)
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 BASELINE_REF = "3d49ca7"
 """The last commit before the tracing hooks: its runner and watch loop are the baseline."""
@@ -97,6 +97,10 @@ class _Feed:
     async def __aiter__(self) -> AsyncIterator[StreamMessage]:
         for message in self.messages:
             yield message
+
+    async def batches(self) -> AsyncIterator[list[StreamMessage]]:
+        """What the runner reads: the burst as one batch."""
+        yield self.messages
 
 
 def _message(event: ObjectEvent[Any], traced: bool) -> StreamMessage:

@@ -34,7 +34,7 @@ if str(ROOT) not in sys.path:
 
 import aiohttp  # noqa: E402
 
-from bench.report import write_report  # noqa: E402
+from bench.report import scaled, write_report  # noqa: E402
 from corral_kube.client import api_client  # noqa: E402
 from corral_sandbox.cluster import SandboxCluster  # noqa: E402
 from corral_sandbox.seeds import default_seed, resized  # noqa: E402
@@ -45,9 +45,9 @@ from tests.fixtures.v2_admission import MANAGERS, UpgradeCRs, manager_body, set_
 from tests.integration.bus.test_nats_tls import self_signed  # noqa: E402
 
 NODES = 20
-REVIEWS = 600
+REVIEWS = scaled(600, 50)
 CONCURRENCY = 8
-RULE_CALLS = 200_000
+RULE_CALLS = scaled(200_000, 5_000)
 
 
 def review(resource: str, operation: str, new: dict[str, Any], old: dict[str, Any] | None) -> bytes:

@@ -49,7 +49,7 @@ from collections import Counter
 from typing import Any
 
 from bench.bench_engine_upgrade import calibration_ns
-from bench.report import write_report
+from bench.report import scaled, write_report
 from bench.v2_bound import DataPlaneDurations, NodeLoad, loads_of, node_steps, upgrade_bound
 from bench.v2_timeline import StateTimeline
 from bench.wave_stack import PROCESSES, add_stack_options, running, v2_upgrade
@@ -76,7 +76,7 @@ from tests.scenarios.v2_upgrade.scenario import (
     state,
 )
 
-NODES, VOLUMES, REPLICAS = 5, 50, 3
+NODES, VOLUMES, REPLICAS = scaled(5, 3), scaled(50, 4), 3
 FLOOR = 1.5
 TIMEOUT_S = 300.0
 HISTORY = 100_000  # emulator watch history per kind: the whole upgrade stays readable

@@ -41,7 +41,7 @@ from corral_watcher.metrics import WatcherMetrics
 from corral_watcher.publishing import OrderedPublisher
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.report import write_report
+from bench.report import scaled, write_report
 
 NAMESPACE = "longhorn-system"
 
@@ -309,8 +309,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--volumes", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--volumes", type=int, default=scaled(2000, 200))
+    parser.add_argument("--rounds", type=int, default=scaled(40, 2))
     parser.add_argument("--profile", help="write a cProfile of the measured window here")
     parser.add_argument("--no-report", action="store_true", help="print only; keep bench/results as is")
     parser.add_argument(

@@ -57,7 +57,7 @@ import time
 from typing import Any
 
 from bench.bench_engine_upgrade import calibration_ns
-from bench.report import write_report
+from bench.report import scaled, write_report
 from bench.schedule import ideal, list_schedule, resync_schedule
 from bench.wave_stack import PROCESSES, add_stack_options, running
 from bench.wave_timeline import Upgrade, slot_idle, summary, trigger_time, upgrades
@@ -71,7 +71,7 @@ from corral_sandbox.seeds import Seed, default_seed, resized
 from tests.fixtures.nats import BinaryNats
 from tests.fixtures.sandbox import UPGRADE_IMAGE, fast_config
 
-NODES, VOLUMES, LIMIT = 10, 200, 3
+NODES, VOLUMES, LIMIT = scaled(10, 3), scaled(200, 9), 3
 LIVE_S, OFFLINE_S = 2.5, 1.0  # simulated seconds of one live / offline upgrade
 RESYNC_S = 30.0  # Longhorn's informer resync
 WAVE_TIMEOUT_S = 120.0

@@ -6,6 +6,12 @@ before and after its run.
 
 Benchmarks measure; they never assert. The report is what a reader compares against the floors the
 issues set, so each figure is named exactly as the issue names it.
+
+Quick mode (`CORRAL_BENCH_QUICK=1`, what `make test` runs through tests/integration/bench): every
+bench runs its whole path on sizes that take seconds (`scaled`), and writes its report where
+`CORRAL_BENCH_RESULTS` says (the test's temporary directory), never over a real run's figures.
+Its figures mean nothing; that it completes and reports is what it shows, so no bench can rot
+unnoticed.
 """
 
 from __future__ import annotations
@@ -13,11 +19,38 @@ from __future__ import annotations
 import json
 import os
 import platform
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).resolve().parent / "results"
+QUICK_ENV = "CORRAL_BENCH_QUICK"
+RESULTS_ENV = "CORRAL_BENCH_RESULTS"
+RESULTS = Path(os.environ.get(RESULTS_ENV) or Path(__file__).resolve().parent / "results")
+
+
+def quick() -> bool:
+    """Whether this is a quick run (`make test`'s look that the bench still works)."""
+    return os.environ.get(QUICK_ENV, "") not in ("", "0")
+
+
+def scaled(full: int, small: int) -> int:
+    """`full` in a real run, `small` in a quick one."""
+    return small if quick() else full
+
+
+def commit() -> str:
+    """The commit the figures were measured at ("" outside a git checkout)."""
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
 
 
 def calibration_ns() -> float:
@@ -40,6 +73,8 @@ def write_report(name: str, figures: dict[str, Any], floors: dict[str, str] | No
     report = {
         "benchmark": name,
         "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "commit": commit(),
+        "quick": quick(),
         "machine": {
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
