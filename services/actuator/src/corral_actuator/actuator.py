@@ -119,6 +119,7 @@ class Actuator:
         return self._finish(command, finished)
 
     async def _apply(self, command: Command, verdict: Verdict, redelivered: bool) -> Finished:
+        """Refused by the policy, too old, or written by the path for what it asks."""
         if not verdict.allowed or verdict.kind is None:
             return refused(verdict.reason)
         write = Write(

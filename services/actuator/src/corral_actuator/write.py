@@ -29,6 +29,8 @@ from corral_model.envelopes import Command, FieldValue, Verb
 
 @dataclass(slots=True)
 class Write:
+    """One command's write, as its path (patch, delete, create) takes it to the API server."""
+
     api: KubeApi
     command: Command
     guards: tuple[FieldValue, ...]
