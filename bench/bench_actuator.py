@@ -117,7 +117,9 @@ def nats_process(workdir: Path) -> Iterator[str]:
 
 
 def upgrade(name: str) -> Command:
-    """Made now: the actuator refuses a command that does not say when it was made."""
+    """Made now and by a leader (term 1): the actuator refuses a command that does not say when
+    it was made, and engine-upgrade is fenced, so the service refuses one without a term (the
+    runner's admission) before it would write anything."""
     return new_command(
         service="engine-upgrade",
         verb=Verb.PATCH,
@@ -130,6 +132,7 @@ def upgrade(name: str) -> Command:
             FieldValue(path="/status/ownerID", value=owner(name)),
         ),
         created_at=time.time(),
+        term=1,
     )
 
 
