@@ -23,7 +23,6 @@ SOURCE_TREES = ("services", "libs")
 KNOWN_LONG: dict[str, int] = {
     "services/v2-upgrade/src/corral_v2_upgrade/manager.py::_upgrading": 149,
     "services/engine-upgrade/src/corral_engine_upgrade/eligibility.py::volume_reason": 88,
-    "libs/bus/src/corral_bus/connection.py::connect": 82,
     "services/v2-upgrade/src/corral_v2_upgrade/node.py::_switching_back": 79,
     "services/watcher/src/corral_watcher/metrics.py::WatcherMetrics.__init__": 66,
 }
