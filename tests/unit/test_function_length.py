@@ -22,7 +22,6 @@ SOURCE_TREES = ("services", "libs")
 
 KNOWN_LONG: dict[str, int] = {
     "services/v2-upgrade/src/corral_v2_upgrade/manager.py::_upgrading": 149,
-    "services/engine-upgrade/src/corral_engine_upgrade/eligibility.py::volume_reason": 88,
     "services/v2-upgrade/src/corral_v2_upgrade/node.py::_switching_back": 79,
 }
 """`path::qualified name` → its length when listed. Remove an entry once the function is split."""
