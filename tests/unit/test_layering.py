@@ -1,6 +1,9 @@
 """The layering the design promises, checked: libraries never import a service, the sandbox or the
 CLI (the application on top), and a decision service's installed dependency tree holds no
-Kubernetes client (it sees the cluster only through the bus)."""
+Kubernetes client (it sees the cluster only through the bus).
+
+What is above the libraries is discovered from the workspace (every member outside libs/), so a new
+service is covered without naming it here."""
 
 from __future__ import annotations
 
@@ -14,11 +17,12 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from corral_decision import decision_services
+from tests.unit.workspace import ROOT, workspace_members
 
-ROOT = Path(__file__).resolve().parents[2]
-ABOVE_LIBRARIES = re.compile(
-    r"^corral_(watcher|actuator|engine_upgrade|setting_sync|im_restart|v2_upgrade|v2_admission|sandbox|cli)\b"
-)
+LIBRARIES = "libs/"
+ABOVE = sorted(p for m in workspace_members() if not m.where.startswith(LIBRARIES) for p in m.packages)
+"""The packages of every member that is not a library: services, the sandbox, the CLI."""
+ABOVE_LIBRARIES = re.compile(rf"^({'|'.join(map(re.escape, ABOVE))})\b")
 KUBERNETES_CLIENTS = {"kubernetes-asyncio", "kubernetes"}
 
 
@@ -31,6 +35,13 @@ def imported_modules(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             found.add(node.module)
     return found
+
+
+def test_what_is_above_the_libraries_is_discovered() -> None:
+    """The discovery can fail: it finds every service directory, the sandbox and the CLI."""
+    services = {p.name.replace("-", "_") for p in (ROOT / "services").iterdir() if p.is_dir()}
+    assert {f"corral_{s}" for s in services} | {"corral_sandbox", "corral_cli"} <= set(ABOVE)
+    assert ABOVE_LIBRARIES.match("corral_watcher.runner") and not ABOVE_LIBRARIES.match("corral_bus")
 
 
 def test_no_library_imports_a_service_the_sandbox_or_the_cli() -> None:

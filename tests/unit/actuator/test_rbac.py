@@ -9,11 +9,12 @@ import yaml
 
 from corral_actuator.policy import Policy
 from corral_actuator.rbac import ANY, ROLE, SERVICE_ACCOUNT, cluster_scoped, grants, grants_of, may, render
+from corral_decision.registry import decision_services
 from corral_model.kinds import KINDS
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 POLICY = Policy.load(DEPLOY / "policy" / "actuator-policy.yaml")
-DECISION_SERVICES = {"engine-upgrade", "setting-sync", "im-restart", "v2-upgrade"}
+DECISION_SERVICES = set(decision_services())
 
 
 def _docs(path: Path) -> list[dict[str, Any]]:

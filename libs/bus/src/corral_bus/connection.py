@@ -118,45 +118,14 @@ async def connect(
     at once instead of retrying (and logging) until the caller's timeout: for a person at a
     terminal (the CLI). A service keeps retrying: its Secret may be fixed under it.
     """
-    holder: list[Bus] = []
-
-    async def on_error(e: Exception) -> None:
-        if refused_is_final and not holder and _AUTHORIZATION_VIOLATION in str(e).lower():
-            # raised inside nats-py's first-connect loop, which awaits this callback: it ends there
-            raise NotAuthorized(f"NATS refused the credentials: {e}") from e
-        if _PERMISSIONS_VIOLATION in str(e).lower():
-            if holder:
-                holder[0].denials.append(str(e))
-            log.error("nats %s: denied by the server: %s", name, e)
-            return
-        log.warning("nats %s: %s: %s", name, type(e).__name__, e)
-
-    async def on_disconnected() -> None:
-        if holder:
-            holder[0].connected.clear()
-            holder[0].disconnected_at = time.monotonic()
-        if nc.is_closed or nc.is_draining:
-            log.info("nats %s: disconnected (closing)", name)
-        else:
-            log.warning("nats %s: disconnected", name)
-
-    async def on_reconnected() -> None:
-        if holder:
-            holder[0].reconnects += 1
-            holder[0].connected.set()
-        where = f"{nc.connected_url.hostname}:{nc.connected_url.port}" if nc.connected_url else "?"
-        log.info("nats %s: reconnected to %s", name, where)
-
-    async def on_closed() -> None:
-        log.info("nats %s: connection closed", name)
-
+    events = _ConnectionEvents(name, refused_is_final)
     nc = await nats.connect(
         servers=server_list(servers),
         name=name,
-        error_cb=on_error,
-        disconnected_cb=on_disconnected,
-        reconnected_cb=on_reconnected,
-        closed_cb=on_closed,
+        error_cb=events.on_error,
+        disconnected_cb=events.on_disconnected,
+        reconnected_cb=events.on_reconnected,
+        closed_cb=events.on_closed,
         allow_reconnect=True,
         max_reconnect_attempts=max_reconnect_attempts,
         reconnect_time_wait=reconnect_wait,
@@ -168,5 +137,47 @@ async def connect(
     )
     bus = Bus(nc=nc, js=nc.jetstream(timeout=js_timeout), name=name, user=auth.user if auth else "")
     bus.connected.set()
-    holder.append(bus)
+    events.bus = bus
     return bus
+
+
+class _ConnectionEvents:
+    """nats-py's connection callbacks: each change logged, and the `Bus`'s bookkeeping (connected,
+    reconnects, denials) kept once the first connection has made one."""
+
+    def __init__(self, name: str, refused_is_final: bool) -> None:
+        self.name = name
+        self.refused_is_final = refused_is_final
+        self.bus: Bus | None = None
+
+    async def on_error(self, e: Exception) -> None:
+        if self.refused_is_final and self.bus is None and _AUTHORIZATION_VIOLATION in str(e).lower():
+            # raised inside nats-py's first-connect loop, which awaits this callback: it ends there
+            raise NotAuthorized(f"NATS refused the credentials: {e}") from e
+        if _PERMISSIONS_VIOLATION in str(e).lower():
+            if self.bus is not None:
+                self.bus.denials.append(str(e))
+            log.error("nats %s: denied by the server: %s", self.name, e)
+            return
+        log.warning("nats %s: %s: %s", self.name, type(e).__name__, e)
+
+    async def on_disconnected(self) -> None:
+        if self.bus is not None:
+            self.bus.connected.clear()
+            self.bus.disconnected_at = time.monotonic()
+            if self.bus.nc.is_closed or self.bus.nc.is_draining:
+                log.info("nats %s: disconnected (closing)", self.name)
+                return
+        log.warning("nats %s: disconnected", self.name)
+
+    async def on_reconnected(self) -> None:
+        where = "?"
+        if self.bus is not None:
+            self.bus.reconnects += 1
+            self.bus.connected.set()
+            url = self.bus.nc.connected_url
+            where = f"{url.hostname}:{url.port}" if url else "?"
+        log.info("nats %s: reconnected to %s", self.name, where)
+
+    async def on_closed(self) -> None:
+        log.info("nats %s: connection closed", self.name)

@@ -23,6 +23,9 @@ GATE_SERVICE = "upgrade-gate"
 runs before a decision service leads, so its Events carry no lease term; under a name of their own
 they leave every decision service's own commands fenced (deploy/policy/actuator-policy.yaml)."""
 DECISION_SERVICES = ("engine-upgrade", "setting-sync", "im-restart", "v2-upgrade")
+"""The decision services the bus contract has a user and a command stream for. A literal, not read
+from the `corral.deciders` entry points: the streams and users are the deployment's, whatever one
+process has installed; tests/unit/test_service_registry.py checks the two agree."""
 COMMAND_SENDERS = (*DECISION_SERVICES, GATE_SERVICE)
 """Every name commands are sent under, each with its own command stream."""
 

@@ -172,69 +172,26 @@ async def serve(
     gauges = ServiceMetrics(registry, name, config.instance)
     readiness = Readiness("nats", *ready_when)
     stop = asyncio.Event()
-    current = asyncio.current_task()
-    forced = False
-
-    def force() -> None:
-        nonlocal forced
-        forced = True
-        if current is not None:
-            current.cancel()
-
+    forced = _ForcedStop(asyncio.current_task())
     health = HealthServer(readiness, registry, config.health_host, config.health_port)
-    bus: Bus | None = None
-    leadership: Leadership | None = None
-    campaign: asyncio.Future[None] | None = None
-    with StopSignals(stop, force) as signals:
+    held = _Held()
+    with StopSignals(stop, forced.fire) as signals:
         try:
             await health.start()
-            log.info(
-                "service starting",
-                health_port=health.port,
-                nats_url=redact_url(config.nats_url),
-                nats_user=config.nats_user or "(anonymous)",
-            )
-            for unknown in unknown_variables(type(config), environ=environ):
-                log.warning("unknown configuration variable", problem=unknown)
-            bus = await _connect_unless_stopped(config, stop)
+            _say_starting(config, health, log, environ)
+            bus = await _bus_when_set_up(config, stop, log, signals, held)
             if bus is None:
-                log.info("stopped before NATS answered", signal=_signal_name(signals))
                 return EXIT_OK
-            # The setup step made the streams (corral bus init); on an open server whichever service
-            # starts first does (corral_bus.streams.check_streams).
-            if not await _streams_when_set_up(bus, config, stop, log):
-                log.info("stopped while waiting for the streams", signal=_signal_name(signals))
-                return EXIT_OK
-            for hook in startup if config.upgrade_gate else ():
-                verdict = await hook(bus, config)
-                if not verdict.allowed:
-                    log.error("start-up check refused: not starting", summary=verdict.summary())
-                    return EXIT_FAILED
-                log.info("start-up check passed", summary=verdict.summary())
-            connected_bus = bus
-            readiness.probe("nats", lambda: connected_bus.is_connected)
-            gauges.ready.set_function(lambda: float(readiness.ready))
-            gauges.nats_connected.set_function(lambda: float(connected_bus.is_connected))
+            if not await _startup_checks_pass(bus, config, startup, log):
+                return EXIT_FAILED
+            _follow_the_connection(bus, readiness, gauges)
             if leader_election:
-                leadership = Leadership(
-                    bus, name, config.instance, config.lease_ttl_s, log, replicas=config.nats_replicas
-                )
-                gauges.leader.set_function(lambda: float(leadership is not None and leadership.is_leader))
-                campaign = asyncio.ensure_future(_campaign(readiness, leadership, log))
-            ctx = ServiceContext(
-                name=name,
-                config=config,
-                bus=bus,
-                log=log,
-                tracer=spans.get_tracer(f"corral.{name}") if spans is not None else None,
-                metrics=registry,
-                readiness=readiness,
-                stop=stop,
-                leadership=leadership,
-            )
+                held.leadership, held.campaign = _stand_for_leader(bus, config, readiness, gauges, log)
+            tracer = spans.get_tracer(f"corral.{name}") if spans is not None else None
+            ctx = ServiceContext(name, config, bus, log, tracer, registry, readiness, stop, held.leadership)
             return await _run_main(ctx, main, config.shutdown_grace_s, signals)
         except asyncio.CancelledError:
-            if not forced:
+            if not forced.fired:
                 raise
             log.warning("second stop signal: cancelled without waiting for in-flight work")
             return EXIT_FORCED
@@ -243,10 +200,93 @@ async def serve(
             return EXIT_FAILED
         finally:
             stop.set()
-            await cancel_and_wait(campaign)
-            await _close(leadership, bus, health, log)
+            await cancel_and_wait(held.campaign)
+            await _close(held.leadership, held.bus, health, log)
             if provider is not None:
                 provider.shutdown()  # exports what is still queued
+
+
+class _ForcedStop:
+    """A second stop signal: cancel the harness itself, without waiting for in-flight work."""
+
+    def __init__(self, harness: asyncio.Task[object] | None) -> None:
+        self._harness = harness
+        self.fired = False
+
+    def fire(self) -> None:
+        self.fired = True
+        if self._harness is not None:
+            self._harness.cancel()
+
+
+@dataclass(eq=False)
+class _Held:
+    """What `serve` has opened so far, so its way out closes exactly that, in order."""
+
+    bus: Bus | None = None
+    leadership: Leadership | None = None
+    campaign: asyncio.Future[None] | None = None
+
+
+def _say_starting(
+    config: ServiceConfig, health: HealthServer, log: Logger, environ: Mapping[str, str] | None
+) -> None:
+    log.info(
+        "service starting",
+        health_port=health.port,
+        nats_url=redact_url(config.nats_url),
+        nats_user=config.nats_user or "(anonymous)",
+    )
+    for unknown in unknown_variables(type(config), environ=environ):
+        log.warning("unknown configuration variable", problem=unknown)
+
+
+async def _startup_checks_pass(
+    bus: Bus, config: ServiceConfig, startup: Sequence[StartupHook], log: Logger
+) -> bool:
+    """Run the start-up hooks (the upgrade-path gate) in order; False at the first refusal."""
+    for hook in startup if config.upgrade_gate else ():
+        verdict = await hook(bus, config)
+        if not verdict.allowed:
+            log.error("start-up check refused: not starting", summary=verdict.summary())
+            return False
+        log.info("start-up check passed", summary=verdict.summary())
+    return True
+
+
+def _follow_the_connection(bus: Bus, readiness: Readiness, gauges: ServiceMetrics) -> None:
+    """Readiness and the gauges follow the NATS connection from here on."""
+    readiness.probe("nats", lambda: bus.is_connected)
+    gauges.ready.set_function(lambda: float(readiness.ready))
+    gauges.nats_connected.set_function(lambda: float(bus.is_connected))
+
+
+def _stand_for_leader(
+    bus: Bus, config: ServiceConfig, readiness: Readiness, gauges: ServiceMetrics, log: Logger
+) -> tuple[Leadership, asyncio.Future[None]]:
+    """The leader lease of this replica, and its campaign (which waits for a warm view)."""
+    leadership = Leadership(
+        bus, config.service, config.instance, config.lease_ttl_s, log, replicas=config.nats_replicas
+    )
+    gauges.leader.set_function(lambda: float(leadership.is_leader))
+    return leadership, asyncio.ensure_future(_campaign(readiness, leadership, log))
+
+
+async def _bus_when_set_up(
+    config: ServiceConfig, stop: asyncio.Event, log: Logger, signals: StopSignals, held: _Held
+) -> Bus | None:
+    """The NATS connection once the streams are as the contract says; None when a stop came first.
+    A connection made is in `held` at once, so the caller's way out closes it either way."""
+    bus = held.bus = await _connect_unless_stopped(config, stop)
+    if bus is None:
+        log.info("stopped before NATS answered", signal=_signal_name(signals))
+        return None
+    # The setup step made the streams (corral bus init); on an open server whichever service
+    # starts first does (corral_bus.streams.check_streams).
+    if not await _streams_when_set_up(bus, config, stop, log):
+        log.info("stopped while waiting for the streams", signal=_signal_name(signals))
+        return None
+    return bus
 
 
 STREAM_RETRY_FIRST_S, STREAM_RETRY_MAX_S = 0.5, 10.0

@@ -24,6 +24,7 @@ from corral_engine_upgrade.records import (
     STRICT_LOCAL,
     STRIDE,
     V2,
+    ImageRecord,
     VolumeRecord,
 )
 from corral_engine_upgrade.view import UNREADABLE, ClusterView
@@ -55,10 +56,12 @@ _HELD = V2 | UNREADABLE
 
 
 def volume_reason(volume: VolumeRecord, view: ClusterView, now: float) -> Reason | None:
-    """None when the volume may be upgraded now; otherwise why not (the first rule it fails).
+    """None when the volume may be upgraded now; otherwise why not (the first rule it fails): its
+    own state, the default image, then (b) how it can be upgraded and (c, d) where both images are
+    ready, then a refusal's backoff.
 
-    One flat function (the live conditions and the readiness checks written inline): it runs for
-    every volume an event changes and for every volume a freed slot walks past."""
+    The steps are plain functions with the conditions inline: this runs for every volume an event
+    changes and for every volume a freed slot walks past."""
     spec_image = volume.spec_image
     if spec_image != volume.current_image:
         return _IN_PROGRESS
@@ -80,6 +83,20 @@ def volume_reason(volume: VolumeRecord, view: ClusterView, now: float) -> Reason
     if not default_ei.usable:
         return _DEFAULT_IMAGE_UNUSABLE
     current_ei = view.images.get(volume.current_ei)
+    reason = _not_upgradable(volume, flags, default_ei, current_ei)
+    if reason is None:
+        reason = _images_not_ready(volume, default_ei, current_ei)
+    if reason is not None:
+        return reason
+    if volume.rv <= volume.hold_rv and now < volume.hold_until:
+        return _RETRY_BACKOFF
+    return None
+
+
+def _not_upgradable(
+    volume: VolumeRecord, flags: int, default_ei: ImageRecord, current_ei: ImageRecord | None
+) -> Reason | None:
+    """(b) Why the volume can be upgraded neither offline (detached) nor live (attached)."""
     state = volume.state
     if state == "detached":
         # Deliberate deviation from HEAD (§1.3 checks nothing else when detached): AEU-10 / T1.3 want
@@ -87,32 +104,39 @@ def volume_reason(volume: VolumeRecord, view: ClusterView, now: float) -> Reason
         # want its engine swapped between the resize request and the resize.
         if flags & EXPANSION_REQUIRED:
             return _EXPANDING
-    elif state != "attached":
+        return None
+    if state != "attached":
         return _NOT_ATTACHED_OR_DETACHED
-    else:
-        # §1.3 live-upgradable, items 2-8, in Longhorn's order.
-        robustness = volume.robustness
-        if robustness != "healthy":
-            return _DEGRADED if robustness == "degraded" else _NOT_HEALTHY
-        if flags:  # one test for the common case, none of them set
-            if flags & STANDBY:
-                return _DR_VOLUME
-            if flags & EXPANSION_REQUIRED:
-                return _EXPANDING
-            if flags & MIGRATING:
-                return _MIGRATING
-            if flags & STRICT_LOCAL:
-                return _STRICT_LOCAL
-        if current_ei is None:
-            return _CURRENT_IMAGE_MISSING
-        # item 8: the old engine's controller API is within the new image's supported range
-        if not (
-            default_ei.controller_api_min_version
-            <= current_ei.controller_api_version
-            <= default_ei.controller_api_version
-        ):
-            return _INCOMPATIBLE_CONTROLLER_API
-    # §1.3 "image ready on all volume replicas": the attached node and every scheduled replica's.
+    # §1.3 live-upgradable, items 2-8, in Longhorn's order.
+    robustness = volume.robustness
+    if robustness != "healthy":
+        return _DEGRADED if robustness == "degraded" else _NOT_HEALTHY
+    if flags:  # one test for the common case, none of them set
+        if flags & STANDBY:
+            return _DR_VOLUME
+        if flags & EXPANSION_REQUIRED:
+            return _EXPANDING
+        if flags & MIGRATING:
+            return _MIGRATING
+        if flags & STRICT_LOCAL:
+            return _STRICT_LOCAL
+    if current_ei is None:
+        return _CURRENT_IMAGE_MISSING
+    # item 8: the old engine's controller API is within the new image's supported range
+    if not (
+        default_ei.controller_api_min_version
+        <= current_ei.controller_api_version
+        <= default_ei.controller_api_version
+    ):
+        return _INCOMPATIBLE_CONTROLLER_API
+    return None
+
+
+def _images_not_ready(
+    volume: VolumeRecord, default_ei: ImageRecord, current_ei: ImageRecord | None
+) -> Reason | None:
+    """(c, d) §1.3 "image ready on all volume replicas": the current image, then the default one,
+    on the attached node and every scheduled replica's."""
     node = volume.node
     replica_nodes = volume.replicas[NODE::STRIDE]
     if not node:
@@ -139,8 +163,6 @@ def volume_reason(volume: VolumeRecord, view: ClusterView, now: float) -> Reason
                 default_ready = None
     if default_ready is None:
         return _DEFAULT_IMAGE_NOT_READY
-    if volume.rv <= volume.hold_rv and now < volume.hold_until:
-        return _RETRY_BACKOFF
     return None
 
 

@@ -142,97 +142,123 @@ def _upgrading(
         )
         return step
     nodes = dict(status.upgrade_nodes)
-    upgrading = status.upgrading_node
-    if upgrading:
-        entry = nodes.get(upgrading, lh.UpgradeNodeStatus())
-        current = _current_attempt(view, manager, upgrading, entry)
-        if current is None:
-            # Orphaned (its node upgrade is gone): back to pending, the retry count kept. The lost
-            # attempt counts as finished, so the next one gets a name (and a create command id) of
-            # its own: the same name again would make the same command id, which JetStream drops as
-            # a duplicate of the lost attempt's create for its whole dedup window, and would find
-            # the lost attempt's snapshots by their label. With it gone its node is released (no
-            # upgrade flags it), and the next attempt waits for the node's volumes to rebuild
-            # (`_start_blocker`). Restarts that use no retry are bounded as well.
-            attempts = entry.attempts + 1
-            if attempts - entry.retries > config.max_retries:
-                nodes[upgrading] = msgspec.structs.replace(
-                    entry,
-                    state=S.ERROR,
-                    message=f"node upgrade resource not found; {attempts} attempts did not finish",
-                    attempts=attempts,
-                )
-            else:
-                nodes[upgrading] = msgspec.structs.replace(
-                    entry,
-                    state=S.PENDING,
-                    message="node upgrade resource not found; will start again",
-                    attempts=attempts,
-                )
-            _write_nodes(step, manager, nodes)
-            step.status["upgradingNode"] = ""
-            return step
-        state, message = current.status.state, current.status.message
-        if state == S.COMPLETED:
-            nodes[upgrading] = msgspec.structs.replace(
-                entry, state=S.COMPLETED, message=message, attempts=entry.attempts + 1
-            )
-            step.status["upgradingNode"] = ""
-        elif state == S.ERROR:
-            attempts = entry.attempts + 1
-            if current.status.abort_reason == AbortReason.RELEASED:
-                # Let go before anything was touched: back to pending, no retry used, bounded as
-                # every such restart is (`_start_blocker` holds it until its volumes are healthy).
-                bounded = attempts - entry.retries > config.max_retries
-                nodes[upgrading] = msgspec.structs.replace(
-                    entry,
-                    state=S.ERROR if bounded else S.PENDING,
-                    message=f"{message}; {attempts} attempts did not finish"
-                    if bounded
-                    else f"will start again once its volumes are healthy: {message}",
-                    attempts=attempts,
-                )
-            elif current.status.abort_reason in (AbortReason.TARGET_IMAGE_CHANGED, AbortReason.REQUESTED):
-                nodes[upgrading] = msgspec.structs.replace(
-                    entry,
-                    state=S.PENDING,
-                    message=f"restarting with the new image: {message}",
-                    attempts=attempts,
-                )
-            elif entry.retries + 1 >= config.max_retries:
-                nodes[upgrading] = lh.UpgradeNodeStatus(
-                    state=S.ERROR,
-                    message=f"failed {entry.retries + 1} times, last: {message}",
-                    retries=entry.retries + 1,
-                    attempts=attempts,
-                )
-            else:
-                nodes[upgrading] = lh.UpgradeNodeStatus(
-                    state=S.PENDING,
-                    message=f"attempt failed, will retry: {message}",
-                    retries=entry.retries + 1,
-                    attempts=attempts,
-                )
-            step.status["upgradingNode"] = ""
-        elif (state, message) != (entry.state, entry.message):
-            nodes[upgrading] = msgspec.structs.replace(entry, state=state, message=message)
+    if status.upgrading_node:
+        return _follow_the_node_in_flight(step, view, manager, config, nodes, status.upgrading_node)
+    return _next_node(step, view, manager, config, nodes, now, starting)
+
+
+def _follow_the_node_in_flight(
+    step: Step,
+    view: UpgradeView,
+    manager: lh.DataEngineUpgradeManager,
+    config: DeciderConfig,
+    nodes: NodeMap,
+    upgrading: str,
+) -> Step:
+    """The node recorded in flight: its attempt's outcome (or its loss) into the node's entry."""
+    entry = nodes.get(upgrading, lh.UpgradeNodeStatus())
+    current = _current_attempt(view, manager, upgrading, entry)
+    if current is None:
+        nodes[upgrading] = _orphaned(entry, config)
         _write_nodes(step, manager, nodes)
+        step.status["upgradingNode"] = ""
         return step
-    # No node recorded in flight: adopt this manager's own unfinished node upgrade first (the
-    # create was applied, the manager's status not yet written when the last decider stopped).
-    # Only the attempt its status names (any other unfinished one just waits: it ends by itself,
-    # at the latest by its timeout).
+    state, message = current.status.state, current.status.message
+    if state == S.COMPLETED:
+        nodes[upgrading] = msgspec.structs.replace(
+            entry, state=S.COMPLETED, message=message, attempts=entry.attempts + 1
+        )
+        step.status["upgradingNode"] = ""
+    elif state == S.ERROR:
+        nodes[upgrading] = _after_failed_attempt(entry, current.status.abort_reason, message, config)
+        step.status["upgradingNode"] = ""
+    elif (state, message) != (entry.state, entry.message):
+        nodes[upgrading] = msgspec.structs.replace(entry, state=state, message=message)
+    _write_nodes(step, manager, nodes)
+    return step
+
+
+def _orphaned(entry: lh.UpgradeNodeStatus, config: DeciderConfig) -> lh.UpgradeNodeStatus:
+    """The entry of a node whose node upgrade is gone: back to pending, the retry count kept.
+
+    The lost attempt counts as finished, so the next one gets a name (and a create command id) of
+    its own: the same name again would make the same command id, which JetStream drops as a
+    duplicate of the lost attempt's create for its whole dedup window, and would find the lost
+    attempt's snapshots by their label. With it gone its node is released (no upgrade flags it),
+    and the next attempt waits for the node's volumes to rebuild (`_start_blocker`). Restarts that
+    use no retry are bounded as well."""
+    attempts = entry.attempts + 1
+    if attempts - entry.retries > config.max_retries:
+        return msgspec.structs.replace(
+            entry,
+            state=S.ERROR,
+            message=f"node upgrade resource not found; {attempts} attempts did not finish",
+            attempts=attempts,
+        )
+    return msgspec.structs.replace(
+        entry,
+        state=S.PENDING,
+        message="node upgrade resource not found; will start again",
+        attempts=attempts,
+    )
+
+
+def _after_failed_attempt(
+    entry: lh.UpgradeNodeStatus, abort_reason: str, message: str, config: DeciderConfig
+) -> lh.UpgradeNodeStatus:
+    """The entry of a node whose attempt ended in error: pending again (a let-go or a restart uses
+    no retry; a failure does) or, past the bound, in error."""
+    attempts = entry.attempts + 1
+    if abort_reason == AbortReason.RELEASED:
+        # Let go before anything was touched: back to pending, no retry used, bounded as
+        # every such restart is (`_start_blocker` holds it until its volumes are healthy).
+        bounded = attempts - entry.retries > config.max_retries
+        return msgspec.structs.replace(
+            entry,
+            state=S.ERROR if bounded else S.PENDING,
+            message=f"{message}; {attempts} attempts did not finish"
+            if bounded
+            else f"will start again once its volumes are healthy: {message}",
+            attempts=attempts,
+        )
+    if abort_reason in (AbortReason.TARGET_IMAGE_CHANGED, AbortReason.REQUESTED):
+        return msgspec.structs.replace(
+            entry,
+            state=S.PENDING,
+            message=f"restarting with the new image: {message}",
+            attempts=attempts,
+        )
+    if entry.retries + 1 >= config.max_retries:
+        return lh.UpgradeNodeStatus(
+            state=S.ERROR,
+            message=f"failed {entry.retries + 1} times, last: {message}",
+            retries=entry.retries + 1,
+            attempts=attempts,
+        )
+    return lh.UpgradeNodeStatus(
+        state=S.PENDING,
+        message=f"attempt failed, will retry: {message}",
+        retries=entry.retries + 1,
+        attempts=attempts,
+    )
+
+
+def _next_node(
+    step: Step,
+    view: UpgradeView,
+    manager: lh.DataEngineUpgradeManager,
+    config: DeciderConfig,
+    nodes: NodeMap,
+    now: float,
+    starting: bool,
+) -> Step:
+    """No node recorded in flight: adopt this manager's own unfinished attempt, stop on an abort,
+    wait for another node upgrade or the start time, else start the next pending node."""
+    status = manager.status
     busy = in_flight(view)
-    for node_upgrade in busy:
-        node = node_upgrade.spec.node_id
-        entry = nodes.get(node, lh.UpgradeNodeStatus())
-        if node_upgrade.metadata.name == cmd.node_upgrade_name(manager, node, entry.attempts):
-            nodes[node] = msgspec.structs.replace(entry, state=node_upgrade.status.state or S.INITIALIZING)
-            _write_nodes(step, manager, nodes)
-            step.status["upgradingNode"] = node
-            if not status.started_at:
-                step.status["startedAt"] = cmd.rfc3339(now)
-            return step
+    adopted = _adopt_own_attempt(step, manager, nodes, busy, now)
+    if adopted is not None:
+        return adopted
     if abort_requested(manager):
         if starting:
             return step.wait("aborting: waiting for the node upgrade being created", status.message)
@@ -247,6 +273,43 @@ def _upgrading(
         if start is not None and start > now:
             step.wake = start
             return step.wait(f"scheduled to start at {manager.spec.start_time}", status.message)
+    return _start_the_next_pending_node(step, view, manager, config, nodes, now)
+
+
+def _adopt_own_attempt(
+    step: Step,
+    manager: lh.DataEngineUpgradeManager,
+    nodes: NodeMap,
+    busy: list[lh.NodeDataEngineUpgrade],
+    now: float,
+) -> Step | None:
+    """This manager's own unfinished node upgrade, recorded in flight (the create was applied, the
+    manager's status not yet written when the last decider stopped); None when there is none.
+    Only the attempt its status names (any other unfinished one just waits: it ends by itself, at
+    the latest by its timeout)."""
+    for node_upgrade in busy:
+        node = node_upgrade.spec.node_id
+        entry = nodes.get(node, lh.UpgradeNodeStatus())
+        if node_upgrade.metadata.name == cmd.node_upgrade_name(manager, node, entry.attempts):
+            nodes[node] = msgspec.structs.replace(entry, state=node_upgrade.status.state or S.INITIALIZING)
+            _write_nodes(step, manager, nodes)
+            step.status["upgradingNode"] = node
+            if not manager.status.started_at:
+                step.status["startedAt"] = cmd.rfc3339(now)
+            return step
+    return None
+
+
+def _start_the_next_pending_node(
+    step: Step,
+    view: UpgradeView,
+    manager: lh.DataEngineUpgradeManager,
+    config: DeciderConfig,
+    nodes: NodeMap,
+    now: float,
+) -> Step:
+    """Create the node upgrade of the first pending node nothing holds; else say what holds them,
+    or, with nothing left to start, complete with a summary that names every node that failed."""
     held: dict[str, str] = {}
     for node in sorted(nodes):
         entry = nodes[node]
@@ -272,7 +335,7 @@ def _upgrading(
             nodes[node] = msgspec.structs.replace(nodes[node], message=blocker)
         _write_nodes(step, manager, nodes)
         first = min(held)
-        return step.wait(f"waiting before the next node: node {first}: {held[first]}", status.message)
+        return step.wait(f"waiting before the next node: node {first}: {held[first]}", manager.status.message)
     # Nothing left to start: done, with a summary that names every node that failed.
     _write_nodes(step, manager, nodes)
     step.status.update(state=S.COMPLETED, message=_summary(nodes))

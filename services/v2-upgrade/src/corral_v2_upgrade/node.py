@@ -533,84 +533,101 @@ def _upgrading_instance_manager(
 
 
 def _switching_back(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float, step: Step) -> Step:
-    node, message = nu.spec.node_id, nu.status.message
-    # An abort restores each volume to the image it had, while the node still runs an IM on that
-    # image; once the old IM is gone the volume can only come back on the new one.
-    running_images = (
-        {
-            im.spec.image
-            for im in view.v2_instance_managers_on(node)
-            if im.status.current_state == "running" and not im.metadata.deletion_timestamp
-        }
-        if nu.status.abort_reason
-        else set()
-    )
+    running_images = _images_still_running(view, nu)
     volumes = dict(nu.status.volumes)
     waiting = ""
     for name in sorted(volumes):
-        entry = volumes[name]
-        if entry.state in _SETTLED:
+        if volumes[name].state in _SETTLED:
             continue
-        image = nu.spec.instance_manager_image
-        if entry.previous_image in running_images:
-            image = entry.previous_image
-        volume = view.volumes.get(name)
-        if volume is None:
-            _set(volumes, name, S.COMPLETED)
-            continue
-        if detached(volume):
-            _set(volumes, name, S.COMPLETED, "Volume is detached")
-            continue
-        if not attached(volume):
-            _set(volumes, name, S.ERROR, f"Volume {name} is in neither detached nor attached state")
-            continue
-        spec, status = volume.spec, volume.status
-        target = spec.target_node_id_for_live_upgrade
-        if entry.state == S.SWITCHED_BACK:
-            if target:
-                step.actions.append(
-                    cmd.patch_volume(volume, None, "", f"switching-back: volume {name} done", now)
-                )
-                waiting = waiting or f"waiting for volume {name} to clear its live-upgrade target"
-            else:
-                _set(volumes, name, S.COMPLETED)
-            continue
-        if not target and spec.image == image:
-            _set(volumes, name, S.COMPLETED)  # never switched over (or already cleared)
-            continue
-        if target != node or spec.image != image:
-            step.actions.append(
-                cmd.patch_volume(
-                    volume,
-                    image if spec.image != image else None,
-                    node if target != node else None,
-                    f"switching-back: volume {name} to {node}",
-                    now,
-                )
-            )
-            if entry.state != S.SWITCHING_BACK:
-                _set(volumes, name, S.SWITCHING_BACK)
-        elif (
-            status.current_target_node_id_for_live_upgrade == node
-            and spec.node_id == node
-            and spec.image == status.current_image
-        ):
-            _set(volumes, name, S.SWITCHED_BACK)
-            # The clear goes out with the record of the switch back, not a round trip after it (the
-            # bench's switching-back step); a restart between the two finds the target cleared and
-            # the volume on its image, which counts as done.
-            step.actions.append(
-                cmd.patch_volume(volume, None, "", f"switching-back: volume {name} done", now)
-            )
-            waiting = waiting or f"waiting for volume {name} to clear its live-upgrade target"
-            continue
-        elif entry.state != S.SWITCHING_BACK:
-            _set(volumes, name, S.SWITCHING_BACK)
-        waiting = waiting or f"Volume {name} is not switched back to the target node {node}"
+        # every volume is stepped; the first one's wait is the one reported
+        volume_waits = _switch_back_volume(view, nu, volumes, name, running_images, now, step)
+        waiting = waiting or volume_waits
     _write_volumes(step, nu, volumes)
     if all(v.state in _SETTLED for v in volumes.values()):
         return _transition(step, nu, S.REBUILDING_REPLICA, volumes)
-    return step.wait(waiting, message)
+    return step.wait(waiting, nu.status.message)
+
+
+def _images_still_running(view: UpgradeView, nu: lh.NodeDataEngineUpgrade) -> set[str]:
+    """The images of the node's running instance managers, after an abort (else none).
+
+    An abort restores each volume to the image it had, while the node still runs an IM on that
+    image; once the old IM is gone the volume can only come back on the new one."""
+    if not nu.status.abort_reason:
+        return set()
+    return {
+        im.spec.image
+        for im in view.v2_instance_managers_on(nu.spec.node_id)
+        if im.status.current_state == "running" and not im.metadata.deletion_timestamp
+    }
+
+
+def _switch_back_volume(
+    view: UpgradeView,
+    nu: lh.NodeDataEngineUpgrade,
+    volumes: VolumeMap,
+    name: str,
+    running_images: set[str],
+    now: float,
+    step: Step,
+) -> str:
+    """One unsettled volume of the node: back to the node (and its image), then its live-upgrade
+    target cleared; its entry updated in `volumes`. What it waits for, "" when nothing."""
+    node, entry = nu.spec.node_id, volumes[name]
+    image = nu.spec.instance_manager_image
+    if entry.previous_image in running_images:
+        image = entry.previous_image
+    volume = view.volumes.get(name)
+    if volume is None:
+        _set(volumes, name, S.COMPLETED)
+        return ""
+    if detached(volume):
+        _set(volumes, name, S.COMPLETED, "Volume is detached")
+        return ""
+    if not attached(volume):
+        _set(volumes, name, S.ERROR, f"Volume {name} is in neither detached nor attached state")
+        return ""
+    spec, status = volume.spec, volume.status
+    target = spec.target_node_id_for_live_upgrade
+    if entry.state == S.SWITCHED_BACK:
+        if target:
+            return _clear_the_target(step, volume, name, now)
+        _set(volumes, name, S.COMPLETED)
+        return ""
+    if not target and spec.image == image:
+        _set(volumes, name, S.COMPLETED)  # never switched over (or already cleared)
+        return ""
+    if target != node or spec.image != image:
+        step.actions.append(
+            cmd.patch_volume(
+                volume,
+                image if spec.image != image else None,
+                node if target != node else None,
+                f"switching-back: volume {name} to {node}",
+                now,
+            )
+        )
+        if entry.state != S.SWITCHING_BACK:
+            _set(volumes, name, S.SWITCHING_BACK)
+    elif (
+        status.current_target_node_id_for_live_upgrade == node
+        and spec.node_id == node
+        and spec.image == status.current_image
+    ):
+        _set(volumes, name, S.SWITCHED_BACK)
+        # The clear goes out with the record of the switch back, not a round trip after it (the
+        # bench's switching-back step); a restart between the two finds the target cleared and
+        # the volume on its image, which counts as done.
+        return _clear_the_target(step, volume, name, now)
+    elif entry.state != S.SWITCHING_BACK:
+        _set(volumes, name, S.SWITCHING_BACK)
+    return f"Volume {name} is not switched back to the target node {node}"
+
+
+def _clear_the_target(step: Step, volume: lh.Volume, name: str, now: float) -> str:
+    """The command that clears a switched-back volume's live-upgrade target, and the wait for it."""
+    step.actions.append(cmd.patch_volume(volume, None, "", f"switching-back: volume {name} done", now))
+    return f"waiting for volume {name} to clear its live-upgrade target"
 
 
 # --- rebuilding-replica, finalizing -----------------------------------------------------------------------

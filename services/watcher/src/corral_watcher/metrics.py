@@ -15,7 +15,12 @@ _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 class WatcherMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         # A private registry unless the service's is given: tests run several watchers per process.
-        self.registry = r = registry if registry is not None else CollectorRegistry()
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self._count_what_went_through(self.registry)
+        self._measure_keeping_up(self.registry)
+
+    def _count_what_went_through(self, r: CollectorRegistry) -> None:
+        """Events published, and every way a kind had to start over or skip an object."""
         self.events = Counter(
             "corral_watcher_events_published",
             "Object events published to LH_OBJECTS, by kind and event type.",
@@ -47,16 +52,25 @@ class WatcherMetrics:
             ["kind"],
             registry=r,
         )
+        self.contradicted = Counter(
+            "corral_watcher_contradicted_events",
+            "Messages LH_OBJECTS held that claimed a newer state of an object than the API server has"
+            " (forged, or from another cluster), replaced by the API server's object; by kind.",
+            ["kind"],
+            registry=r,
+        )
+
+    def _measure_keeping_up(self, r: CollectorRegistry) -> None:
+        """What it knows now, and how far behind the API server it is."""
         self.unreadable_objects = Gauge(
             "corral_watcher_unreadable_objects",
             "Objects that exist but do not decode now (announced UNREADABLE on LH_OBJECTS), by kind.",
             ["kind"],
             registry=r,
         )
-        self.contradicted = Counter(
-            "corral_watcher_contradicted_events",
-            "Messages LH_OBJECTS held that claimed a newer state of an object than the API server has"
-            " (forged, or from another cluster), replaced by the API server's object; by kind.",
+        self.objects = Gauge(
+            "corral_watcher_objects",
+            "Objects currently known, by kind.",
             ["kind"],
             registry=r,
         )
@@ -71,12 +85,6 @@ class WatcherMetrics:
             "corral_watcher_publish_latency_seconds",
             "From publishing an event to its ack by LH_OBJECTS.",
             buckets=_LATENCY_BUCKETS,
-            registry=r,
-        )
-        self.objects = Gauge(
-            "corral_watcher_objects",
-            "Objects currently known, by kind.",
-            ["kind"],
             registry=r,
         )
 
