@@ -37,11 +37,6 @@ SAMPLE = [
     pytest.param(
         Cell("v2-upgrade", "node:upgrading-instance-manager", "node-notready"),
         id="v2-upgrade/node:upgrading-instance-manager/node-notready",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="the IM delete is refused while the node is NotReady (safety holds), but the step"
-            " then waits out the 120 s retry backoff of the refused delete: over the 20 s liveness bound",
-        ),
     ),
     pytest.param(
         Cell("v2-upgrade", "node:initializing", "volume-deleted"),
