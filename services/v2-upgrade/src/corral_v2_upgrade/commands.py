@@ -153,7 +153,7 @@ def delete_replica(replica: lh.Replica, now: float) -> Command:
 def delete_instance_manager(
     im: lh.InstanceManager, new_image: str, now: float, node: lh.Node | None = None
 ) -> Command:
-    related = ()
+    related: tuple[RelatedPrecondition, ...] = ()
     if node is not None:
         meta = node.metadata
         related = (
