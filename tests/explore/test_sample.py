@@ -23,6 +23,7 @@ SAMPLE = [
     pytest.param(
         Cell("engine-upgrade", "waiting", "duplicate-events"), id="engine-upgrade/waiting/duplicate-events"
     ),
+    pytest.param(Cell("engine-upgrade", "rolled-back", "api-409"), id="engine-upgrade/rolled-back/api-409"),
     pytest.param(Cell("im-restart", "idle", "instance-starting"), id="im-restart/idle/instance-starting"),
     pytest.param(
         Cell("im-restart", "idle", "instance-starting-mid-delete"),
@@ -32,16 +33,15 @@ SAMPLE = [
     pytest.param(Cell("im-restart", "deleting", "api-500"), id="im-restart/deleting/api-500"),
     pytest.param(Cell("setting-sync", "pending", "api-409"), id="setting-sync/pending/api-409"),
     pytest.param(
+        Cell("setting-sync", "applying", "out-of-order-events"),
+        id="setting-sync/applying/out-of-order-events",
+    ),
+    pytest.param(
         Cell("v2-upgrade", "node:switching-over", "api-409"), id="v2-upgrade/node:switching-over/api-409"
     ),
     pytest.param(
         Cell("v2-upgrade", "node:upgrading-instance-manager", "node-notready"),
         id="v2-upgrade/node:upgrading-instance-manager/node-notready",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="the IM delete is refused while the node is NotReady (safety holds), but the step"
-            " then waits out the 120 s retry backoff of the refused delete: over the 20 s liveness bound",
-        ),
     ),
     pytest.param(
         Cell("v2-upgrade", "node:initializing", "volume-deleted"),

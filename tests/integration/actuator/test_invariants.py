@@ -165,6 +165,16 @@ def _im_pod(name: str) -> dict[str, Any]:
     }
 
 
+def _node(ready: bool) -> dict[str, Any]:
+    """Longhorn's node-1, Ready or not (an instance manager's pod is deleted only while it is)."""
+    return {
+        "apiVersion": "longhorn.io/v1beta2",
+        "kind": "Node",
+        "metadata": {"name": "node-1", "namespace": NS},
+        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+    }
+
+
 def _pod_delete(service: str, name: str, emulator: Emulator) -> Command:
     pod = emulator.get("", "pods", NS, name)
     assert pod is not None
@@ -178,6 +188,7 @@ async def test_a_busy_instance_managers_pod_is_never_deleted(
 ) -> None:
     """The pod's own preconditions (uid, resourceVersion, label) all hold: only the instance
     manager, read just before the delete, says no."""
+    emulator.load("longhorn.io", "nodes", [_node(ready=True)])
     emulator.load("longhorn.io", "instancemanagers", [_instance_manager("im-1", e1="stopped", r1=state)])
     emulator.load("", "pods", [_im_pod("im-1")])
     result = await make_actuator().execute(_pod_delete(service, "im-1", emulator))
@@ -188,6 +199,25 @@ async def test_a_busy_instance_managers_pod_is_never_deleted(
     emulator.load("longhorn.io", "instancemanagers", [_instance_manager("im-1", e1="stopped", r1="stopped")])
     assert (await make_actuator().execute(_pod_delete(service, "im-1", emulator))).outcome is Outcome.APPLIED
     assert emulator.get("", "pods", NS, "im-1") is None
+
+
+@pytest.mark.parametrize("service", ["im-restart", "setting-sync"])
+async def test_an_idle_instance_managers_pod_is_never_deleted_on_a_notready_node(
+    emulator: Emulator, make_actuator: MakeActuator, service: str
+) -> None:
+    """The explorer's im-restart/idle and setting-sync/applying node-notready cells: a delete
+    decided on a Ready node lands after it went NotReady. The node is read just before it."""
+    emulator.load("longhorn.io", "nodes", [_node(ready=False)])
+    emulator.load("longhorn.io", "instancemanagers", [_instance_manager("im-1", e1="stopped")])
+    emulator.load("", "pods", [_im_pod("im-1")])
+    result = await make_actuator().execute(_pod_delete(service, "im-1", emulator))
+    assert result.outcome is Outcome.REJECTED_BY_POLICY
+    assert result.detail == (
+        "never a node's instance manager deleted while the node is not Ready: node-1 is Ready=False"
+    )
+    assert emulator.get("", "pods", NS, "im-1") is not None
+    emulator.load("longhorn.io", "nodes", [_node(ready=True)])
+    assert (await make_actuator().execute(_pod_delete(service, "im-1", emulator))).outcome is Outcome.APPLIED
 
 
 def _im_delete(emulator: Emulator, name: str, engine: str) -> Command:
@@ -268,6 +298,7 @@ async def test_a_delete_sent_again_after_a_transient_answer_is_checked_again(
     """The fault explorer's im-restart/idle/instance-starting-mid-delete: the API server answers the
     pod delete 429, and during the backoff an instance starts on the instance manager. The delete
     must not simply be sent again: the instance manager is read and judged again first."""
+    emulator.load("longhorn.io", "nodes", [_node(ready=True)])
     emulator.load("longhorn.io", "instancemanagers", [_instance_manager("im-1", e1="stopped")])
     emulator.load("", "pods", [_im_pod("im-1")])
     refused: list[str] = []

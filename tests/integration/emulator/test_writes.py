@@ -145,6 +145,18 @@ async def test_generation_bumps_on_spec_changes_only(kube_api: client.ApiClient)
     assert same["metadata"]["resourceVersion"] == spec["metadata"]["resourceVersion"]
 
 
+async def test_generation_bumps_with_an_admission_hook_installed(
+    kube_api: client.ApiClient, emulator: Emulator
+) -> None:
+    """As above with a webhook on the kind (the sandbox installs Longhorn's on volumes): the write
+    the hook judged still bumps metadata.generation. It did not, so a volume rolled back to its
+    old spec looked like the spec an earlier command was decided on (engine-upgrade/rolled-back)."""
+    emulator.register_admission("longhorn.io", "volumes", lambda op, old, new: None, name="any.longhorn.io")
+    await create_volume(kube_api, "v")
+    spec = await patch_volume(kube_api, "v", {"spec": {"size": "5"}})
+    assert spec["metadata"]["generation"] == 2
+
+
 async def test_setting_value_at_top_level_counts_as_spec(kube_api: client.ApiClient) -> None:
     """Longhorn's Setting keeps `value` beside metadata: changing it is a spec change (generation bump)."""
     body = {"apiVersion": "longhorn.io/v1beta2", "kind": "Setting", "metadata": {"name": "s"}, "value": "1"}

@@ -31,17 +31,17 @@ def test_a_matching_replay_exits_0_and_lists_its_commands(capsys: Any) -> None:
     assert status == 0, out
     lines = out.splitlines()
     assert lines[0] == (
-        "replay engine-upgrade: 290 lines, 276 object events, 7 results, 7 commands recorded; 7 replayed"
+        "replay engine-upgrade: 394 lines, 318 object events, 7 results, 7 commands recorded; 7 replayed"
     )
     commands = [line for line in lines if line.startswith("command ")]
     assert {line.split()[1] for line in commands} == live_command_ids(wave_lines())
     assert all(" after line " in line for line in commands)
     assert sum(line.startswith("same ") for line in lines) == 7
     (first,) = [line for line in lines if line.startswith("same Volume/longhorn-system/vol-a1 ")]
-    setting = "line 176 lh.obj.setting.longhorn-system.default-engine-image seq 176"
+    setting = "lh.obj.setting.longhorn-system.default-engine-image"
     assert first.endswith(
-        f"replayed after {setting}, recorded at line 177 lh.cmd.engine-upgrade.volume.longhorn-system.vol-a1"
-        f" after {setting} [applied]"
+        f"replayed after line 207 {setting} seq 175, recorded at line 209"
+        f" lh.cmd.engine-upgrade.volume.longhorn-system.vol-a1 after line 208 {setting} seq 176 [applied]"
     )
     assert lines[-1] == "diff: 7 same, 0 changed, 0 missing, 0 extra: the replay matches the recording"
 
@@ -68,7 +68,7 @@ def test_explain_gives_the_verdict_after_each_line_that_touched_the_target(capsy
     assert touched and all(" lh.obj.volume.longhorn-system.vol-d " in line for line in touched)
     assert (
         explained[-1]
-        == "  line 176 lh.obj.setting.longhorn-system.default-engine-image seq 176: degraded group node-2"
+        == "  line 207 lh.obj.setting.longhorn-system.default-engine-image seq 175: degraded group node-2"
     )
 
 
@@ -120,7 +120,7 @@ def test_two_runs_print_the_same_bytes(capsys: Any) -> None:
 def test_the_namespace_picks_the_objects_the_decider_reads(capsys: Any) -> None:
     status, out = corral(capsys, str(WAVE), "--namespace", "elsewhere")
     assert status == 1
-    assert out.splitlines()[0].startswith("replay engine-upgrade: 290 lines, 0 object events, 7 results")
+    assert out.splitlines()[0].startswith("replay engine-upgrade: 394 lines, 0 object events, 7 results")
     assert out.splitlines()[-1].startswith("diff: 0 same, 0 changed, 7 missing, 0 extra")
 
 

@@ -86,3 +86,15 @@ def test_the_same_ask_again_is_kept_once() -> None:
     for _ in range(3):
         expected.timers.at(5.0, KEY)
     assert len(expected.timers) == 1
+
+
+def test_a_refusal_judged_on_another_object_holds_until_that_object_moves_on() -> None:
+    """A decision read the target (rv 5) and its node (rv 9): the hold is on the freshest of them,
+    so the node's next change (rv 10) ends it, and the node's state at the decision does not."""
+    expected: Expectations[str] = Expectations(TIMING)
+    track = TargetTrack()
+    sent = command()
+    expected.issue(track, KEY, sent, decided_rv=5, now=0.0, judged_rv=9)
+    assert expected.result(track, KEY, result(sent, Outcome.REJECTED_BY_POLICY), now=1.0) is True
+    assert expected.held(track, rv=9, now=2.0)
+    assert not expected.held(track, rv=10, now=2.0)

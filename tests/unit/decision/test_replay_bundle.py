@@ -33,12 +33,14 @@ def replay(lines: list[bytes], **options: object) -> ReplayReport:
 
 
 def live_command_ids(lines: list[bytes]) -> set[str]:
-    """What the live service commanded, read straight from the bundle's results."""
+    """What the live service commanded, read straight from the bundle's results (its Events aside)."""
     ids = set()
     for line in read_bundle(lines):
         assert isinstance(line, Line)
         if line.entry.stream == "LH_RESULTS":
-            ids.add(codec.decode(line.entry.data, CommandResult).command_id)
+            result = codec.decode(line.entry.data, CommandResult)
+            if result.target.kind != "Event":  # the wave's reports, not its decisions
+                ids.add(result.command_id)
     return ids
 
 

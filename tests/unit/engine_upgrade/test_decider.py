@@ -3,6 +3,7 @@ expectations, recomputes on limit and default-image changes, readiness changes, 
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from corral_bus.streams import StreamSettings
@@ -11,6 +12,7 @@ from corral_engine_upgrade.core import DeciderConfig, EngineUpgradeDecider
 from corral_engine_upgrade.reasons import Reason
 from corral_engine_upgrade.service import EngineUpgradeConfig
 from corral_engine_upgrade.view import DEFAULT_IMAGE_SETTING, LIMIT_SETTING, InvalidEvent
+from corral_model import longhorn as lh
 from corral_model.envelopes import EventType, ObjectEvent, Outcome
 from tests.unit.engine_upgrade.cluster import (
     NEW,
@@ -456,3 +458,25 @@ def test_a_retry_after_the_back_off_is_not_dropped_as_a_duplicate_command() -> N
     id when nothing changed; LH_COMMANDS must have forgotten the first by then, or JetStream would
     drop the retry and the volume would wait for another TTL round."""
     assert StreamSettings().commands_dedup_window < EngineUpgradeConfig().retry_backoff_s
+
+
+def _at_generation(vol: lh.Volume, generation: int) -> lh.Volume:
+    return msgspec.structs.replace(vol, metadata=msgspec.structs.replace(vol.metadata, generation=generation))
+
+
+def test_an_upgrade_rolled_back_mid_flight_is_decided_again_as_a_new_command() -> None:
+    """The explorer's engine-upgrade/rolled-back cells: an operator set spec.image back to the
+    image the upgrade left while it was under way. The same upgrade decided again tests the same
+    facts, so without the spec's generation it had the id of the first, applied command, and
+    LH_COMMANDS dropped it as a duplicate: its slot stayed held and the node's wave halted."""
+    clock = Clock()
+    decider, feed = ready_cluster(clock, limit="1")
+    feed.volume_with_replicas(_at_generation(volume("a"), 1))
+    feed.volume_with_replicas(_at_generation(volume("b"), 1))
+    [first] = decider.decide()
+    decider.record_result(result(first, Outcome.APPLIED))
+    feed.put(_at_generation(upgraded(volume("a")), 2))
+    assert decider.decide() == []
+    feed.put(_at_generation(volume("a"), 3))  # rolled back: spec and current on OLD again
+    [again] = decider.decide()
+    assert again.target.name == "a" and again.id != first.id

@@ -39,3 +39,25 @@ def test_cli_prints_the_recorded_plan(capsys: pytest.CaptureFixture[str]) -> Non
     code = corral(["plan", "im-restart", "--snapshot", str(CLUSTER), "--now", "1000", "--explain"])
     assert code == 0
     assert capsys.readouterr().out.splitlines() == (DATA / "cluster.plan.jsonl").read_text().splitlines()
+
+
+def test_a_pod_delete_holds_to_its_node_as_read() -> None:
+    """Decided on a Ready node, a delete landing after the node went NotReady must be refused (the
+    explorer's setting-sync/applying/node-notready cell saw im-restart's land): each delete carries
+    its Longhorn node's uid and resourceVersion, which the actuator checks just before it."""
+    snapshot = yaml.safe_load(CLUSTER.read_text())
+    commands, _ = plan_snapshot(DEFINITION, snapshot, now=1000.0)
+    nodes = {
+        item["metadata"]["name"]: item["metadata"]
+        for item in snapshot["items"]
+        if item["kind"] == "Node" and item["apiVersion"].startswith("longhorn.io")
+    }
+    deletes = [c for c in commands if c.verb == "delete"]
+    assert deletes
+    for delete in deletes:
+        [on_node] = [r for r in delete.related if r.target.kind == "Node"]
+        read = nodes[on_node.target.name]
+        assert on_node.target.uid == read.get("uid", "")
+        assert [(h.path, h.value) for h in on_node.holds] == [
+            ("/metadata/resourceVersion", read["resourceVersion"])
+        ]

@@ -11,7 +11,7 @@ import pytest
 
 from corral_dangerzone.table import SettingName
 from corral_model import longhorn as lh
-from corral_model.envelopes import Command, CommandResult, FieldValue, Outcome, Verb
+from corral_model.envelopes import Command, CommandResult, EventType, FieldValue, ObjectEvent, Outcome, Verb
 from corral_setting_sync import components, core
 from tests.unit.setting_sync.cluster import Cluster, component_pod, setting, volume, workload
 
@@ -106,3 +106,26 @@ def test_volume_events_rejudge_no_component(monkeypatch: pytest.MonkeyPatch) -> 
     assert judged == []
     cluster.put(component_pod("instance-manager-new"))  # a component event is judged (the counter works)
     assert len(judged) == 1
+
+
+def test_an_older_event_delivered_late_does_not_take_the_view_back() -> None:
+    """The explorer's setting-sync/*/out-of-order-events cells: the setting's oldest stored event
+    arrived after its newest. Applied, it put the old value back in the view, the pods counted as
+    carrying it, and nothing was ever applied (the newest event is not sent again)."""
+    cluster = Cluster()
+    cluster.put(component_pod("instance-manager-n1"), setting("priority-class", "", applied=True))
+    cluster.resync()
+    old = cluster.get("setting", "priority-class")
+    cluster.put(setting("priority-class", "high", applied=False))
+    cluster.decider.apply(
+        ObjectEvent(
+            type=EventType.MODIFIED,
+            kind="setting",
+            namespace=old.metadata.namespace,
+            name="priority-class",
+            uid=old.metadata.uid,
+            resource_version=old.metadata.resource_version,
+            object=old,
+        )
+    )
+    assert [c.target.name for c in cluster.decide() if c.verb is Verb.DELETE] == ["instance-manager-n1"]

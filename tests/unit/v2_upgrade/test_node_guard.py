@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from corral_model import longhorn as lh
-from corral_model.envelopes import Verb
+from corral_model.envelopes import Command, CommandResult, Outcome, Verb
 from corral_v2_upgrade.states import UpgradeState
 from corral_v2_upgrade.view import DISABLE_V2_LABEL
 from tests.unit.v2_upgrade.world import World, cluster, manager
@@ -83,3 +83,44 @@ def test_a_step_holds_while_its_node_is_unfit_and_resumes_after(state: str, faul
     world.put(healthy)
     assert world.run() == "completed"
     assert world.node_upgrades("node-1")[-1].status.state == S.COMPLETED
+
+
+def test_a_delete_refused_for_a_notready_node_is_judged_again_when_the_node_is_back() -> None:
+    """The explorer's v2-upgrade/node:upgrading-instance-manager/node-notready cell: the step
+    decided the IM delete on a Ready node, the node went NotReady before the write, and the actuator
+    refused it. The refusal holds the IM (its resourceVersion never moved), but only until the node
+    changes: once it is Ready again the delete goes at the next pass, not after the retry backoff."""
+    world = cluster(volumes={"vol-a": "node-1", "vol-b": "node-2"})
+    world.put(manager())
+    world.start()
+    _into(world, "node-1", S.SWITCHING_OVER)
+    refused: list[Command] = []
+    for _ in range(30):
+        commands = world.decider.decide()
+        deletes = [c for c in commands if c.target.kind == "InstanceManager" and c.verb is Verb.DELETE]
+        for command in commands:
+            if command not in deletes:
+                world.apply(command)
+        if deletes:
+            refused.extend(deletes)
+            break
+        world.data_plane()
+        world.clock.now += 1.0
+    [delete] = refused
+    healthy = _not_ready(world, "node-1")
+    world.decider.record_result(
+        CommandResult(
+            command_id=delete.id,
+            service="v2-upgrade",
+            target=delete.target,
+            outcome=Outcome.REJECTED_BY_POLICY,
+            detail="never a node's instance manager deleted while the node is not Ready",
+        )
+    )
+    world.clock.now += 1.0
+    assert not [c for c in world.decider.decide() if c.target.kind == "InstanceManager"]
+    world.put(healthy)
+    world.clock.now += 1.0
+    assert world.config.timing.retry_backoff > 2.0
+    again = [c for c in world.decider.decide() if c.target.kind == "InstanceManager"]
+    assert [c.target.name for c in again] == [delete.target.name], "re-judged once the node is back"

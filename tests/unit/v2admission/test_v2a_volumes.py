@@ -177,3 +177,12 @@ def test_an_update_not_touching_the_judged_fields_needs_no_owner() -> None:
     old, new = volume(owner=""), volume(owner="", replicas=2)
     new["metadata"]["labels"] = {"app": "db"}
     assert update(old, new) is None
+
+
+def test_a_detach_needs_no_owner() -> None:
+    """Every branch allows a detach, so one that changes nothing else is not refused for an owner
+    that cannot be read (a volume detached before its owner was set stayed attached, and a
+    1-replica volume then held the node's upgrade in initializing)."""
+    assert update(volume("node-1", owner=""), volume("", owner="")) is None
+    moved = update(volume("node-1", owner=""), volume("", owner="", image=NEW_IM))
+    assert moved is not None and moved.code == 500, "a detach that also changes the image is judged"

@@ -43,7 +43,9 @@ class DeciderBase(DeciderKit[TargetKey]):
     def observe(self, event: ObjectEvent[Any]) -> TargetKey | None:
         """Book-keep one event: a RESYNCED marker lists its kind; an object's resourceVersion is
         remembered (forgotten when deleted, with what the kit tracked on it). Returns the object's
-        key, None for a marker."""
+        key; None for a marker, and for a state no newer than the one held (a duplicate, or an
+        older event delivered late): applying it would take the view back in time, and nothing
+        would bring it forward again until the object next changes."""
         if event.type is EventType.RESYNCED:
             self._unlisted.discard(event.kind)
             return None
@@ -53,8 +55,12 @@ class DeciderBase(DeciderKit[TargetKey]):
             track = self._tracks.pop(key, None)
             if track is not None:
                 self.expected.settle(track)
-        else:
-            self.versions[key] = int(event.resource_version or 0)
+            return key
+        rv = int(event.resource_version or 0)
+        held = self.versions.get(key)
+        if held is not None and 0 < rv <= held:
+            return None
+        self.versions[key] = rv
         return key
 
     # --- the kit's hooks, answered from the kit's own tables -----------------------------------------

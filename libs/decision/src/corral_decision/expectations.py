@@ -6,7 +6,8 @@ An expectation is issued with a command and counts against the decider's limits 
 * the view shows the change (the rules say so: `settle`; they know which field moves);
 * a refusal comes back (precondition failed, rejected, error, or only a dry run): the target is
   freed and *held* - the same command is not sent again until the view holds a fresher object
-  than the refused decision used, or `retry_backoff` passes;
+  than the refused decision used (the target, or another object the rules judged it on, such as
+  its node: `judged_rv`), or `retry_backoff` passes;
 * no result and no visible effect for `command_ttl` (a lost message), or an `applied` result the
   view still does not show after `applied_ttl` (a lagging view): it expires.
 
@@ -43,6 +44,9 @@ class Expectation(msgspec.Struct, gc=False):
     basis: str = ""
     reason: str = ""
     applied: bool = False
+    judged_rv: int = 0
+    """The freshest resourceVersion among the objects the decision read (kit.judged_version): a
+    refusal holds until one of them moves past it, not only the target."""
 
 
 class Track(Protocol):
@@ -74,13 +78,20 @@ class Expectations(Generic[K]):
         """Expectations out now (issued or adopted, not settled, refused or expired)."""
 
     def issue(
-        self, track: Track, key: K, command: Command, decided_rv: int, now: float, basis: str = ""
+        self,
+        track: Track,
+        key: K,
+        command: Command,
+        decided_rv: int,
+        now: float,
+        basis: str = "",
+        judged_rv: int = 0,
     ) -> Expectation:
         deadline = now + self.timing.command_ttl
         if track.expectation is None:
             self.count += 1
         track.expectation = expectation = Expectation(
-            command.id, command.target, decided_rv, now, deadline, basis, command.reason
+            command.id, command.target, decided_rv, now, deadline, basis, command.reason, judged_rv=judged_rv
         )
         self.timers.at(deadline, key, expectation)
         return expectation
@@ -107,7 +118,7 @@ class Expectations(Generic[K]):
         if expectation is None:
             return
         self.settle(track)
-        track.hold_rv = expectation.decided_rv
+        track.hold_rv = max(expectation.decided_rv, expectation.judged_rv)
         track.hold_until = now + self.timing.retry_backoff
         self.timers.at(track.hold_until, key)
 
@@ -125,8 +136,8 @@ class Expectations(Generic[K]):
 
     @staticmethod
     def held(track: Track, rv: int, now: float) -> bool:
-        """A refusal still holds the target: the view is no fresher than the refused decision and
-        the backoff has not passed."""
+        """A refusal still holds the target: the view (`rv`: what the rules judge the target on) is
+        no fresher than the refused decision and the backoff has not passed."""
         return rv <= track.hold_rv and now < track.hold_until
 
     def due(self, now: float, track_at: Callable[[K], Track | None]) -> Iterator[K]:

@@ -7,7 +7,8 @@ on top of a service's rules (`corral_decision.Decider`):
   for the view; refused: free and hold), expired after their TTL, adopted from another replica;
 * timers (timers.py): expectation deadlines, retry backoffs and the rules' own "ask me again at"
   (`ask_again`), each handed back to the rules as `look_again(key)` before they decide;
-* per-target holds: after a refusal, `may_send` is false until fresher state or the backoff.
+* per-target holds: after a refusal, `may_send` is false until fresher state (of the target, or
+  of what the rules judged it on: `judged_version`) or the backoff.
 
 What the rules supply: `apply` (fold an event into their view), `reconcile(now)` (the commands they
 want now, each sent through `issue`), `look_again(key)`, how a target is keyed (`key_for`) and
@@ -83,6 +84,13 @@ class DeciderKit(Generic[K]):
         """The resourceVersion of the object keyed `key` in view (None: not in view)."""
         raise NotImplementedError
 
+    def judged_version(self, key: K) -> int | None:
+        """The freshest resourceVersion among the objects the rules judge `key`'s commands on: a
+        refused command's hold ends once it moves past the refused decision's, so a refusal for a
+        fact outside the target (its node NotReady) is judged again when that fact changes, not
+        after the whole retry backoff. The default is the target's own."""
+        return self.version_at(key)
+
     def tracks(self) -> Iterable[Track]:
         """Every track that may hold an expectation (scrapes, takeover and replay; not per event)."""
         raise NotImplementedError
@@ -112,7 +120,8 @@ class DeciderKit(Generic[K]):
         assert track is not None
         if decided_rv is None:
             decided_rv = self.version_at(key) or 0
-        self.expected.issue(track, key, command, decided_rv, self.clock(), basis)
+        judged = self.judged_version(key) or 0
+        self.expected.issue(track, key, command, decided_rv, self.clock(), basis, judged)
         return command
 
     def settle(self, key: K) -> bool:
@@ -142,7 +151,7 @@ class DeciderKit(Generic[K]):
             return True
         if track.expectation is not None:
             return False
-        return not self.expected.held(track, self.version_at(key) or 0, now)
+        return not self.expected.held(track, self.judged_version(key) or 0, now)
 
     def ask_again(self, at: float, key: K) -> None:
         """Call `look_again(key)` and decide once `at` has come (controller-runtime's RequeueAfter)."""

@@ -4,7 +4,10 @@ pod (its `longhorn.io/component` label), as the actuator's policy requires of ev
 
 A pod is deleted for what its owner showed, too: an instance manager's pod only while the instance
 manager runs nothing. `idle_instance_manager` says so as a precondition on the instance manager,
-which the actuator checks just before the delete (its `related` preconditions)."""
+which the actuator checks just before the delete (its `related` preconditions). And only on its
+node as the decision read it (`node_as_read`): a node gone NotReady since refuses the delete, and
+the decision taken once it is back is a new command, never dropped by LH_COMMANDS' dedup window
+as a repeat of the refused one."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from corral_model.envelopes import (
     Verb,
     new_command,
 )
-from corral_model.longhorn import InstanceManager, Pod
+from corral_model.longhorn import InstanceManager, Node, Pod
 
 COMPONENT_LABEL = "longhorn.io/component"
 COMPONENT_LABEL_PATH = "/metadata/labels/" + COMPONENT_LABEL.replace("/", "~1")
@@ -40,6 +43,15 @@ def idle_instance_manager(im: InstanceManager) -> RelatedPrecondition:
             NoneInStates(path=path, field="/status/state", states=BUSY_INSTANCE_STATES)
             for path in INSTANCE_MAPS
         ),
+    )
+
+
+def node_as_read(node: Node) -> RelatedPrecondition:
+    """The Longhorn node `node` unchanged since the decision read it (uid and resourceVersion)."""
+    meta = node.metadata
+    return RelatedPrecondition(
+        target=Target(kind="Node", namespace=meta.namespace, name=meta.name, uid=meta.uid),
+        holds=(FieldValue(path="/metadata/resourceVersion", value=meta.resource_version),),
     )
 
 

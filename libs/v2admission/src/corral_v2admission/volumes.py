@@ -9,7 +9,11 @@ stay what the LEP means and never stand in the way of unrelated writes:
   change on a volume that has no owner yet was refused as well;
 * an attach is refused when the node the volume is attached **to** is being upgraded, as on create,
   as well as when its owner is (Longhorn looked only at the owner, so attaching a detached volume
-  owned elsewhere to the upgrading node passed).
+  owned elsewhere to the upgrading node passed);
+* a detach that changes nothing else the rules judge needs no owner: every branch allows it, and
+  Longhorn's answering 500 for a volume without one (still attaching, its owner not yet set) kept
+  it attached, so a 1-replica v2 volume could never leave and blocked the node's upgrade in
+  `initializing` (the explorer's v2-upgrade/*/instance-starting cells).
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ def volume_update(old: Obj, new: Obj, facts: UpgradeFacts) -> Denial | None:
     judged = ("nodeID", TARGET, "image")
     if all(spec_str(old, key) == spec_str(new, key) for key in judged):
         return None
+    if _only_detaching(old, new):
+        return None
     volume = name(new)
     owner = status_str(new, "ownerID") or status_str(old, "ownerID")
     requested = facts.upgrade_requested(owner) if owner else None
@@ -71,6 +77,13 @@ def volume_update(old: Obj, new: Obj, facts: UpgradeFacts) -> Denial | None:
     if old_node and spec_str(old, "image") != spec_str(new, "image"):
         return invalid(f"unable to change image for attached volume {volume} {NOT_REQUESTED}", "spec.image")
     return None
+
+
+def _only_detaching(old: Obj, new: Obj) -> bool:
+    """`spec.nodeID` cleared, and neither the target nor `spec.image` changed."""
+    if not spec_str(old, "nodeID") or spec_str(new, "nodeID"):
+        return False
+    return all(spec_str(old, key) == spec_str(new, key) for key in (TARGET, "image"))
 
 
 def _target_set_while_upgrading(old: Obj, new: Obj, volume: str, facts: UpgradeFacts) -> Denial | None:

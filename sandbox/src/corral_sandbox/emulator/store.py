@@ -585,6 +585,7 @@ class Store:
         if admit and self.admission.hooked and self.admission.has_hooks(rt.key):
             new = self.admission.mutate(rt.key, "UPDATE", old, copy.deepcopy(new), status_write)
             self.admission.validate(rt.key, "UPDATE", old, new, status_write)
+            meta = new["metadata"]  # the mutated copy's: a bump of the one before it would be lost
         if rt.tracks_generation and not status_write and _spec_changed(rt, old, new):
             meta["generation"] = int(old_meta.get("generation") or 0) + 1
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):

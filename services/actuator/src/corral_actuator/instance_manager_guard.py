@@ -17,7 +17,9 @@ v2-upgrade's delete of a node's old v2 instance manager is not held to "idle": i
 attached through targets moved to other nodes while their initiators still appear there. It is held
 to the node instead: never while the instance manager's node is not Ready (the fault explorer's
 v2-upgrade/node:upgrading-instance-manager/node-notready cell: the node went NotReady as the step
-began, and the delete decided on a view that had not seen it yet was applied).
+began, and the delete decided on a view that had not seen it yet was applied). So is an idle
+instance manager's pod, whoever asks (the im-restart/idle and setting-sync/applying node-notready
+cells: a pod delete decided on a Ready node landed after it went NotReady).
 """
 
 from __future__ import annotations
@@ -86,7 +88,10 @@ class InstanceManagerGuard:
                 return None
             name = owning_instance_manager(document)
             im = await self._read(command.target.namespace, name)
-            return None if im is None else self._idle_or_why(name, im)
+            if im is None:
+                return None
+            namespace = command.target.namespace
+            return self._idle_or_why(name, im) or await self._node_ready_or_why(namespace, im, gone_ok=True)
         if kind == _IM.kind:
             refusal = self._idle_or_why(command.target.name, document)
             if refusal is None and command.service == "setting-sync":
@@ -111,11 +116,16 @@ class InstanceManagerGuard:
             f" {value if value is not None else 'not set'}"
         )
 
-    async def _node_ready_or_why(self, namespace: str, im: dict[str, Any]) -> str | None:
+    async def _node_ready_or_why(
+        self, namespace: str, im: dict[str, Any], gone_ok: bool = False
+    ) -> str | None:
+        """`gone_ok`: a pod's node that no longer exists holds nothing back (its pods are gone too)."""
         node = resolve(im, "/spec/nodeID")
         if not isinstance(node, str) or not node:
             return None
         found = await self._read(namespace, node, _NODE)
+        if found is None and gone_ok:
+            return None
         conditions = resolve(found, "/status/conditions") if found is not None else None
         ready = next(
             (c.get("status") for c in conditions or () if isinstance(c, dict) and c.get("type") == "Ready"),

@@ -454,6 +454,12 @@ def preconditions(volume: VolumeRecord) -> tuple[FieldValue, ...]:
     Optional fields Kubernetes omits when empty (isStandby, expansionRequired, the migration node)
     are not tested: a JSON Patch `test` on an absent path fails, and the volume controller gates
     a live upgrade again before it starts (§1.5).
+
+    `metadata.generation` is tested too (where the view has one): a spec changed since (an operator
+    rolling the image back) refuses the decision, and the decision taken again after such a change
+    is a new command. Without it, the upgrade decided again after a rollback to the very image it
+    left had the id of the first, applied one, and LH_COMMANDS dropped it as a duplicate: the slot
+    stayed held and the node's whole wave halted (the explorer's engine-upgrade/rolled-back cells).
     """
     return FieldValues().tests(volume)
 
@@ -498,7 +504,13 @@ class FieldValues:
         return self._changes
 
     def tests(self, volume: VolumeRecord) -> tuple[FieldValue, ...]:
-        """`preconditions(volume)`, from the shared FieldValues."""
+        """`preconditions(volume)`, from the shared FieldValues (the generation is the volume's own)."""
+        tests = self._facts(volume)
+        if volume.generation:
+            return (*tests, FieldValue(path="/metadata/generation", value=volume.generation))
+        return tests
+
+    def _facts(self, volume: VolumeRecord) -> tuple[FieldValue, ...]:
         state = volume.state
         owner = volume.owner
         spec_image = self._spec_image.get(volume.spec_image) or self.field("/spec/image", volume.spec_image)

@@ -79,6 +79,7 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
     name: str
     rv: int = -1
     uid: str = ""  # metadata.uid: Events about the volume name it, so `kubectl describe` lists them
+    generation: int = 0  # metadata.generation: the spec a command was decided on (core.preconditions)
     spec_image: str = ""
     current_image: str = ""
     current_ei: str = ""  # the EngineImage name of current_image (`ei-<hash>`), kept by the view
@@ -138,6 +139,7 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
         spec, status = volume.spec, volume.status
         self.rv = rv
         self.uid = volume.metadata.uid  # not a fact the rules read: never `changed`
+        self.generation = volume.metadata.generation  # nor this: only what a command tests
         changed = False
         value = spec.image
         if value != self.spec_image:

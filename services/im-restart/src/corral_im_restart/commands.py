@@ -16,18 +16,23 @@ import time
 
 import msgspec
 
-from corral_decision.pod_delete import guarded_pod_delete, idle_instance_manager
+from corral_decision.pod_delete import guarded_pod_delete, idle_instance_manager, node_as_read
 from corral_im_restart.judge import SETTING_SYNCED
 from corral_model.envelopes import Command, FieldValue, Target, Verb, new_command
-from corral_model.longhorn import Condition, InstanceManager, Pod
+from corral_model.longhorn import Condition, InstanceManager, Node, Pod
 
 SERVICE = "im-restart"
 CONDITION_MODE = "condition"
 
 
-def delete_pod(pod: Pod, reason: str, now: float, idle: InstanceManager | None = None) -> Command:
-    """Delete the IM pod `pod`; with `idle`, only while that IM still runs and starts nothing."""
+def delete_pod(
+    pod: Pod, reason: str, now: float, idle: InstanceManager | None = None, node: Node | None = None
+) -> Command:
+    """Delete the IM pod `pod`; with `idle`, only while that IM still runs and starts nothing; with
+    `node`, only while its Longhorn node is as read (NotReady since: refused)."""
     related = (idle_instance_manager(idle),) if idle is not None else ()
+    if node is not None:
+        related = (*related, node_as_read(node))
     return guarded_pod_delete(SERVICE, pod, "instance-manager", reason, now, related)
 
 

@@ -190,6 +190,20 @@ class ImRestartDecider(DeciderBase):
             return record.pod_rv() if pod is not None and pod.metadata.name == key[2] else None
         return record.rv() if record.im is not None else None
 
+    def judged_version(self, key: TargetKey) -> int | None:
+        """A pod's delete is judged on its Longhorn node too (commands.delete_pod): a refusal
+        holds until the pod or the node changes, not the whole retry backoff."""
+        own = self.version_at(key)
+        record = self._record_for(Target(kind=key[0], namespace=key[1], name=key[2]))
+        if own is None or key[0] != "Pod" or record is None:
+            return own
+        return self._pod_judged_rv(record)
+
+    def _pod_judged_rv(self, record: ImRecord) -> int:
+        node = self.view.nodes.get(record.pod_node)
+        node_rv = int(node.metadata.resource_version or 0) if node is not None else 0
+        return max(record.pod_rv(), node_rv)
+
     def tracks(self) -> Iterator[Track]:
         """O(IMs): for takeover, metric scrapes and replay, never per event."""
         for record in self.view.records.values():
@@ -291,7 +305,7 @@ class ImRestartDecider(DeciderBase):
             sent = delete.expectation
             if sent is not None and _pod_moved_on(sent, pod, pod_rv):
                 expected.settle(delete)
-            if not expected.held(delete, pod_rv, now):
+            if not expected.held(delete, self._pod_judged_rv(record), now):
                 delete.hold_until = 0.0
         if _tracked(condition):
             im_rv = record.rv()
@@ -413,6 +427,7 @@ class ImRestartDecider(DeciderBase):
             now,
             # Judged idle: the actuator deletes only while the IM still is (a failed pod goes anyway).
             idle=record.im if unsynced else None,
+            node=self.view.nodes.get(record.pod_node),
         )
         self.issue(
             command, ("Pod", pod.metadata.namespace, pod.metadata.name), record.pod_rv(), pod.metadata.uid
@@ -452,7 +467,7 @@ class ImRestartDecider(DeciderBase):
                 f"{judgement.reason}: {judgement.detail}" if judgement.detail else judgement.reason,
             )
         if judgement.delete:
-            if self.expected.held(record.delete, record.pod_rv(), self.clock()):
+            if self.expected.held(record.delete, self._pod_judged_rv(record), self.clock()):
                 return Reason.RETRY_BACKOFF, f"{judgement.reason}: {judgement.detail}"
             until = (
                 self._settling_until(record, self.clock())

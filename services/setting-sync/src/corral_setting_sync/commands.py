@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 from corral_dangerzone.table import SettingName
 from corral_decision.pod_delete import COMPONENT_LABEL, guarded_pod_delete
-from corral_model.envelopes import Command, FieldValue, Target, Verb, new_command
+from corral_model.envelopes import Command, FieldValue, RelatedPrecondition, Target, Verb, new_command
 from corral_model.longhorn import DaemonSet, Deployment, InstanceManager, Pod, Setting
 
 SERVICE = "setting-sync"
@@ -46,9 +46,11 @@ def patch_template(
     )
 
 
-def delete_pod(pod: Pod, settings: Iterable[SettingName], now: float) -> Command:
+def delete_pod(
+    pod: Pod, settings: Iterable[SettingName], now: float, related: tuple[RelatedPrecondition, ...] = ()
+) -> Command:
     component = pod.metadata.labels.get(COMPONENT_LABEL, "")
-    return guarded_pod_delete(SERVICE, pod, component, f"pod: {_names(settings)}", now)
+    return guarded_pod_delete(SERVICE, pod, component, f"pod: {_names(settings)}", now, related)
 
 
 def delete_instance_manager(im: InstanceManager, engine: str, setting: SettingName, now: float) -> Command:

@@ -27,6 +27,7 @@ from corral_dangerzone.table import DANGER_ZONE, ApplyGroup, SettingName, defaul
 from corral_dangerzone.validation import normalize_value
 from corral_decision.base import DeciderBase, TargetKey, key_of
 from corral_decision.decider import Clock, Explanation, InvalidEvent
+from corral_decision.pod_delete import node_as_read
 from corral_decision.settle import settle_until
 from corral_decision.timing import Timing
 from corral_model import longhorn as lh
@@ -40,6 +41,7 @@ from corral_setting_sync.commands import (
 )
 from corral_setting_sync.components import Component, Role, lagging, role_of, same_facts, template_changes
 from corral_setting_sync.events import EVENT_REASON, event_name, pending_event
+from corral_setting_sync.im_node import im_node, not_ready
 from corral_setting_sync.per_engine import ENGINES, TOGGLE, EngineIndex
 from corral_setting_sync.reasons import Reason
 from corral_setting_sync.volumes import AttachmentIndex, name_some
@@ -161,6 +163,7 @@ class SettingSyncDecider(DeciderBase):
             self._per_engine_moved(self.engines.apply_im(event.name, obj), moves)
         elif kind == "node":
             self._per_engine_moved(self.engines.apply_node(event.name, obj))
+            self._node_moved(event.namespace, event.name)
         elif kind == "kubenode":
             self._per_engine_moved(self.engines.apply_kube_node(event.name, obj))
         if kind == "pod" and (obj is None or role_of(kind, obj) is Role.INSTANCE_MANAGER):
@@ -282,6 +285,27 @@ class SettingSyncDecider(DeciderBase):
             self.lagging[name][record.key] = None
             self._todo[name].add(record.key)
             self._dirty.add(name.value)
+
+    def _node_moved(self, namespace: str, node: str) -> None:
+        """The instance-manager pods on `node` are judged again (im_node.py): by their instance
+        manager's node, or their own (a few per node)."""
+        engines = self.engines
+        on_node = {n for n, pod in engines.pods.items() if pod.spec.node_name == node}
+        for name in sorted(on_node | engines.on_node.get(node, set())):
+            record = self.components.get(("Pod", namespace, name))
+            if record is not None:
+                self._look_again(record)
+
+    def judged_version(self, key: TargetKey) -> int | None:
+        """An instance-manager pod's delete is judged on its node too (im_node.py): a refusal
+        holds until the pod or the node changes."""
+        own = self.version_at(key)
+        record = self.components.get(key)
+        if record is None or not isinstance(record.obj, lh.Pod) or record.role is not Role.INSTANCE_MANAGER:
+            return own
+        node = im_node(self.engines, record.obj)
+        node_rv = self.versions.get(("Node", node.metadata.namespace, node.metadata.name)) if node else None
+        return max((v for v in (own, node_rv) if v is not None), default=None)
 
     def _look_again(self, record: ComponentRecord) -> None:
         for name in record.lagging:
@@ -411,7 +435,10 @@ class SettingSyncDecider(DeciderBase):
         if isinstance(obj, lh.Pod):
             if obj.metadata.deletion_timestamp:
                 return  # already going; it counts as lagging until it is gone
-            command = delete_pod(obj, names, now)
+            node = im_node(self.engines, obj) if record.role is Role.INSTANCE_MANAGER else None
+            if not_ready(node):
+                return  # im_node.py: judged again when the node changes (`_node_moved`)
+            command = delete_pod(obj, names, now, (node_as_read(node),) if node is not None else ())
         else:
             changes = template_changes(obj, names, self.wanted)
             command = patch_template(key[0], obj, changes, names, now)

@@ -7,7 +7,10 @@
   the guard that always exists).
 * Failing a replica (`desireState: stopped`, `failedAt`) and deleting it: a v2 replica on the
   upgrading node only, at the version (patch) or uid (delete) read.
-* Deleting an old instance manager: v2, on that node, still on the old image, this very uid.
+* Deleting an old instance manager: v2, on that node, still on the old image, this very uid; and
+  its Longhorn node as the step read it (uid, resourceVersion: fit, node_guard.py), so a delete
+  decided before the node changed is refused, and the one decided after it is a new command (a
+  new id: never dropped by LH_COMMANDS' dedup window as a repeat of the refused one).
 * Creating a NodeDataEngineUpgrade or a Snapshot: whole objects with deterministic names, so a
   repeated create is the same object (the actuator treats an existing match as applied).
 """
@@ -22,7 +25,7 @@ from typing import Any
 import msgspec
 
 from corral_model import longhorn as lh
-from corral_model.envelopes import Command, FieldValue, Target, Verb, new_command
+from corral_model.envelopes import Command, FieldValue, RelatedPrecondition, Target, Verb, new_command
 from corral_model.kinds import CORRAL_GROUP, CORRAL_VERSION, LONGHORN_GROUP, LONGHORN_VERSION
 from corral_v2_upgrade.view import FOR_UPGRADE_LABEL, V2
 
@@ -147,7 +150,18 @@ def delete_replica(replica: lh.Replica, now: float) -> Command:
     )
 
 
-def delete_instance_manager(im: lh.InstanceManager, new_image: str, now: float) -> Command:
+def delete_instance_manager(
+    im: lh.InstanceManager, new_image: str, now: float, node: lh.Node | None = None
+) -> Command:
+    related: tuple[RelatedPrecondition, ...] = ()
+    if node is not None:
+        meta = node.metadata
+        related = (
+            RelatedPrecondition(
+                target=Target(kind="Node", namespace=meta.namespace, name=meta.name, uid=meta.uid),
+                holds=(FieldValue(path=RV, value=meta.resource_version),),
+            ),
+        )
     return new_command(
         service=SERVICE,
         verb=Verb.DELETE,
@@ -157,6 +171,7 @@ def delete_instance_manager(im: lh.InstanceManager, new_image: str, now: float) 
             FieldValue(path="/spec/nodeID", value=im.spec.node_id),
             FieldValue(path="/spec/image", value=im.spec.image),
         ),
+        related=related,
         reason=f"upgrading-instance-manager: replace {im.spec.image} by {new_image} on {im.spec.node_id}",
         created_at=now,
     )

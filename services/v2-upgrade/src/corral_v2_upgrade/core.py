@@ -53,6 +53,8 @@ READS: dict[str, type[Any]] = {
 COMMANDS = frozenset(
     {"dataengineupgrademanager", "nodedataengineupgrade", "volume", "replica", "instancemanager", "snapshot"}
 )
+NODE_JUDGED = frozenset({"InstanceManager", "Replica"})
+"""Targets on a node whose writes are judged on that node's fitness as well as on themselves."""
 
 
 class V2UpgradeDecider(DeciderBase):
@@ -97,6 +99,20 @@ class V2UpgradeDecider(DeciderBase):
             obj = self._object(command.target.kind, command.target.name)
             return obj is not None and not obj.metadata.deletion_timestamp
         return version <= tested_version(command)
+
+    def judged_version(self, key: TargetKey) -> int | None:
+        """An instance manager or replica is acted on only while its node is fit (node_guard.py),
+        and the actuator refuses its delete while the node is not Ready: such a refusal is judged
+        again as soon as the node (Longhorn's or Kubernetes') changes, not after the retry backoff."""
+        own = self.version_at(key)
+        if key[0] not in NODE_JUDGED:
+            return own
+        obj = self._object(key[0], key[2])
+        node = getattr(getattr(obj, "spec", None), "node_id", "") if obj is not None else ""
+        if not node:
+            return own
+        versions = (own, self.versions.get(("Node", key[1], node)), self.versions.get(("Node", "", node)))
+        return max((v for v in versions if v is not None), default=None)
 
     # --- output -----------------------------------------------------------------------------------
 

@@ -504,7 +504,7 @@ def _upgrading_instance_manager(
     for im in view.v2_instance_managers_on(node):
         if im.spec.image != image:
             if not im.metadata.deletion_timestamp:  # already being deleted: never a second delete
-                step.actions.append(cmd.delete_instance_manager(im, image, now))
+                step.actions.append(cmd.delete_instance_manager(im, image, now, view.nodes.get(node)))
         elif im.status.current_state == "running":
             new_im = im
     if new_im is None:
