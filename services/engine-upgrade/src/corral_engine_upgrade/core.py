@@ -43,6 +43,7 @@ from corral_engine_upgrade.pick_order import rank
 from corral_engine_upgrade.reasons import Reason
 from corral_engine_upgrade.records import VolumeRecord
 from corral_engine_upgrade.slots import Owners
+from corral_engine_upgrade.stuck import StuckBounds, StuckWatch
 from corral_engine_upgrade.view import NO_IMPACT, UNREADABLE, ClusterView, Impact
 from corral_model.envelopes import Command, FieldValue, ObjectEvent, Target, Verb, command_id
 
@@ -66,6 +67,8 @@ class DeciderConfig(msgspec.Struct, frozen=True, kw_only=True):
     limit_override: int | None = None
     # Make Events on the volumes (started, completed, blocked: announce.py), taken by `decide()`.
     announce: bool = False
+    # How long an upgrade may stay in flight before it is named stuck (stuck.py).
+    stuck: StuckBounds = StuckBounds()
 
 
 class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
@@ -92,6 +95,8 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         self._announcer = Announcer(SERVICE, self.view)
         self._announce = self.config.announce
         self._enabled = False  # the limit is above 0 (as of the last limit change)
+        # The upgrades in flight, timed; those past their bound named stuck (stuck.py).
+        self._stuck = StuckWatch(SERVICE, self.config.stuck)
 
     # --- input ------------------------------------------------------------------------------------
 
@@ -102,6 +107,8 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         if change is NO_IMPACT:  # the most frequent answer: a status update, a duplicate…
             return
         if isinstance(change, VolumeRecord):  # the next most frequent: one volume's facts changed
+            if change.spec_image != change.current_image or self._stuck.in_flight:
+                self._time_flight(change, now)
             if self._bootstrapped:
                 if (change.spec_image != change.current_image or change.announced) and self._announce:
                     self._announcer.images_moved(change, now)
@@ -113,6 +120,8 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
             impact = change
         for volume in impact.removed:
             self._forget(volume)
+        for volume in impact.volumes:
+            self._time_flight(volume, now)
         if not self._bootstrapped:
             # Until every kind is listed the rules would judge a partial view: only count what is
             # in flight, and start deciding once the view is complete.
@@ -184,12 +193,17 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         commands = self._fill_slots(now) if self._dirty else []
         if self._announcer.outbox and self.config.announce:
             commands.extend(self._announcer.take())
+        if self._stuck.outbox:
+            commands.extend(self._stuck.take())
         return commands
 
     def look_again(self, key: VolumeRecord) -> None:
-        """Its command was refused or expired, or its backoff ended: judge it again."""
+        """Its command was refused or expired, its backoff ended, or its upgrade's stuck bound
+        came (stuck.py): judge it again."""
         if key.alive:
-            self._now = self._clock()
+            now = self._now = self._clock()
+            if self._stuck.in_flight:
+                self._stuck.check(key, now, self._announce)
             self._refresh(key)
 
     def _fill_slots(self, now: float) -> list[Command]:
@@ -245,8 +259,10 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         out: list[Explanation] = []
         for volume in volumes:
             reason = volume_reason(volume, view, now)
-            detail = ""
-            if volume.flags & UNREADABLE:  # before any gate: only the operator can mend it
+            detail = self._stuck.stuck(volume) if reason is _IN_PROGRESS else ""
+            if detail:  # named stuck (stuck.py): the slot it holds, and why it still holds it
+                reason = Reason.STUCK
+            elif volume.flags & UNREADABLE:  # before any gate: only the operator can mend it
                 reason, detail = Reason.UNREADABLE, view.unreadable_reason(volume)
             elif gate is not None:
                 reason, detail = gate, reason or ""
@@ -274,6 +290,14 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
 
     def in_flight_by_node(self) -> dict[str, int]:
         return self._owners.in_flight_by_node()
+
+    def stuck_by_node(self) -> dict[str, int]:
+        """Upgrades named stuck per owner node (stuck.py): slots held past their bound."""
+        return dict(self._stuck.stuck_by_node())
+
+    def stuck_volumes(self) -> list[tuple[VolumeRecord, str]]:
+        """Every volume named stuck, with its evidence."""
+        return list(self._stuck.stuck_volumes())
 
     def candidates_by_node(self) -> dict[str, int]:
         """Known candidates per owner node (exact once `catch_up` returns 0)."""
@@ -408,7 +432,18 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
             owners.track(volume)
         return False
 
+    def _time_flight(self, volume: VolumeRecord, now: float) -> None:
+        """Time an upgrade the view shows in flight (a wake at its stuck bound), or stop timing one
+        that ended (stuck.py)."""
+        if volume.spec_image != volume.current_image and volume.alive:
+            due = self._stuck.started(volume, now)
+            if due is not None:
+                self.ask_again(due, volume)
+        else:
+            self._stuck.ended(volume)
+
     def _forget(self, volume: VolumeRecord) -> None:
+        self._stuck.ended(volume)
         self.expected.settle(volume)
         self._owners.place(volume, None, None)
         self._owners.track(volume)

@@ -14,6 +14,7 @@ from corral_decision import Clock, DecisionConfig, DecisionService, LonghornLoop
 from corral_decision.events import is_event
 from corral_engine_upgrade.core import SERVICE, DeciderConfig, EngineUpgradeDecider
 from corral_engine_upgrade.progress import ProgressModel
+from corral_engine_upgrade.stuck import StuckBounds
 from corral_engine_upgrade.view import KIND_STRUCTS, LIMIT_SETTING
 from corral_model.envelopes import Command, Target
 from corral_upgradepath.hooks import bus_gate
@@ -35,6 +36,11 @@ class EngineUpgradeConfig(DecisionConfig, kw_only=True, frozen=True):
     volume_events: bool = True
     """Record Kubernetes Events on each Volume when its automatic upgrade starts, completes or is
     blocked (CORRAL_VOLUME_EVENTS); one per transition, deduplicated as Kubernetes does."""
+    stuck_live_s: Annotated[float, msgspec.Meta(gt=0)] = StuckBounds().live
+    """A live upgrade in flight longer than this is named stuck (CORRAL_STUCK_LIVE_S; stuck.py says
+    why 10 minutes): a Warning Event on the Volume, the stuck gauge, `corral progress`."""
+    stuck_offline_s: Annotated[float, msgspec.Meta(gt=0)] = StuckBounds().offline
+    """The same for an offline upgrade (CORRAL_STUCK_OFFLINE_S): 5 minutes."""
 
     def decider_config(self) -> DeciderConfig:
         return DeciderConfig(
@@ -42,6 +48,7 @@ class EngineUpgradeConfig(DecisionConfig, kw_only=True, frozen=True):
             tombstone_ttl=self.tombstone_ttl_s,
             limit_override=None if self.mode is Mode.REPLACE else self.per_node_limit,
             announce=self.volume_events,
+            stuck=StuckBounds(live=self.stuck_live_s, offline=self.stuck_offline_s),
         )
 
 
@@ -58,6 +65,14 @@ def gauges(decider: EngineUpgradeDecider) -> Iterable[Metric]:
     )
     for node, count in sorted(decider.in_flight_by_node().items()):
         in_flight.add_metric([node], count)
+    stuck = GaugeMetricFamily(
+        "corral_engine_upgrade_stuck",
+        "Upgrades in flight past their stuck bound per owner node: slots they hold (stuck.py).",
+        labels=["node"],
+    )
+    stuck_by_node = decider.stuck_by_node()  # every node with one in flight: 0 is a reading too
+    for node in sorted(set(decider.in_flight_by_node()) | set(stuck_by_node)):
+        stuck.add_metric([node], stuck_by_node.get(node, 0))
     candidates = GaugeMetricFamily(
         "corral_engine_upgrade_candidates",
         "Volumes waiting for a slot per owner node (known so far under the current rules).",
@@ -72,7 +87,7 @@ def gauges(decider: EngineUpgradeDecider) -> Iterable[Metric]:
     unjudged.add_metric([], decider.unclassified())
     volumes = GaugeMetricFamily("corral_engine_upgrade_volumes", "Volumes in the view.")
     volumes.add_metric([], decider.view.volume_count)
-    return [in_flight, candidates, unjudged, volumes]
+    return [in_flight, stuck, candidates, unjudged, volumes]
 
 
 def longhorn_upgrading(decider: EngineUpgradeDecider) -> bool:
