@@ -45,6 +45,7 @@ from corral_engine_upgrade.records import VolumeRecord
 from corral_engine_upgrade.slots import Owners
 from corral_engine_upgrade.stuck import StuckBounds, StuckWatch
 from corral_engine_upgrade.view import NO_IMPACT, UNREADABLE, ClusterView, Impact
+from corral_engine_upgrade.wave_guard import FAILING, WaveGuard, WaveGuardConfig
 from corral_model.envelopes import Command, FieldValue, ObjectEvent, Target, Verb, command_id
 
 __all__ = ["SERVICE", "DeciderConfig", "EngineUpgradeDecider", "Explanation"]
@@ -69,6 +70,8 @@ class DeciderConfig(msgspec.Struct, frozen=True, kw_only=True):
     announce: bool = False
     # How long an upgrade may stay in flight before it is named stuck (stuck.py).
     stuck: StuckBounds = StuckBounds()
+    # When a wave failing on too many volumes pauses (wave_guard.py).
+    wave_guard: WaveGuardConfig = WaveGuardConfig()
 
 
 class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
@@ -97,6 +100,8 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         self._enabled = False  # the limit is above 0 (as of the last limit change)
         # The upgrades in flight, timed; those past their bound named stuck (stuck.py).
         self._stuck = StuckWatch(SERVICE, self.config.stuck)
+        # The wave's failures and its pause (wave_guard.py).
+        self._guard = WaveGuard(SERVICE, self.config.wave_guard)
 
     # --- input ------------------------------------------------------------------------------------
 
@@ -109,6 +114,8 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         if isinstance(change, VolumeRecord):  # the next most frequent: one volume's facts changed
             if change.spec_image != change.current_image or self._stuck.in_flight:
                 self._time_flight(change, now)
+            if change.robustness != "healthy" and change.robustness in FAILING and self._guard.members:
+                self._guard_failure(change, change.robustness)
             if self._bootstrapped:
                 if (change.spec_image != change.current_image or change.announced) and self._announce:
                     self._announcer.images_moved(change, now)
@@ -132,9 +139,11 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
                 self._bootstrapped = True
                 self._enabled = self.view.limit > 0
                 self._new_epoch()
+                self._sync_wave()
             return
         if impact.everything:
             self._new_epoch()
+            self._sync_wave()
         epoch = self._owners.epoch
         for volume in impact.volumes:
             self._observe(volume)
@@ -195,6 +204,8 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
             commands.extend(self._announcer.take())
         if self._stuck.outbox:
             commands.extend(self._stuck.take())
+        if self._guard.outbox:
+            commands.extend(self._guard.take())
         return commands
 
     def look_again(self, key: VolumeRecord) -> None:
@@ -203,13 +214,16 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         if key.alive:
             now = self._now = self._clock()
             if self._stuck.in_flight:
-                self._stuck.check(key, now, self._announce)
+                evidence = self._stuck.check(key, now, self._announce)
+                if evidence:
+                    self._guard_failure(key, f"stuck ({evidence})")
             self._refresh(key)
 
     def _fill_slots(self, now: float) -> list[Command]:
         limit = self.view.limit
-        if not self._bootstrapped or limit <= 0:
-            self._dirty.clear()  # a limit change marks every owner node dirty again
+        if not self._bootstrapped or limit <= 0 or self._guard.paused(self.view.default_ei):
+            # a limit change, and the wave's resume (`_sync_wave`), mark every owner node dirty again
+            self._dirty.clear()
             return []
         dirty = self._dirty
         names = sorted(dirty) if len(dirty) > 1 else list(dirty)
@@ -256,6 +270,7 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
             namespace, _, name = rest.partition("/")
             one = view.volume(namespace, name) if kind == "Volume" else None
             volumes = [one] if one is not None else []
+        paused = self._guard.paused(view.default_ei)
         out: list[Explanation] = []
         for volume in volumes:
             reason = volume_reason(volume, view, now)
@@ -266,6 +281,8 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
                 reason, detail = Reason.UNREADABLE, view.unreadable_reason(volume)
             elif gate is not None:
                 reason, detail = gate, reason or ""
+            elif reason is None and paused:  # wave_guard.py: no new upgrade starts
+                reason, detail = Reason.WAVE_PAUSED, paused
             elif reason is None:
                 full = self._owners.in_flight(volume.owner) >= view.limit
                 reason = Reason.NODE_LIMIT_REACHED if full else Reason.AWAITING_DECISION
@@ -294,6 +311,14 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
     def stuck_by_node(self) -> dict[str, int]:
         """Upgrades named stuck per owner node (stuck.py): slots held past their bound."""
         return dict(self._stuck.stuck_by_node())
+
+    def wave_paused(self) -> str:
+        """Why the wave is paused (wave_guard.py), "" while it is not."""
+        return self._guard.paused(self.view.default_ei)
+
+    def wave_failures(self) -> dict[str, str]:
+        """The volumes of the wave that failed or got stuck on its image, and how."""
+        return {f"{v.namespace}/{v.name}": how for v, how in self._guard.failed.items()}
 
     def stuck_volumes(self) -> list[tuple[VolumeRecord, str]]:
         """Every volume named stuck, with its evidence."""
@@ -439,11 +464,28 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
             due = self._stuck.started(volume, now)
             if due is not None:
                 self.ask_again(due, volume)
+                self._guard.joined(volume)
         else:
             self._stuck.ended(volume)
 
+    def _guard_failure(self, volume: VolumeRecord, how: str) -> None:
+        """A volume of the wave went wrong (degraded, faulted, stuck): the guard may pause it."""
+        self._guard.failure(volume, how, self.view.default_ei, self._now)
+
+    def _sync_wave(self) -> None:
+        """After a rules change: a new default image starts a new wave (with the upgrades already in
+        flight to it); a resume on the default EngineImage lets the owner nodes fill again."""
+        guard = self._guard
+        if self.view.default_image != guard.image:
+            guard.new_wave(self.view.default_image)
+            for volume in self._stuck.in_flight:
+                guard.joined(volume)
+        if guard.resumed(self.view.default_ei):
+            self._dirty.update(self._owners.names())
+
     def _forget(self, volume: VolumeRecord) -> None:
         self._stuck.ended(volume)
+        self._guard.forget(volume)
         self.expected.settle(volume)
         self._owners.place(volume, None, None)
         self._owners.track(volume)

@@ -40,4 +40,5 @@ class Reason(enum.StrEnum):
 
     # --- selection (§1.3 step 5) -----------------------------------------------------------------
     NODE_LIMIT_REACHED = "node-limit-reached"
+    WAVE_PAUSED = "wave-paused"  # the wave guard paused the wave (wave_guard.py): no new upgrade starts
     AWAITING_DECISION = "awaiting-decision"  # eligible, a slot is free: the next decide() takes it
