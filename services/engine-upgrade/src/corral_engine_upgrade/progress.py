@@ -15,7 +15,8 @@ with the service's own rules (`eligibility.volume_reason`, the `Reason` codes `c
 
 An upgrade in flight past its bound is also named **stuck** (stuck.py), timed from when this model
 first saw it in flight: `details()` lists each with the slot it holds on its owner node and its
-evidence, which `corral progress` prints under the figures.
+evidence, which `corral progress` prints under the figures; and a wave the wave guard paused
+(wave_guard.py) says so in the heading, with the reason written on the default EngineImage.
 
 It is incremental like the service: an event re-judges only the volumes it touched; a new default
 image, an EngineImage change or a new limit re-judges every volume (rare events).
@@ -34,6 +35,7 @@ from corral_engine_upgrade.reasons import Reason
 from corral_engine_upgrade.records import VolumeRecord
 from corral_engine_upgrade.stuck import StuckBounds, StuckWatch
 from corral_engine_upgrade.view import ClusterView, Impact
+from corral_engine_upgrade.wave_guard import pause_id
 from corral_model.envelopes import ObjectEvent
 
 # Reasons that clear up on their own in moments (an image still deploying, a volume between
@@ -159,7 +161,14 @@ class ProgressModel:
 
     def heading(self) -> str:
         image = self.default_image or "(no default image)"
-        return f"engine-upgrade: default image {image}, limit {self.limit} per owner node"
+        heading = f"engine-upgrade: default image {image}, limit {self.limit} per owner node"
+        paused = self.wave_paused()
+        return f"{heading}; WAVE PAUSED ({paused})" if paused else heading
+
+    def wave_paused(self) -> str:
+        """The wave guard's pause on the default EngineImage, "" when the wave is not paused."""
+        ei = self.view.default_ei
+        return ei.paused if ei is not None and pause_id(ei) else ""
 
     def phase_of(self, namespace: str, name: str) -> tuple[Phase, str] | None:
         held = self._judged.get((namespace, name))
@@ -178,7 +187,8 @@ class ProgressModel:
         now = self._clock()
         for volume in list(self._stuck.in_flight):
             self._stuck.check(volume, now, announce=False)
-        return [
+        paused = ["wave paused: resume with `corral engine-upgrade resume`"] if self.wave_paused() else []
+        return paused + [
             f"stuck: {volume.namespace}/{volume.name} holds a slot on {volume.owner or NO_OWNER}: {evidence}"
             for volume, evidence in sorted(
                 self._stuck.stuck_volumes(), key=lambda item: (item[0].owner, item[0].name)
