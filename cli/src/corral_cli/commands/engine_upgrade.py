@@ -103,6 +103,7 @@ async def resume(kubeconfig: str | None, namespace: str, dry_run: bool = False) 
             engine_image.plural,
             name,
             resume_patch(pause_id),
+            _content_type="application/merge-patch+json",  # type: ignore[call-arg]  # as kubectl annotate
         )
         print(f"resumed: {WAVE_RESUMED}={pause_id} on EngineImage {name}")
         return 0
