@@ -100,6 +100,7 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         self._enabled = False  # the limit is above 0 (as of the last limit change)
         # The upgrades in flight, timed; those past their bound named stuck (stuck.py).
         self._stuck = StuckWatch(SERVICE, self.config.stuck)
+        self._in_flight = self._stuck.in_flight  # read on every volume event
         # The wave's failures and its pause (wave_guard.py).
         self._guard = WaveGuard(SERVICE, self.config.wave_guard)
 
@@ -112,7 +113,12 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         if change is NO_IMPACT:  # the most frequent answer: a status update, a duplicate…
             return
         if isinstance(change, VolumeRecord):  # the next most frequent: one volume's facts changed
-            if change.spec_image != change.current_image or self._stuck.in_flight:
+            # Time the upgrades in flight (stuck.py); most events of a wave are of one already timed.
+            in_flight = self._in_flight
+            if change.spec_image != change.current_image:
+                if change not in in_flight:
+                    self._time_flight(change, now)
+            elif in_flight and change in in_flight:
                 self._time_flight(change, now)
             if change.robustness != "healthy" and change.robustness in FAILING and self._guard.members:
                 self._guard_failure(change, change.robustness)
