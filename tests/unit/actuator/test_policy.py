@@ -599,3 +599,24 @@ def test_an_event_outside_its_senders_name_and_kinds_is_refused(
 def test_an_event_in_its_senders_name_about_its_kinds_is_allowed(policy: Policy, command: Command) -> None:
     verdict = policy.check(command, DEFAULT_IMAGE)
     assert verdict.allowed, verdict.reason
+
+
+PAUSED = "/metadata/annotations/engine-upgrade.corral.io~1wave-paused"
+
+
+def test_engine_upgrade_may_mark_an_engine_image_paused_and_nothing_more(policy: Policy) -> None:
+    """The wave guard's pause (corral_engine_upgrade.wave_guard): the one annotation, tested on the
+    EngineImage's image; never the operator's resume, its spec, or without the image test."""
+    image = {"/spec/image": DEFAULT_IMAGE["default-engine-image"]}
+    mark = cmd("engine-upgrade", Verb.PATCH, "EngineImage", {PAUSED: "1: why"}, preconditions=image)
+    verdict = policy.check(mark, DEFAULT_IMAGE)
+    assert verdict.allowed, verdict.reason
+    resumed = "/metadata/annotations/engine-upgrade.corral.io~1wave-resumed"
+    for refused in (
+        cmd("engine-upgrade", Verb.PATCH, "EngineImage", {resumed: "1"}, preconditions=image),
+        cmd("engine-upgrade", Verb.PATCH, "EngineImage", {"/spec/image": "evil/engine"}, preconditions=image),
+        cmd("engine-upgrade", Verb.PATCH, "EngineImage", {PAUSED: "1: why"}),
+        cmd("engine-upgrade", Verb.DELETE, "EngineImage", preconditions=image),
+        cmd("setting-sync", Verb.PATCH, "EngineImage", {PAUSED: "1: why"}, preconditions=image),
+    ):
+        assert not policy.check(refused, DEFAULT_IMAGE).allowed, refused

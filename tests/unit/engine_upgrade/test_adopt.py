@@ -232,6 +232,23 @@ def test_an_adopted_command_with_no_result_expires_after_command_ttl() -> None:
     assert names(pair.standby.decide()) == ["v1"]  # presumed lost, as the issuer presumes
 
 
+def test_a_command_sent_again_by_another_replica_counts_until_the_copys_own_ttl() -> None:
+    """The same decision re-sent later (same id) by a replica that missed the first: that copy may
+    reach the actuator until its own TTL, so the slot stays held that long (found by
+    test_adopt_properties: a handover back exceeded the limit when the first copy's TTL ran out)."""
+    clock = Clock()
+    config = DeciderConfig(timing=Timing(command_ttl=60.0, retry_backoff=1.0))
+    pair = Pair(clock, limit="1", config=config)
+    pair.volumes(*on_n1(2))
+    [command] = pair.leader.decide()
+    clock.advance(40.0)
+    pair.leader.adopt(command, None)  # the other replica's copy of it, 40 s later
+    clock.advance(30.0)  # past the first copy's TTL, within the second's
+    assert pair.leader.decide() == [] and pair.leader.in_flight_by_node() == {"n1": 1}
+    clock.advance(31.0)
+    assert names(pair.leader.decide()) == ["v1"]
+
+
 def test_commands_that_are_not_engine_upgrades_are_ignored() -> None:
     clock = Clock()
     pair = Pair(clock, limit="1")

@@ -13,6 +13,7 @@ from corral_decision.progress import GroupFigures, Phase
 from corral_engine_upgrade.core import EngineUpgradeDecider
 from corral_engine_upgrade.progress import ProgressModel
 from corral_engine_upgrade.reasons import Reason
+from corral_engine_upgrade.stuck import StuckBounds
 from corral_engine_upgrade.view import DEFAULT_IMAGE_SETTING, LIMIT_SETTING, REQUIRED_KINDS
 from corral_model import longhorn as lh
 from corral_model.envelopes import EventType, ObjectEvent
@@ -311,3 +312,20 @@ def test_beside_longhorn_the_figures_use_corrals_own_limit_not_the_zeroed_settin
     put(beside, events, *with_replicas(volume("b")))
     assert figures(row(beside, "n1")) == (0, 0, 1, {})
     assert beside.limit == 3 and "limit 3 per owner node" in beside.heading()
+
+
+def test_an_upgrade_past_its_bound_is_shown_stuck_with_the_slot_it_holds() -> None:
+    now = [1000.0]
+    model, events = ProgressModel(lambda: now[0], stuck=StuckBounds(live=60.0, offline=60.0)), Events()
+    cluster(model, events)
+    put(model, events, *with_replicas(volume("a", image=NEW, current=OLD)))
+    put(model, events, *with_replicas(volume("b", owner="n2", image=NEW, current=OLD)))
+    now[0] += 30
+    put(model, events, upgraded(volume("b", owner="n2"), done=True))  # b finished in time
+    now[0] += 30
+    (line,) = model.details()
+    assert line.startswith("stuck: longhorn-system/a holds a slot on n1: in flight 60s, past the 60s bound")
+    assert model.stuck_by_node() == {"n1": 1}
+    assert figures(row(model, "n1"))[0] == 1  # still in flight: the slot stays counted
+    put(model, events, upgraded(volume("a"), done=True))
+    assert model.details() == [] and model.stuck_by_node() == {}

@@ -16,6 +16,7 @@ from corral_engine_upgrade.core import DeciderConfig, EngineUpgradeDecider
 from corral_engine_upgrade.reasons import Reason
 from corral_engine_upgrade.records import KEY, NODE, STRIDE, replica_name
 from corral_engine_upgrade.view import DEFAULT_IMAGE_SETTING, LIMIT_SETTING, REQUIRED_KINDS
+from corral_engine_upgrade.wave_guard import WAVE_GUARD_OFF
 from corral_model import longhorn as lh
 from corral_model.envelopes import EventType, ObjectEvent
 from tests.unit.engine_upgrade.cluster import (
@@ -32,7 +33,11 @@ from tests.unit.engine_upgrade.cluster import (
 )
 from tests.unit.engine_upgrade.sim import KINDS, MAX_LAG, SimCluster
 
-CONFIG = DeciderConfig(timing=Timing(command_ttl=3 * MAX_LAG, applied_ttl=600, retry_backoff=30))
+# The wave guard off: the random faults here would pause the wave (as they should), and these
+# properties are about the limit and about every eligible volume getting upgraded.
+CONFIG = DeciderConfig(
+    timing=Timing(command_ttl=3 * MAX_LAG, applied_ttl=600, retry_backoff=30), wave_guard=WAVE_GUARD_OFF
+)
 WANTS_UPGRADE = {
     Reason.IN_PROGRESS,
     Reason.COMMAND_PENDING,

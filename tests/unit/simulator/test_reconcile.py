@@ -84,6 +84,24 @@ def test_a_non_working_image_never_completes_and_rollback_cleans_up() -> None:
     assert world.get("engine", "vol-e-0")["spec"]["image"] == DEFAULT
 
 
+def test_a_bad_image_stalls_the_live_upgrades_of_some_volumes_only() -> None:
+    config = SimConfig(images={NEW: ImageProfile(stalls_on=frozenset({"bad"}))})
+    world = grown(config, ("bad", 2, "node-1"), ("good", 2, "node-2"), ("offline", 2, ""))
+    for name in ("bad", "good", "offline"):
+        world.patch("volume", name, {"spec": {"image": NEW}})
+    world.settle(horizon=3600)
+    assert world.get("volume", "bad")["status"]["currentImage"] == DEFAULT  # stalled, for ever
+    assert world.get("volume", "good")["status"]["currentImage"] == NEW
+    assert world.get("volume", "offline")["status"]["currentImage"] == NEW  # offline re-images
+    # a share picks volumes by a hash of the names: the same ones every time, about that many
+    share = ImageProfile(stall_share=0.3)
+    picked = [n for n in (f"vol-{i}" for i in range(1000)) if share.stalls(n, NEW)]
+    assert 250 <= len(picked) <= 350 and picked == [
+        n for n in (f"vol-{i}" for i in range(1000)) if share.stalls(n, NEW)
+    ]
+    assert not ImageProfile().stalls("vol-1", NEW) and ImageProfile(working=False).stalls("vol-1", NEW)
+
+
 def test_same_git_commit_delays_the_live_upgrade_until_detach() -> None:
     config = SimConfig(
         images={NEW: ImageProfile(git_commit="same"), DEFAULT: ImageProfile(git_commit="same")}

@@ -186,7 +186,10 @@ class DeciderKit(Generic[K]):
         if self.service and command.service != self.service:
             return False
         key = self.key_for(command.target)
-        if key is None or self.in_flight(key) or not self.may_adopt(command):
+        if key is not None and self.in_flight(key):
+            self._sent_again(key, command)
+            return False
+        if key is None or not self.may_adopt(command):
             return False
         track = self.track_at(key, create=True)
         assert track is not None
@@ -197,6 +200,19 @@ class DeciderKit(Generic[K]):
             self.expected.applied(track, key, now)
         self.adopted(key, expectation, command)
         return True
+
+    def _sent_again(self, key: K, command: Command) -> None:
+        """The command out on `key`, sent again by another replica (same id: the same decision):
+        that copy may reach the actuator until its own TTL, so it counts until then, not only until
+        the first copy's deadline."""
+        track = self.track_at(key)
+        out = track.expectation if track is not None else None
+        if out is None or out.command_id != command.id or out.applied:
+            return
+        deadline = self.clock() + self.expected.timing.command_ttl
+        if deadline > out.deadline:
+            out.deadline = deadline
+            self.expected.timers.at(deadline, key, out)
 
     def observed_version(self, target: Target) -> int | None:
         key = self.key_for(target)

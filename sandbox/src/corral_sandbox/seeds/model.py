@@ -10,6 +10,7 @@ engineImages:                 # exactly one has default: true
   - {image: longhornio/longhorn-engine:v1.10.0, default: true}
 imageProfiles:                # images the simulator should know (they are not created)
   longhornio/longhorn-engine:v1.10.0-wrong: {working: false}
+  longhornio/longhorn-engine:v1.10.0-bad: {stallShare: 0.3}   # live upgrades stall on ~30 % of volumes
   longhornio/longhorn-engine:cli-7: {cliAPIVersion: 7, cliAPIMinVersion: 7}
 instanceManagerImage: longhornio/longhorn-instance-manager:v1.10.0
 settings: {concurrent-automatic-engine-upgrade-per-node-limit: "0"}   # on top of Longhorn's defaults
@@ -124,6 +125,8 @@ _PROFILE_KEYS = {
     "dataFormatMinVersion": "data_format_min_version",
     "working": "working",
     "undeployedNodes": "undeployed_nodes",
+    "stallShare": "stall_share",
+    "stallsOn": "stalls_on",
 }
 
 
@@ -239,6 +242,12 @@ def _int(value: Any, where: str, minimum: int | None = None) -> int:
     return value
 
 
+def _share(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+        raise SeedError(f"{where}: must be a number from 0 to 1, not {value!r}")
+    return float(value)
+
+
 def _node(raw: Any, where: str) -> NodeSeed:
     if isinstance(raw, str):
         return NodeSeed(raw)
@@ -286,8 +295,10 @@ def _profile(raw: Any, where: str) -> ImageProfile:
     values: dict[str, Any] = {}
     for key, value in (raw or {}).items():
         attr = _PROFILE_KEYS[key]
-        if attr == "undeployed_nodes":
+        if attr in ("undeployed_nodes", "stalls_on"):
             values[attr] = frozenset(str(n) for n in value or [])
+        elif attr == "stall_share":
+            values[attr] = _share(value, f"{where}.{key}")
         elif attr in ("version", "git_commit"):
             values[attr] = str(value)
         elif attr == "working":

@@ -28,6 +28,11 @@ class ImageProfile:
 
     `working=False` is the "compatible but non-working" class: it deploys and passes every check, but a
     live upgrade to it never completes (the engine never reports the new image).
+
+    A "bad image" works on some volumes only: a live upgrade to it stalls the same way on the volumes
+    named in `stalls_on`, and on a share `stall_share` of the others, picked by a hash of the volume
+    and image names (so a seeded cluster stalls on the same volumes every run). An offline upgrade
+    re-images the engine and replicas without running them, so it completes, as Longhorn's does.
     """
 
     version: str = "v1.10.0"
@@ -40,6 +45,17 @@ class ImageProfile:
     data_format_min_version: int = 1
     working: bool = True
     undeployed_nodes: frozenset[str] = frozenset()
+    stall_share: float = 0.0
+    stalls_on: frozenset[str] = frozenset()
+
+    def stalls(self, volume: str, image: str) -> bool:
+        """A live upgrade of `volume` to `image` (this profile's) never completes."""
+        if not self.working or volume in self.stalls_on:
+            return True
+        if self.stall_share <= 0.0:
+            return False
+        digest = hashlib.sha1(f"{volume}\0{image}".encode()).digest()
+        return int.from_bytes(digest[:4]) / 2**32 < self.stall_share
 
     def commit_for(self, image: str) -> str:
         """The git commit reported: the profile's, or one derived from the image so images differ."""

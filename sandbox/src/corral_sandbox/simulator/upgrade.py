@@ -6,7 +6,7 @@
 * Live (attached, healthy, v1): one inactive replica per healthy replica on the new image, on the
   same data path → the engine on the new image (half of `live_upgrade_seconds` each) → swap: new
   replicas active, old ones deleted → `currentImage` = spec. A non-working image never gets past the
-  engine switch.
+  engine switch, nor does a "bad image" on the volumes it stalls on (config.ImageProfile.stalls).
 * Rollback: `spec.image` set back to `currentImage` drops the inactive replicas and the engine's
   pending image.
 
@@ -280,7 +280,7 @@ def switch_engine_image(ctx: ReconcileContext, scope: VolumeScope) -> None:
     image = spec(engine).get("image", "")
     if not running(engine) or status(engine).get("currentImage") == image:
         return
-    if not ctx.config.profile(image).working:
+    if ctx.config.profile(image).stalls(str(spec(engine).get("volumeName", "")), image):
         ctx.waited(f"engine-upgrade/{engine['metadata']['name']}/{image}", float("inf"))
         return
     if ctx.waited(

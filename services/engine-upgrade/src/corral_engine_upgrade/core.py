@@ -43,7 +43,9 @@ from corral_engine_upgrade.pick_order import rank
 from corral_engine_upgrade.reasons import Reason
 from corral_engine_upgrade.records import VolumeRecord
 from corral_engine_upgrade.slots import Owners
+from corral_engine_upgrade.stuck import StuckBounds, StuckWatch
 from corral_engine_upgrade.view import NO_IMPACT, UNREADABLE, ClusterView, Impact
+from corral_engine_upgrade.wave_guard import FAILING, WaveGuard, WaveGuardConfig
 from corral_model.envelopes import Command, FieldValue, ObjectEvent, Target, Verb, command_id
 
 __all__ = ["SERVICE", "DeciderConfig", "EngineUpgradeDecider", "Explanation"]
@@ -66,6 +68,10 @@ class DeciderConfig(msgspec.Struct, frozen=True, kw_only=True):
     limit_override: int | None = None
     # Make Events on the volumes (started, completed, blocked: announce.py), taken by `decide()`.
     announce: bool = False
+    # How long an upgrade may stay in flight before it is named stuck (stuck.py).
+    stuck: StuckBounds = StuckBounds()
+    # When a wave failing on too many volumes pauses (wave_guard.py).
+    wave_guard: WaveGuardConfig = WaveGuardConfig()
 
 
 class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
@@ -92,6 +98,11 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         self._announcer = Announcer(SERVICE, self.view)
         self._announce = self.config.announce
         self._enabled = False  # the limit is above 0 (as of the last limit change)
+        # The upgrades in flight, timed; those past their bound named stuck (stuck.py).
+        self._stuck = StuckWatch(SERVICE, self.config.stuck)
+        self._in_flight = self._stuck.in_flight  # read on every volume event
+        # The wave's failures and its pause (wave_guard.py).
+        self._guard = WaveGuard(SERVICE, self.config.wave_guard)
 
     # --- input ------------------------------------------------------------------------------------
 
@@ -102,6 +113,15 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         if change is NO_IMPACT:  # the most frequent answer: a status update, a duplicate…
             return
         if isinstance(change, VolumeRecord):  # the next most frequent: one volume's facts changed
+            # Time the upgrades in flight (stuck.py); most events of a wave are of one already timed.
+            in_flight = self._in_flight
+            if change.spec_image != change.current_image:
+                if change not in in_flight:
+                    self._time_flight(change, now)
+            elif in_flight and change in in_flight:
+                self._time_flight(change, now)
+            if change.robustness != "healthy" and change.robustness in FAILING and self._guard.members:
+                self._guard_failure(change, change.robustness)
             if self._bootstrapped:
                 if (change.spec_image != change.current_image or change.announced) and self._announce:
                     self._announcer.images_moved(change, now)
@@ -113,6 +133,8 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
             impact = change
         for volume in impact.removed:
             self._forget(volume)
+        for volume in impact.volumes:
+            self._time_flight(volume, now)
         if not self._bootstrapped:
             # Until every kind is listed the rules would judge a partial view: only count what is
             # in flight, and start deciding once the view is complete.
@@ -123,9 +145,11 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
                 self._bootstrapped = True
                 self._enabled = self.view.limit > 0
                 self._new_epoch()
+                self._sync_wave()
             return
         if impact.everything:
             self._new_epoch()
+            self._sync_wave()
         epoch = self._owners.epoch
         for volume in impact.volumes:
             self._observe(volume)
@@ -184,18 +208,28 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         commands = self._fill_slots(now) if self._dirty else []
         if self._announcer.outbox and self.config.announce:
             commands.extend(self._announcer.take())
+        if self._stuck.outbox:
+            commands.extend(self._stuck.take())
+        if self._guard.outbox:
+            commands.extend(self._guard.take())
         return commands
 
     def look_again(self, key: VolumeRecord) -> None:
-        """Its command was refused or expired, or its backoff ended: judge it again."""
+        """Its command was refused or expired, its backoff ended, or its upgrade's stuck bound
+        came (stuck.py): judge it again."""
         if key.alive:
-            self._now = self._clock()
+            now = self._now = self._clock()
+            if self._stuck.in_flight:
+                evidence = self._stuck.check(key, now, self._announce)
+                if evidence:
+                    self._guard_failure(key, f"stuck ({evidence})")
             self._refresh(key)
 
     def _fill_slots(self, now: float) -> list[Command]:
         limit = self.view.limit
-        if not self._bootstrapped or limit <= 0:
-            self._dirty.clear()  # a limit change marks every owner node dirty again
+        if not self._bootstrapped or limit <= 0 or self._guard.paused(self.view.default_ei):
+            # a limit change, and the wave's resume (`_sync_wave`), mark every owner node dirty again
+            self._dirty.clear()
             return []
         dirty = self._dirty
         names = sorted(dirty) if len(dirty) > 1 else list(dirty)
@@ -242,14 +276,19 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
             namespace, _, name = rest.partition("/")
             one = view.volume(namespace, name) if kind == "Volume" else None
             volumes = [one] if one is not None else []
+        paused = self._guard.paused(view.default_ei)
         out: list[Explanation] = []
         for volume in volumes:
             reason = volume_reason(volume, view, now)
-            detail = ""
-            if volume.flags & UNREADABLE:  # before any gate: only the operator can mend it
+            detail = self._stuck.stuck(volume) if reason is _IN_PROGRESS else ""
+            if detail:  # named stuck (stuck.py): the slot it holds, and why it still holds it
+                reason = Reason.STUCK
+            elif volume.flags & UNREADABLE:  # before any gate: only the operator can mend it
                 reason, detail = Reason.UNREADABLE, view.unreadable_reason(volume)
             elif gate is not None:
                 reason, detail = gate, reason or ""
+            elif reason is None and paused:  # wave_guard.py: no new upgrade starts
+                reason, detail = Reason.WAVE_PAUSED, paused
             elif reason is None:
                 full = self._owners.in_flight(volume.owner) >= view.limit
                 reason = Reason.NODE_LIMIT_REACHED if full else Reason.AWAITING_DECISION
@@ -274,6 +313,22 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
 
     def in_flight_by_node(self) -> dict[str, int]:
         return self._owners.in_flight_by_node()
+
+    def stuck_by_node(self) -> dict[str, int]:
+        """Upgrades named stuck per owner node (stuck.py): slots held past their bound."""
+        return dict(self._stuck.stuck_by_node())
+
+    def wave_paused(self) -> str:
+        """Why the wave is paused (wave_guard.py), "" while it is not."""
+        return self._guard.paused(self.view.default_ei)
+
+    def wave_failures(self) -> dict[str, str]:
+        """The volumes of the wave that failed or got stuck on its image, and how."""
+        return {f"{v.namespace}/{v.name}": how for v, how in self._guard.failed.items()}
+
+    def stuck_volumes(self) -> list[tuple[VolumeRecord, str]]:
+        """Every volume named stuck, with its evidence."""
+        return list(self._stuck.stuck_volumes())
 
     def candidates_by_node(self) -> dict[str, int]:
         """Known candidates per owner node (exact once `catch_up` returns 0)."""
@@ -408,7 +463,35 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
             owners.track(volume)
         return False
 
+    def _time_flight(self, volume: VolumeRecord, now: float) -> None:
+        """Time an upgrade the view shows in flight (a wake at its stuck bound), or stop timing one
+        that ended (stuck.py)."""
+        if volume.spec_image != volume.current_image and volume.alive:
+            due = self._stuck.started(volume, now)
+            if due is not None:
+                self.ask_again(due, volume)
+                self._guard.joined(volume)
+        else:
+            self._stuck.ended(volume)
+
+    def _guard_failure(self, volume: VolumeRecord, how: str) -> None:
+        """A volume of the wave went wrong (degraded, faulted, stuck): the guard may pause it."""
+        self._guard.failure(volume, how, self.view.default_ei, self._now)
+
+    def _sync_wave(self) -> None:
+        """After a rules change: a new default image starts a new wave (with the upgrades already in
+        flight to it); a resume on the default EngineImage lets the owner nodes fill again."""
+        guard = self._guard
+        if self.view.default_image != guard.image:
+            guard.new_wave(self.view.default_image)
+            for volume in self._stuck.in_flight:
+                guard.joined(volume)
+        if guard.resumed(self.view.default_ei):
+            self._dirty.update(self._owners.names())
+
     def _forget(self, volume: VolumeRecord) -> None:
+        self._stuck.ended(volume)
+        self._guard.forget(volume)
         self.expected.settle(volume)
         self._owners.place(volume, None, None)
         self._owners.track(volume)

@@ -13,6 +13,11 @@ with the service's own rules (`eligibility.volume_reason`, the `Reason` codes `c
   a per-volume rule holds it back, with that reason;
 * **waiting**: eligible, not yet on the default image (its owner node may be at the limit).
 
+An upgrade in flight past its bound is also named **stuck** (stuck.py), timed from when this model
+first saw it in flight: `details()` lists each with the slot it holds on its owner node and its
+evidence, which `corral progress` prints under the figures; and a wave the wave guard paused
+(wave_guard.py) says so in the heading, with the reason written on the default EngineImage.
+
 It is incremental like the service: an event re-judges only the volumes it touched; a new default
 image, an EngineImage change or a new limit re-judges every volume (rare events).
 """
@@ -28,7 +33,9 @@ from corral_decision.progress import GroupFigures, Phase
 from corral_engine_upgrade.eligibility import step_gate, volume_reason
 from corral_engine_upgrade.reasons import Reason
 from corral_engine_upgrade.records import VolumeRecord
+from corral_engine_upgrade.stuck import StuckBounds, StuckWatch
 from corral_engine_upgrade.view import ClusterView, Impact
+from corral_engine_upgrade.wave_guard import pause_id
 from corral_model.envelopes import ObjectEvent
 
 # Reasons that clear up on their own in moments (an image still deploying, a volume between
@@ -59,7 +66,13 @@ class ProgressModel:
     """Apply ObjectEvents (volume, replica, engineimage, node, setting); read per-node figures.
     A `corral_decision.progress.Progress`: what `corral progress engine-upgrade` draws."""
 
-    def __init__(self, clock: Callable[[], float] = time.time, *, limit_override: int | None = None) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.time,
+        *,
+        limit_override: int | None = None,
+        stuck: StuckBounds | None = None,
+    ) -> None:
         # Beside a running longhorn-manager the service's limit is corral's own (CORRAL_PER_NODE_LIMIT).
         self.view = ClusterView(limit_override=limit_override)
         self._clock = clock
@@ -67,6 +80,7 @@ class ProgressModel:
         self._rows: dict[str, GroupFigures] = {}
         self._sizes: Counter[str] = Counter()  # volumes per row, so an emptied row goes in O(1)
         self._gate: Reason | None = step_gate(self.view)
+        self._stuck = StuckWatch("engine-upgrade", stuck)
 
     # --- input ------------------------------------------------------------------------------------
 
@@ -79,6 +93,7 @@ class ProgressModel:
         impact = Impact(volumes=(change,)) if isinstance(change, VolumeRecord) else change
         for volume in impact.removed:
             self._unjudge((volume.namespace, volume.name))
+            self._stuck.ended(volume)
         gate = step_gate(self.view)
         if impact.everything or impact.limit_changed or gate != self._gate:
             self._gate = gate
@@ -96,6 +111,10 @@ class ProgressModel:
         key = (volume.namespace, volume.name)
         owner = volume.owner or NO_OWNER
         phase, reason = judge(volume, self.view, self._gate, now)
+        if phase is Phase.IN_FLIGHT:
+            self._stuck.started(volume, now)
+        else:
+            self._stuck.ended(volume)
         held = self._judged.get(key)
         if held == (owner, phase, reason):
             return
@@ -142,7 +161,14 @@ class ProgressModel:
 
     def heading(self) -> str:
         image = self.default_image or "(no default image)"
-        return f"engine-upgrade: default image {image}, limit {self.limit} per owner node"
+        heading = f"engine-upgrade: default image {image}, limit {self.limit} per owner node"
+        paused = self.wave_paused()
+        return f"{heading}; WAVE PAUSED ({paused})" if paused else heading
+
+    def wave_paused(self) -> str:
+        """The wave guard's pause on the default EngineImage, "" when the wave is not paused."""
+        ei = self.view.default_ei
+        return ei.paused if ei is not None and pause_id(ei) else ""
 
     def phase_of(self, namespace: str, name: str) -> tuple[Phase, str] | None:
         held = self._judged.get((namespace, name))
@@ -155,6 +181,23 @@ class ProgressModel:
 
     def total(self) -> GroupFigures:
         return GroupFigures.sum(self._rows.values())
+
+    def details(self) -> list[str]:
+        """One line per upgrade named stuck (stuck.py): the volume, the slot it holds, the evidence."""
+        now = self._clock()
+        for volume in list(self._stuck.in_flight):
+            self._stuck.check(volume, now, announce=False)
+        paused = ["wave paused: resume with `corral engine-upgrade resume`"] if self.wave_paused() else []
+        return paused + [
+            f"stuck: {volume.namespace}/{volume.name} holds a slot on {volume.owner or NO_OWNER}: {evidence}"
+            for volume, evidence in sorted(
+                self._stuck.stuck_volumes(), key=lambda item: (item[0].owner, item[0].name)
+            )
+        ]
+
+    def stuck_by_node(self) -> dict[str, int]:
+        """Slots held by upgrades named stuck, per owner node (as of the last `details()`)."""
+        return dict(self._stuck.stuck_by_node())
 
     def finished(self, target_image: str = "") -> bool:
         """The wave is over: the view is complete, nothing is in flight or waiting, no volume is

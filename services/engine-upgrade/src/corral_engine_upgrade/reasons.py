@@ -19,6 +19,7 @@ class Reason(enum.StrEnum):
 
     # --- per volume (§1.3 step 4) ----------------------------------------------------------------
     IN_PROGRESS = "in-progress"  # spec.image != status.currentImage: holds a slot on its owner node
+    STUCK = "stuck"  # in progress past its bound (stuck.py): still holds its slot
     COMMAND_PENDING = "command-pending"  # we issued a command the view does not reflect yet
     UNREADABLE = "unreadable"  # the Volume does not decode (the watcher parked it in LH_DEAD)
     V2_VOLUME = "v2-volume"  # deliberate deviation: filtered before the per-node limit (§1.4)
@@ -39,4 +40,5 @@ class Reason(enum.StrEnum):
 
     # --- selection (§1.3 step 5) -----------------------------------------------------------------
     NODE_LIMIT_REACHED = "node-limit-reached"
+    WAVE_PAUSED = "wave-paused"  # the wave guard paused the wave (wave_guard.py): no new upgrade starts
     AWAITING_DECISION = "awaiting-decision"  # eligible, a slot is free: the next decide() takes it

@@ -29,6 +29,11 @@ _intern = sys.intern
 
 DATA_ENGINE_V2 = "v2"
 
+# The wave guard's annotations on the default EngineImage (wave_guard.py): the pause corral wrote
+# ("<id>: <reason>"), and the pause id the operator resumed (`corral engine-upgrade resume`).
+WAVE_PAUSED = "engine-upgrade.corral.io/wave-paused"
+WAVE_RESUMED = "engine-upgrade.corral.io/wave-resumed"
+
 
 _SUFFIX = len("-r-") + 8
 
@@ -198,6 +203,12 @@ class ImageRecord(msgspec.Struct, frozen=True, gc=False):
     # The nodeDeploymentMap the record was built from (image_facts.py), to tell cheaply that a
     # later one is the same.
     deployment: NodeMap = msgspec.field(default_factory=dict)
+    # Where it is, for Events about it (`kubectl describe` lists Events by uid).
+    namespace: str = ""
+    uid: str = ""
+    # The wave guard's annotations (WAVE_PAUSED, WAVE_RESUMED): "" when absent.
+    paused: str = ""
+    resumed: str = ""
 
     @classmethod
     def from_object(cls, ei: AnyEngineImage, rv: int) -> ImageRecord:
@@ -215,6 +226,10 @@ class ImageRecord(msgspec.Struct, frozen=True, gc=False):
             controller_api_min_version=status.controller_api_min_version,
             usable=_usable(ei),
             deployment=status.node_deployment_map,
+            namespace=_intern(ei.metadata.namespace),
+            uid=ei.metadata.uid,
+            paused=ei.metadata.annotations.get(WAVE_PAUSED, ""),
+            resumed=ei.metadata.annotations.get(WAVE_RESUMED, ""),
         )
 
     def holds_facts_of(self, ei: AnyEngineImage) -> bool:
@@ -229,6 +244,8 @@ class ImageRecord(msgspec.Struct, frozen=True, gc=False):
             and self.controller_api_version == status.controller_api_version
             and self.controller_api_min_version == status.controller_api_min_version
             and self.usable == _usable(ei)
+            and self.paused == ei.metadata.annotations.get(WAVE_PAUSED, "")
+            and self.resumed == ei.metadata.annotations.get(WAVE_RESUMED, "")
         ):
             return False
         deployment = status.node_deployment_map

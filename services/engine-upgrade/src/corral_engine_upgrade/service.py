@@ -14,7 +14,9 @@ from corral_decision import Clock, DecisionConfig, DecisionService, LonghornLoop
 from corral_decision.events import is_event
 from corral_engine_upgrade.core import SERVICE, DeciderConfig, EngineUpgradeDecider
 from corral_engine_upgrade.progress import ProgressModel
+from corral_engine_upgrade.stuck import StuckBounds
 from corral_engine_upgrade.view import KIND_STRUCTS, LIMIT_SETTING
+from corral_engine_upgrade.wave_guard import WaveGuardConfig
 from corral_model.envelopes import Command, Target
 from corral_upgradepath.hooks import bus_gate
 
@@ -35,6 +37,18 @@ class EngineUpgradeConfig(DecisionConfig, kw_only=True, frozen=True):
     volume_events: bool = True
     """Record Kubernetes Events on each Volume when its automatic upgrade starts, completes or is
     blocked (CORRAL_VOLUME_EVENTS); one per transition, deduplicated as Kubernetes does."""
+    stuck_live_s: Annotated[float, msgspec.Meta(gt=0)] = StuckBounds().live
+    """A live upgrade in flight longer than this is named stuck (CORRAL_STUCK_LIVE_S; stuck.py says
+    why 10 minutes): a Warning Event on the Volume, the stuck gauge, `corral progress`."""
+    stuck_offline_s: Annotated[float, msgspec.Meta(gt=0)] = StuckBounds().offline
+    """The same for an offline upgrade (CORRAL_STUCK_OFFLINE_S): 5 minutes."""
+    wave_max_failed: Annotated[int, msgspec.Meta(ge=0)] = WaveGuardConfig().max_failed
+    """Pause the wave once this many of its volumes failed or got stuck on the new image
+    (CORRAL_WAVE_MAX_FAILED; 0: never by count). 3: one bad volume can be bad luck, three is an
+    image; and on a small cluster three is already a large part of it (wave_guard.py)."""
+    wave_max_failed_share: Annotated[float, msgspec.Meta(gt=0)] = WaveGuardConfig().max_failed_share
+    """Or once this share of the wave's volumes did, from 10 of them on (CORRAL_WAVE_MAX_FAILED_SHARE;
+    1.0 or more: never by share): 10%."""
 
     def decider_config(self) -> DeciderConfig:
         return DeciderConfig(
@@ -42,6 +56,10 @@ class EngineUpgradeConfig(DecisionConfig, kw_only=True, frozen=True):
             tombstone_ttl=self.tombstone_ttl_s,
             limit_override=None if self.mode is Mode.REPLACE else self.per_node_limit,
             announce=self.volume_events,
+            stuck=StuckBounds(live=self.stuck_live_s, offline=self.stuck_offline_s),
+            wave_guard=WaveGuardConfig(
+                max_failed=self.wave_max_failed, max_failed_share=self.wave_max_failed_share
+            ),
         )
 
 
@@ -58,6 +76,14 @@ def gauges(decider: EngineUpgradeDecider) -> Iterable[Metric]:
     )
     for node, count in sorted(decider.in_flight_by_node().items()):
         in_flight.add_metric([node], count)
+    stuck = GaugeMetricFamily(
+        "corral_engine_upgrade_stuck",
+        "Upgrades in flight past their stuck bound per owner node: slots they hold (stuck.py).",
+        labels=["node"],
+    )
+    stuck_by_node = decider.stuck_by_node()  # every node with one in flight: 0 is a reading too
+    for node in sorted(set(decider.in_flight_by_node()) | set(stuck_by_node)):
+        stuck.add_metric([node], stuck_by_node.get(node, 0))
     candidates = GaugeMetricFamily(
         "corral_engine_upgrade_candidates",
         "Volumes waiting for a slot per owner node (known so far under the current rules).",
@@ -72,7 +98,17 @@ def gauges(decider: EngineUpgradeDecider) -> Iterable[Metric]:
     unjudged.add_metric([], decider.unclassified())
     volumes = GaugeMetricFamily("corral_engine_upgrade_volumes", "Volumes in the view.")
     volumes.add_metric([], decider.view.volume_count)
-    return [in_flight, candidates, unjudged, volumes]
+    paused = GaugeMetricFamily(
+        "corral_engine_upgrade_wave_paused",
+        "1 while the wave guard holds the wave paused (the reason is on the default EngineImage).",
+    )
+    paused.add_metric([], 1 if decider.wave_paused() else 0)
+    failed = GaugeMetricFamily(
+        "corral_engine_upgrade_wave_failed_volumes",
+        "Volumes of the current wave that failed or got stuck on the new image.",
+    )
+    failed.add_metric([], len(decider.wave_failures()))
+    return [in_flight, stuck, candidates, unjudged, volumes, paused, failed]
 
 
 def longhorn_upgrading(decider: EngineUpgradeDecider) -> bool:
@@ -109,7 +145,8 @@ DEFINITION = DecisionService(
     name=SERVICE,
     config=EngineUpgradeConfig,
     reads=KIND_STRUCTS,
-    commands=frozenset({"volume"}),
+    # Volumes' spec.image; the wave guard's pause annotation on the default EngineImage.
+    commands=frozenset({"volume", "engineimage"}),
     new_decider=new_decider,
     gauges=gauges,
     command_mode=upgrade_mode,
