@@ -31,7 +31,8 @@ Clear = Callable[[], Awaitable[None]]
 Inject = Callable[[World], Awaitable[Clear]]
 
 
-async def _nothing() -> None:
+async def nothing_to_clear() -> None:
+    """The Clear of a fault that leaves nothing to undo."""
     return None
 
 
@@ -251,14 +252,14 @@ async def volume_degraded(world: World) -> Clear:
     if not replicas:
         raise NotExpressible(f"volume {volume} has no replica to fail")
     await world.control.fail_replica(replicas[0])
-    return _nothing
+    return nothing_to_clear
 
 
 async def volume_deleted(world: World) -> Clear:
     volume = _need(world, "volume")
     world.safety.released.add(volume)
     await world.sandbox.delete("volumes", volume)
-    return _nothing
+    return nothing_to_clear
 
 
 async def pod_deleted(world: World) -> Clear:
@@ -267,7 +268,7 @@ async def pod_deleted(world: World) -> Clear:
     await pod_there(world, pod)
     world.safety.expect_delete("pods", pod, node)
     await world.sandbox.core.delete_namespaced_pod(pod, world.sandbox.namespace)
-    return _nothing
+    return nothing_to_clear
 
 
 async def pod_there(world: World, pod: str) -> None:
@@ -306,7 +307,7 @@ async def kill_9(world: World) -> Clear:
 
 async def nats_restart(world: World) -> Clear:
     await asyncio.to_thread(world.nats.restart)
-    return _nothing
+    return nothing_to_clear
 
 
 async def _stored(world: World, subject: str) -> list[tuple[bytes, dict[str, str]]]:
@@ -346,13 +347,13 @@ async def _republish(
 async def duplicate_events(world: World) -> Clear:
     """The newest event of each target object delivered again, twice (a restarted publisher)."""
     await _republish(world, lambda stored: [stored[-1][0], stored[-1][0]] if stored else [])
-    return _nothing
+    return nothing_to_clear
 
 
 async def out_of_order_events(world: World) -> Clear:
     """The oldest stored event of each target object delivered after the newest."""
     await _republish(world, lambda stored: [stored[0][0]] if len(stored) > 1 else [])
-    return _nothing
+    return nothing_to_clear
 
 
 CATALOGUE: dict[str, Inject] = {

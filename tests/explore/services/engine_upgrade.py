@@ -16,7 +16,7 @@ from corral_engine_upgrade.service import DEFINITION
 from corral_sandbox.seeds import Seed, default_seed, resized
 from corral_sandbox.seeds.model import EngineImageSeed, VolumeSeed
 from corral_sandbox.simulator import SimConfig
-from tests.explore.faults import Clear
+from tests.explore.faults import Clear, nothing_to_clear
 from tests.explore.safety import in_flight
 from tests.explore.services import Explored, Progress
 from tests.explore.services.common import (
@@ -137,10 +137,7 @@ class EngineUpgrade(Explored):
         world.safety.released.add(volume)
         await world.sandbox.delete("volumes", volume)
 
-        async def clear() -> None:
-            return None
-
-        return clear
+        return nothing_to_clear
 
     async def change_target(self, world: World) -> Clear:
         volume = world.target["volume"]

@@ -20,7 +20,7 @@ from corral_im_restart.service import DEFINITION
 from corral_sandbox.seeds import Seed, default_seed, resized
 from corral_sandbox.seeds.model import VolumeSeed
 from corral_sandbox.simulator import SimConfig
-from tests.explore.faults import Clear, pod_there
+from tests.explore.faults import Clear, nothing_to_clear, pod_there
 from tests.explore.model import Cell
 from tests.explore.services import Explored, Progress
 from tests.explore.services.common import (
@@ -184,10 +184,7 @@ class ImRestart(Explored):
         world.safety.expect_delete("instancemanagers", im, world.target["node"])
         await world.sandbox.delete("instancemanagers", im)
 
-        async def clear() -> None:
-            return None
-
-        return clear
+        return nothing_to_clear
 
     async def change_target(self, world: World) -> Clear:
         """Someone else's write on the pod the decision is about (its resourceVersion moves)."""
@@ -200,15 +197,9 @@ class ImRestart(Explored):
             _content_type="application/merge-patch+json",  # type: ignore[call-arg]
         )
 
-        async def clear() -> None:
-            return None
-
-        return clear
+        return nothing_to_clear
 
     async def change_setting(self, world: World) -> Clear:
         await world.sandbox.set_setting(SETTING, VALUES[1])
 
-        async def clear() -> None:
-            return None
-
-        return clear
+        return nothing_to_clear

@@ -23,7 +23,7 @@ from corral_sandbox.seeds import Seed, default_seed, resized
 from corral_sandbox.seeds.model import VolumeSeed
 from corral_sandbox.simulator import SimConfig
 from corral_setting_sync.service import DEFINITION
-from tests.explore.faults import Clear
+from tests.explore.faults import Clear, nothing_to_clear
 from tests.explore.model import Cell, NotExpressible
 from tests.explore.services import Explored, Progress
 from tests.explore.services.common import Obj, attached_on, detached, instance_manager, status, subject
@@ -183,10 +183,7 @@ class SettingSync(Explored):
                 f"Longhorn's webhook refuses a Setting's delete ({refused.status})"
             ) from None
 
-        async def clear() -> None:
-            return None
-
-        return clear
+        return nothing_to_clear
 
     async def change_target(self, world: World) -> Clear:
         """Someone else edits a managed template (the CSI plugin DaemonSet's annotations)."""
@@ -199,15 +196,9 @@ class SettingSync(Explored):
             _content_type="application/merge-patch+json",  # type: ignore[call-arg]
         )
 
-        async def clear() -> None:
-            return None
-
-        return clear
+        return nothing_to_clear
 
     async def change_setting(self, world: World) -> Clear:
         await world.sandbox.set_setting(SETTING, VALUES[1])
 
-        async def clear() -> None:
-            return None
-
-        return clear
+        return nothing_to_clear

@@ -21,7 +21,7 @@ from corral_sandbox.seeds import Seed
 from corral_sandbox.simulator import SimConfig
 from corral_v2_upgrade.service import DEFINITION
 from corral_v2_upgrade.states import MANAGER_STEPS, NODE_STEPS
-from tests.explore.faults import Clear
+from tests.explore.faults import Clear, nothing_to_clear
 from tests.explore.model import Cell
 from tests.explore.services import Explored, Progress
 from tests.explore.services.common import (
@@ -208,10 +208,7 @@ class V2Upgrade(Explored):
             self.manager_deleted = True
             await self._delete(world, MANAGERS, MANAGER)
 
-        async def clear() -> None:
-            return None
-
-        return clear
+        return nothing_to_clear
 
     async def change_target(self, world: World) -> Clear:
         """Someone else's write on the CR the state is about (its resourceVersion moves)."""
@@ -227,17 +224,11 @@ class V2Upgrade(Explored):
             _content_type="application/merge-patch+json",  # type: ignore[call-arg]
         )
 
-        async def clear() -> None:
-            return None
-
-        return clear
+        return nothing_to_clear
 
     async def change_setting(self, world: World) -> Clear:
         """The operator moves the target image on again mid-upgrade (V2U-17's move)."""
         await pull_image(world.sandbox, NEWER_IM)
         await set_target_image(world.sandbox, NEWER_IM)
 
-        async def clear() -> None:
-            return None
-
-        return clear
+        return nothing_to_clear
