@@ -86,11 +86,6 @@ def command_subject(service: str, kind_token: str, namespace: str, name: str) ->
     return f"{COMMANDS_PREFIX}.{service}.{kind_token}.{escape_token(namespace)}.{escape_token(name)}"
 
 
-def command_service(subject: str) -> str:
-    """The sender a command subject names (`lh.cmd.<service>....`)."""
-    return unescape_token(subject.split(".", 3)[2])
-
-
 def result_subject(service: str, kind_token: str, namespace: str, name: str) -> str:
     return f"{RESULTS_PREFIX}.{service}.{kind_token}.{escape_token(namespace)}.{escape_token(name)}"
 
