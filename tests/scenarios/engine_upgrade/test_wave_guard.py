@@ -149,14 +149,21 @@ async def test_a_bad_image_pauses_the_wave_at_the_threshold_and_resume_finishes_
         assert volume["status"]["currentImage"] == COMPAT, f"{name} should still be stalled"
 
 
-async def test_one_failure_below_the_threshold_names_the_stuck_volumes_and_the_wave_goes_on(
-    sandbox: Sandbox, stack: list[Running]
-) -> None:
+async def two_bad_one_fine(sandbox: Sandbox) -> Observer:
+    """bad-1, bad-2 (stalling) and fine-3 attached, one per node, two detached volumes per node
+    on the old image, the limit at 2: the wave of the two tests below."""
     await attached(sandbox, {"bad-1": "node-1", "bad-2": "node-2", "fine-3": "node-3"})
     for index, node in enumerate(NODES, 1):
         await detached_on_compat(sandbox, [f"ok-{index}-1", f"ok-{index}-2"], owner=node)
     observer = Observer(sandbox)
     await sandbox.set_setting(LIMIT_SETTING, "2")
+    return observer
+
+
+async def test_one_failure_below_the_threshold_names_the_stuck_volumes_and_the_wave_goes_on(
+    sandbox: Sandbox, stack: list[Running]
+) -> None:
+    observer = await two_bad_one_fine(sandbox)
 
     healthy = {"fine-3"} | {f"ok-{i}-{j}" for i in (1, 2, 3) for j in (1, 2)}
     await sandbox.wait_for(
@@ -174,11 +181,7 @@ async def test_one_failure_below_the_threshold_names_the_stuck_volumes_and_the_w
 async def test_a_volume_that_upgraded_and_then_faulted_counts_toward_the_pause(
     sandbox: Sandbox, stack: list[Running]
 ) -> None:
-    await attached(sandbox, {"bad-1": "node-1", "bad-2": "node-2", "fine-3": "node-3"})
-    for index, node in enumerate(NODES, 1):
-        await detached_on_compat(sandbox, [f"ok-{index}-1", f"ok-{index}-2"], owner=node)
-    observer = Observer(sandbox)
-    await sandbox.set_setting(LIMIT_SETTING, "2")
+    observer = await two_bad_one_fine(sandbox)
 
     await sandbox.wait_for(lambda: observer.all_on(BAD, {"fine-3"}), within=60, what="fine-3 upgraded")
 
