@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from corral_model.envelopes import Command, FieldValue, Target, Verb, new_command
+from corral_model.envelopes import Command, FieldValue, Target, Verb, timeless_command_id
 from corral_model.kinds import KINDS
 
 MAX_MESSAGE = 1024
@@ -101,7 +101,7 @@ def event_command(
     name = event_name(service, about, type_, reason, message)
     component = component_of(service)
     stamp = timestamp(now)
-    body: dict[str, Any] = {
+    timeless: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"name": name, "namespace": namespace},
@@ -111,16 +111,19 @@ def event_command(
         "message": message,
         "source": {"component": component},
         "reportingComponent": component,
-        "firstTimestamp": stamp,
-        "lastTimestamp": stamp,
         "count": 1,
     }
-    return new_command(
+    target = Target(kind="Event", namespace=namespace, name=name)
+    occurrence = (FieldValue(path=OCCURRENCE_PATH, value=stamp),)
+    # Hashed before the timestamps go in (they are not part of the id): no filtered copy to make.
+    id_ = timeless_command_id(service, Verb.CREATE, target, (), occurrence, timeless)
+    return Command(
+        id=id_,
         service=service,
         verb=Verb.CREATE,
-        target=Target(kind="Event", namespace=namespace, name=name),
-        preconditions=(FieldValue(path=OCCURRENCE_PATH, value=stamp),),
-        body=body,
+        target=target,
+        preconditions=occurrence,
+        body={**timeless, "firstTimestamp": stamp, "lastTimestamp": stamp},
         reason=f"{reason}: {message}"[:MAX_MESSAGE],
         created_at=now,
     )
