@@ -41,6 +41,7 @@ from corral_watcher.metrics import WatcherMetrics
 from corral_watcher.publishing import OrderedPublisher
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.profiles import top
 from bench.report import scaled, write_report
 
 NAMESPACE = "longhorn-system"
@@ -321,6 +322,11 @@ def main() -> int:
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     load_before = os.getloadavg()[0]
     figures = asyncio.run(run(args.volumes, args.rounds, args.profile))
+    # Where its CPU goes: a pass of its own, profiled (bench/profiles.py), a quarter as long.
+    with tempfile.TemporaryDirectory(prefix="bench-watcher-profile-") as tmp:
+        stats = str(Path(tmp) / "watcher.prof")
+        asyncio.run(run(args.volumes, max(2, args.rounds // 4), stats))
+        figures["profile"] = top(stats)
     figures["event_loop"] = "asyncio" if args.asyncio else "uvloop"
     # Other work on the machine shows up in these figures: say how busy it was.
     figures["load_average_1m"] = round(max(load_before, os.getloadavg()[0]), 2)
