@@ -1,7 +1,8 @@
 """The image says what it is to registries and scanners (OCI labels: version, source, revision,
 licence), and the licence it names is the one at the root of the tree and inside the image.
 Production's image (the Dockerfile's default target) has no sandbox; the `sandbox` target adds it
-for demos and the compose file's sandbox profile, and `make image` builds both. The base is a
+for demos and the compose file's sandbox profile, and `make image` builds both; the chart runs
+production's image only. The base is a
 build argument passed through as given, so a reference pinned by digest is built as pinned."""
 
 from __future__ import annotations
@@ -10,9 +11,15 @@ import itertools
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.fixtures.helm import CHART, render
 
 ROOT = Path(__file__).resolve().parents[3]
 DOCKERFILE = ROOT / "deploy" / "image" / "Dockerfile"
+CHART_VALUES: dict[str, Any] = yaml.safe_load((CHART / "values.yaml").read_text())
 
 
 def _stages() -> dict[str, tuple[str, str]]:
@@ -119,3 +126,32 @@ def test_the_license_is_apache_2() -> None:
         " " * 27 + "Version 2.0, January 2004",
     ]
     assert "END OF TERMS AND CONDITIONS" in text
+
+
+def _pod_specs(docs: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    specs = []
+    for doc in docs:
+        spec = doc.get("spec", {})
+        template = spec.get("jobTemplate", {}).get("spec", spec).get("template")
+        if isinstance(template, dict):
+            specs.append((f"{doc['kind']}/{doc['metadata']['name']}", template["spec"]))
+    return specs
+
+
+def test_the_chart_runs_production_image_and_nothing_of_the_sandbox() -> None:
+    """Every corral container the chart renders (services, Jobs, the webhook) runs production's
+    image, which has no sandbox, and none of them asks for the sandbox's commands."""
+    assert CHART_VALUES["image"]["repository"] == "corral/corral"  # what `make image` tags IMAGE
+    docs = render({"preUpgradeChecker.jobEnabled": "true", "v2Admission.enabled": "true"})
+    containers = [
+        (where, container)
+        for where, spec in _pod_specs(docs)
+        for container in [*spec.get("initContainers", []), *spec["containers"]]
+    ]
+    corral = [(where, c) for where, c in containers if not c["image"].startswith("nats")]
+    assert len({where for where, _ in corral}) >= 8, [where for where, _ in corral]
+    assert {c["image"] for _, c in corral} == {"corral/corral:local"}
+    for where, container in corral:
+        argv = [*container.get("command", []), *container.get("args", [])]
+        assert not {"sandbox", "demo", "run"} & set(argv[1:2]), (where, argv)
+        assert not [arg for arg in argv if "sandbox" in arg or "corral_cli" in arg], (where, argv)
