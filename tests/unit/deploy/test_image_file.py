@@ -70,7 +70,7 @@ def test_only_the_classic_builders_features() -> None:
     RUN, COPY or ADD but the classic builder's --from and --chown (no --mount, --link, --chmod)."""
     text = DOCKERFILE.read_text()
     assert not text.startswith("# syntax")
-    flags = set()
+    flags: set[str] = set()
     for line in _instructions(text).splitlines():
         words = line.split()
         if words and words[0] in ("RUN", "COPY", "ADD"):
