@@ -8,6 +8,7 @@ build argument passed through as given, so a reference pinned by digest is built
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -19,6 +20,7 @@ from tests.fixtures.helm import CHART, render
 
 ROOT = Path(__file__).resolve().parents[3]
 DOCKERFILE = ROOT / "deploy" / "image" / "Dockerfile"
+MAKE_INHERITED = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "IMAGE", "SANDBOX_IMAGE", "IMAGE_BASE"}
 CHART_VALUES: dict[str, Any] = yaml.safe_load((CHART / "values.yaml").read_text())
 
 
@@ -93,9 +95,17 @@ def test_the_common_stage_carries_the_oci_labels() -> None:
 
 
 def _make_image(*variables: str) -> list[str]:
-    """The docker commands `make image` would run (make -n: nothing is built)."""
+    """The docker commands `make image` would run (make -n: nothing is built), with the Makefile's
+    defaults: not those of a `make test IMAGE=…` this test runs under, nor of the environment."""
+    env = {key: value for key, value in os.environ.items() if key not in MAKE_INHERITED}
     done = subprocess.run(
-        ["make", "-n", "image", *variables], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
+        ["make", "-n", "image", *variables],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env=env,
     )
     return [line for line in done.stdout.splitlines() if line.startswith("docker build")]
 
