@@ -9,10 +9,13 @@ export UV_PYTHON := $(PYTHON)
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 VENV := .venv
 NATS_IMAGE ?= corral/nats:local
-# The one image of every service and the CLI (deploy/image/Dockerfile). IMAGE_BASE=local builds its
-# Python base from Debian's packages first (no registry here or in CI); elsewhere pass a registry
-# image, e.g. `make image IMAGE_BASE=python:3.11-slim`.
+# corral's images (deploy/image/Dockerfile): IMAGE, production's, every service and the CLI without
+# the sandbox; SANDBOX_IMAGE (target `sandbox`), the same plus the sandbox and the demo, for
+# docker-compose.yml's sandbox profile. IMAGE_BASE=local builds their Python base from Debian's
+# packages first (no registry here or in CI); elsewhere pass a registry image, pinned by digest
+# where you have one: `make image IMAGE_BASE=python:3.11-slim@sha256:<digest>`.
 IMAGE ?= corral/corral:local
+SANDBOX_IMAGE ?= corral/corral-sandbox:local
 IMAGE_BASE ?= local
 LOCAL_BASE := corral/python-base:3.11
 PYTEST_FLAGS ?=
@@ -75,13 +78,16 @@ nats-image: setup
 	printf 'FROM scratch\nCOPY nats-server /nats-server\nEXPOSE 4222 8222 6222\nENTRYPOINT ["/nats-server"]\nCMD ["-js", "-sd", "/data"]\n' > .tools/nats-image/Dockerfile
 	docker build -q -t $(NATS_IMAGE) .tools/nats-image
 
+# Both images from one Dockerfile: the sandbox target first, then the default (runtime) one, which
+# reuses every stage they share from the engine's cache.
+IMAGE_BUILD_ARGS = --build-arg BASE=$(if $(filter local,$(IMAGE_BASE)),$(LOCAL_BASE),$(IMAGE_BASE)) \
+  --build-arg UV_VERSION=$$($(UV) --version | cut -d' ' -f2) \
+  --build-arg VERSION=$$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1) \
+  --build-arg REVISION=$$(git rev-parse HEAD 2>/dev/null)
 image: $(if $(filter .tools/bin/uv,$(UV)),.tools/bin/uv)
 	$(if $(filter local,$(IMAGE_BASE)),deploy/image/local-base.sh $(LOCAL_BASE))
-	docker build -f deploy/image/Dockerfile -t $(IMAGE) \
-	  --build-arg BASE=$(if $(filter local,$(IMAGE_BASE)),$(LOCAL_BASE),$(IMAGE_BASE)) \
-	  --build-arg UV_VERSION=$$($(UV) --version | cut -d' ' -f2) \
-	  --build-arg VERSION=$$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1) \
-	  --build-arg REVISION=$$(git rev-parse HEAD 2>/dev/null) .
+	docker build -f deploy/image/Dockerfile --target sandbox -t $(SANDBOX_IMAGE) $(IMAGE_BUILD_ARGS) .
+	docker build -f deploy/image/Dockerfile -t $(IMAGE) $(IMAGE_BUILD_ARGS) .
 
 # The chart (deploy/chart/corral): `helm lint --strict` and `helm template` for several value sets,
 # the output and the CRDs validated against Kubernetes' schemas for two versions, RBAC and namespace
@@ -101,7 +107,7 @@ compose-secrets: setup
 COMPOSE = $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo .tools/compose/docker-compose)
 compose-sandbox: setup image nats-image compose-secrets
 	$(if $(filter .tools/%,$(COMPOSE)),$(VENV)/bin/python -m tests.fixtures.compose >/dev/null)
-	CORRAL_IMAGE=$(IMAGE) CORRAL_NATS_IMAGE=$${CORRAL_NATS_IMAGE:-$(NATS_IMAGE)} $(COMPOSE) --profile sandbox up
+	CORRAL_IMAGE=$(IMAGE) CORRAL_SANDBOX_IMAGE=$(SANDBOX_IMAGE) CORRAL_NATS_IMAGE=$${CORRAL_NATS_IMAGE:-$(NATS_IMAGE)} $(COMPOSE) --profile sandbox up
 
 clean:
 	rm -rf $(VENV) .tools run .mypy_cache .ruff_cache

@@ -25,6 +25,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from corral_cli.sandbox_gate import refuse_without_sandbox
+
 if TYPE_CHECKING:
     from corral_sandbox.control import SandboxControl
 
@@ -160,6 +162,9 @@ async def _show(control: SandboxControl, args: argparse.Namespace) -> Any:
 
 
 def run_fault(args: argparse.Namespace) -> int:
+    refused = refuse_without_sandbox("sandbox fault")
+    if refused is not None:
+        return refused
     # imported here: the sandbox is a heavy optional part and other sub-commands must not pay for it
     import aiohttp
 

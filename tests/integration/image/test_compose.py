@@ -1,4 +1,5 @@
-"""`docker compose --profile sandbox up` as an operator runs it, on the image from `make image`:
+"""`docker compose --profile sandbox up` as an operator runs it, on the images from `make image`
+(the services on production's, the sandbox and the demo on the sandbox image):
 NATS locked down with corral's users (passwords as `make compose-secrets` writes them), the setup
 step as admin, the five services each as its own user, the sandbox cluster and the demo (as
 `reader`), each in its own container; the demo starts a Longhorn upgrade through the sandbox's API
@@ -35,7 +36,7 @@ PORTS = [
 ]
 
 
-def test_sandbox_profile_runs_one_wave(corral_image: str, tmp_path: Path) -> None:
+def test_sandbox_profile_runs_one_wave(corral_image: str, corral_sandbox_image: str, tmp_path: Path) -> None:
     try:
         binary = str(compose_binary())
     except ComposeUnavailable as error:
@@ -49,6 +50,7 @@ def test_sandbox_profile_runs_one_wave(corral_image: str, tmp_path: Path) -> Non
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(tmp_path),
         "CORRAL_IMAGE": corral_image,
+        "CORRAL_SANDBOX_IMAGE": corral_sandbox_image,
         "CORRAL_NATS_IMAGE": nats_image,
         "CORRAL_NATS_SECRETS": str(secrets),
         "CORRAL_SANDBOX_VOLUMES": "8",

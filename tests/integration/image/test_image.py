@@ -1,6 +1,7 @@
-"""Smoke test of corral's image: the CLI answers, and a service started as it would be in a
+"""Smoke test of corral's images: the CLI answers, and a service started as it would be in a
 Kubernetes pod (uid 65532, read-only root filesystem, only /tmp writable) answers /livez while it
-waits for NATS, and says on /readyz what it still waits for."""
+waits for NATS, and says on /readyz what it still waits for. Production's image has no sandbox and
+its sandbox commands say which image has it; the sandbox image has the sandbox and its CRDs."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 
 import pytest
 
+from corral_cli.sandbox_gate import missing_sandbox
 from tests.fixtures.image import DockerContainer, docker
 from tests.fixtures.processes import wait_until
 
@@ -64,3 +66,37 @@ def test_a_service_answers_livez_on_a_read_only_root(corral_image: str) -> None:
         status, _, body = readyz.partition(" ")
         assert status == "503", readyz
         assert "nats" in json.dumps(body), readyz
+
+
+def test_production_image_has_no_sandbox_and_says_where_it_is(corral_image: str) -> None:
+    done = docker("run", "--rm", corral_image, "python", "-c", "import corral_sandbox")
+    assert done.returncode != 0 and "No module named 'corral_sandbox'" in done.stderr, (
+        done.stdout + done.stderr
+    )
+    done = docker("run", "--rm", corral_image, "test", "-e", "/opt/corral/deploy/crds")
+    assert done.returncode == 1, done.stdout + done.stderr  # the sandbox's CRDs stay out too
+    for command, argv in (
+        ("demo", ["demo", "engine-upgrade", "--kubeconfig", "/var/lib/corral/kubeconfig"]),
+        ("sandbox up", ["sandbox", "up", "--demo"]),
+        ("sandbox fault", ["sandbox", "fault", "show"]),
+        ("run", ["run"]),
+    ):
+        done = docker("run", "--rm", corral_image, "corral", *argv)
+        assert done.returncode == 2, (argv, done.stdout, done.stderr)
+        assert done.stderr.splitlines() == [missing_sandbox(command)], (argv, done.stderr)
+
+
+def test_sandbox_image_has_the_sandbox_and_its_crds(corral_sandbox_image: str) -> None:
+    find = (
+        "import corral_sandbox.cluster\n"
+        "from corral_sandbox.emulator.crds import default_crd_dir, read_crds\n"
+        "print(default_crd_dir(), len(list(read_crds(default_crd_dir()))))\n"
+    )
+    done = docker("run", "--rm", corral_sandbox_image, "python", "-c", find)
+    assert done.returncode == 0, done.stdout + done.stderr
+    where, count = done.stdout.split()
+    assert where == "/opt/corral/deploy/crds" and int(count) > 0, done.stdout
+    done = docker("run", "--rm", corral_sandbox_image, "corral", "sandbox", "up", "--help")
+    assert done.returncode == 0 and "--advertise-url" in done.stdout, done.stdout + done.stderr
+    done = docker("run", "--rm", corral_sandbox_image, "id", "-u")
+    assert done.stdout.strip() == "65532"

@@ -1,5 +1,6 @@
 """docker-compose.yml is valid Compose (the compose-spec schema, and Compose v2 itself), runs every
-corral service from the one image as the chart does, and keeps the sandbox an opt-in profile."""
+corral service from production's image as the chart does, and keeps the sandbox an opt-in profile
+on the sandbox image."""
 
 from __future__ import annotations
 
@@ -101,13 +102,17 @@ def test_no_build_section_and_no_inline_dockerfile() -> None:
     assert not [name for name, svc in compose()["services"].items() if "build" in svc]
 
 
+RUNTIME_IMAGE = "${CORRAL_IMAGE:-corral/corral:local}"
+SANDBOX_IMAGE = "${CORRAL_SANDBOX_IMAGE:-corral/corral-sandbox:local}"
+
+
 def test_runs_every_corral_service_from_the_one_image() -> None:
     services = compose()["services"]
     entry_points = service_entry_points()
     assert set(services) - INFRASTRUCTURE == set(entry_points)
     for name, package in entry_points.items():
         service = services[name]
-        assert service["image"] == "${CORRAL_IMAGE:-corral/corral:local}"
+        assert service["image"] == RUNTIME_IMAGE
         assert service["command"] == ["python", "-m", package]
         assert service["user"] == "65532:65532" and service["read_only"] is True
         volumes = service.get("volumes", [])
@@ -127,6 +132,20 @@ def test_the_sandbox_and_the_cluster_kubeconfig_are_opt_in_profiles() -> None:
     assert "--advertise-url=http://sandbox:6443" in services["sandbox"]["command"]
     ready = {arg.split("//")[1].split(":")[0] for arg in services["demo"]["command"] if "--ready-url" in arg}
     assert ready == set(service_entry_points())
+
+
+def test_only_the_sandbox_profile_runs_the_sandbox_image() -> None:
+    """Production's image has no sandbox (deploy/image/Dockerfile): what needs it, the sandbox
+    cluster and the demo, runs from the sandbox image, and nothing else does."""
+    services = compose()["services"]
+    images = {name: service["image"] for name, service in services.items() if name != "nats"}
+    assert {name for name, image in images.items() if image == SANDBOX_IMAGE} == {"sandbox", "demo"}
+    assert {name for name, image in images.items() if image == RUNTIME_IMAGE} == set(images) - {
+        "sandbox",
+        "demo",
+    }
+    for name in ("sandbox", "demo"):
+        assert services[name]["profiles"] == ["sandbox"], name
 
 
 def _secret_target(service: dict[str, Any]) -> str:

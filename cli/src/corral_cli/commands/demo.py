@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from corral_cli.nats_access import add_nats_options
+from corral_cli.sandbox_gate import refuse_without_sandbox
 
 
 def register(subparsers: Any) -> None:
@@ -36,6 +37,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # It needs no sandbox code, but it makes a Longhorn upgrade happen wherever it points: it goes
+    # with the sandbox, and production's image has neither.
+    refused = refuse_without_sandbox("demo")
+    if refused is not None:
+        return refused
     from corral_bus.auth import CredentialsError
     from corral_cli.demo.show import DEMO_IMAGE, Demo, DemoSettings
     from corral_cli.nats_access import AccessError, NatsAccess, auth_of

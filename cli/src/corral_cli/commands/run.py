@@ -46,6 +46,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from corral_bus.permissions import READER, ServerOptions
 from corral_cli.run_nats import RunNatsAuth
+from corral_cli.sandbox_gate import missing_sandbox, sandbox_installed
 
 if TYPE_CHECKING:
     from corral_cli.demo.show import Demo
@@ -221,9 +222,7 @@ def nats_component(run_dir: Path, port: int, monitor_port: int, auth: RunNatsAut
 
 def sandbox_available() -> bool:
     """Whether this checkout has the sandbox cluster and its `corral sandbox up` command."""
-    return importlib.util.find_spec("corral_sandbox") is not None and (
-        importlib.util.find_spec("corral_cli.commands.sandbox") is not None
-    )
+    return sandbox_installed() and importlib.util.find_spec("corral_cli.commands.sandbox") is not None
 
 
 def sandbox_kubeconfig(plan: RunPlan) -> Path:
@@ -415,6 +414,9 @@ def stop_on_signals(stop: threading.Event) -> Iterator[None]:
 
 def run(args: argparse.Namespace) -> int:
     out = sys.stdout
+    if not args.no_sandbox and not sandbox_available():
+        print(missing_sandbox("run"), file=sys.stderr)  # `--no-sandbox` runs NATS and the services alone
+        return 2
     repo = repo_root()
     run_dir = Path(args.run_dir).resolve() if args.run_dir else repo / "run"
     for port in (args.nats_port, args.nats_monitor_port):
@@ -433,7 +435,7 @@ def run(args: argparse.Namespace) -> int:
     plan.log_dir.mkdir(parents=True, exist_ok=True)
     if not args.open_nats:
         plan.nats_auth = RunNatsAuth(run_dir)
-    with_sandbox = not args.no_sandbox and sandbox_available()
+    with_sandbox = not args.no_sandbox
     if with_sandbox and not args.keep_bus:
         # The sandbox is a new cluster every run: yesterday's LH_OBJECTS would describe objects that
         # never existed in it, and the services would bootstrap from them.

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from corral_cli import sandbox_fault
+from corral_cli.sandbox_gate import refuse_without_sandbox
 
 DEFAULT_KUBECONFIG = Path("run/sandbox/kubeconfig")
 
@@ -68,6 +69,9 @@ def register(subparsers: Any) -> None:
 
 
 def run_up(args: argparse.Namespace) -> int:
+    refused = refuse_without_sandbox("sandbox up")
+    if refused is not None:
+        return refused
     try:
         return _run_up(args)
     except KeyboardInterrupt:
