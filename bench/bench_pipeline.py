@@ -122,7 +122,7 @@ class Service:
         try:
             async with session.get(f"http://127.0.0.1:{self.port}/metrics") as response:
                 text = await response.text()
-        except aiohttp.ClientError:
+        except (aiohttp.ClientError, TimeoutError):  # busy (its start-up), or not listening yet
             return 0.0
         for line in text.splitlines():
             if line.startswith("corral_") and "_decision_seconds_count" in line:
@@ -133,7 +133,7 @@ class Service:
         try:
             async with session.get(f"http://127.0.0.1:{self.port}/readyz") as response:
                 return response.status == 200
-        except aiohttp.ClientError:
+        except (aiohttp.ClientError, TimeoutError):  # a service busy starting may answer late
             return False
 
 
