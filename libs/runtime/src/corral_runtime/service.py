@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 import msgspec
+import uvloop
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Tracer
 from prometheus_client import CollectorRegistry
@@ -136,16 +137,20 @@ def run_service(
         print(f"corral-{name}: invalid configuration: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
     try:
-        return asyncio.run(
-            serve(
-                config,
-                main,
-                leader_election=leader_election,
-                ready_when=ready_when,
-                startup=startup,
-                environ=environ,
+        # uvloop: its C transports cost less CPU per message and per request than asyncio's own
+        # loop (a tenth less per event in bench_watcher, and a decision service's loop wakes for
+        # every batch it pulls), which is the budget of every corral service.
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(
+                serve(
+                    config,
+                    main,
+                    leader_election=leader_election,
+                    ready_when=ready_when,
+                    startup=startup,
+                    environ=environ,
+                )
             )
-        )
     except asyncio.CancelledError:  # a second stop signal landed while closing down
         return EXIT_FORCED
 

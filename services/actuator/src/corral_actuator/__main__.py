@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
-
-import uvloop
 
 from corral_actuator.config import ActuatorConfig
 from corral_actuator.gate import actuator_gate
@@ -27,9 +24,6 @@ def main(argv: list[str] | None = None) -> int:
     environ = dict(os.environ)
     if args.dry_run:
         environ["CORRAL_DRY_RUN"] = "true"
-    # uvloop's event loop costs less CPU per request than asyncio's, and the actuator's throughput is
-    # CPU per request: every command is an HTTP round trip plus a few NATS messages.
-    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     return run_service(
         "actuator",
         ActuatorConfig,

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
-
-import uvloop
 
 from corral_runtime import run_service
 from corral_upgradepath.hooks import live_gate
@@ -14,8 +11,6 @@ from corral_watcher.runner import main
 
 
 def run() -> int:
-    # Measured with bench/bench_watcher.py: about a tenth less CPU per event than asyncio's own loop.
-    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     return run_service(
         "watcher",
         WatcherConfig,
