@@ -106,6 +106,9 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         self._in_flight = self._stuck.in_flight  # read on every volume event
         # The wave's failures and its pause (wave_guard.py).
         self._guard = WaveGuard(SERVICE, self.config.wave_guard)
+        # The kit's key for the pause's mark on the default EngineImage (`_mark_wave`): a record of
+        # no volume, which only carries that command's expectation and hold.
+        self._wave_key = VolumeRecord(namespace="", name="")
         # The stuck volumes' way out (rollback.py): the rollbacks sent, their Events.
         self._rollbacks = Rollbacks(SERVICE, self.config.rollback)
 
@@ -230,8 +233,10 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
 
     def look_again(self, key: VolumeRecord) -> None:
         """Its command was refused or expired, its backoff ended, or its upgrade's stuck bound
-        came (stuck.py): judge it again."""
-        if key.alive:
+        came (stuck.py): judge it again. The wave's key: its pause's mark is due again."""
+        if key is self._wave_key:
+            self._mark_wave(self._clock())
+        elif key.alive:
             now = self._now = self._clock()
             if self._stuck.in_flight:
                 evidence = self._stuck.check(key, now, self._announce)
@@ -361,12 +366,17 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
     # --- the kit's keys: a volume's record is its key and its track ----------------------------------
 
     def key_for(self, target: Target) -> VolumeRecord | None:
-        return self.view.volume(target.namespace, target.name) if target.kind == "Volume" else None
+        if target.kind == "Volume":
+            return self.view.volume(target.namespace, target.name)
+        return self._wave_key if target.kind == "EngineImage" else None  # the pause's mark
 
     def track_at(self, key: VolumeRecord, create: bool = False) -> VolumeRecord | None:
         return key if key.alive else None
 
     def version_at(self, key: VolumeRecord) -> int | None:
+        if key is self._wave_key:
+            ei = self.view.default_ei
+            return ei.rv if ei is not None else 0
         return key.rv if key.alive else None
 
     def tracks(self) -> Iterator[VolumeRecord]:
@@ -526,7 +536,22 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
 
     def _guard_failure(self, volume: VolumeRecord, how: str) -> None:
         """A volume of the wave went wrong (degraded, faulted, stuck): the guard may pause it."""
-        self._guard.failure(volume, how, self.view.default_ei, self._now)
+        if self._guard.failure(volume, how, self.view.default_ei, self._now):
+            self._mark_wave(self._now)
+
+    def _mark_wave(self, now: float) -> None:
+        """Write the pause on the default EngineImage until the view shows it (wave_guard.py): one
+        mark out at a time, as a kit expectation, so a refused one is sent again after its backoff
+        (or fresher state) and a lost one at its TTL; settled once shown, resumed or a new wave."""
+        key, ei = self._wave_key, self.view.default_ei
+        if self._guard.shown(ei):
+            self.expected.settle(key)
+            return
+        if ei is None or key.expectation is not None or self.expected.held(key, ei.rv, now):
+            return
+        mark = self._guard.mark(ei, now)
+        self.expected.issue(key, key, mark, ei.rv, now)
+        self._guard.outbox.append(mark)
 
     def _sync_wave(self) -> None:
         """After a rules change: a new default image starts a new wave (with the upgrades already in
@@ -538,6 +563,8 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
                 guard.joined(volume)
         if guard.resumed(self.view.default_ei):
             self._dirty.update(self._owners.names())
+        if guard.pending or self._wave_key.expectation is not None:
+            self._mark_wave(self._now)
 
     def _forget(self, volume: VolumeRecord) -> None:
         self._stuck.ended(volume)
