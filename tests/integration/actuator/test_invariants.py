@@ -391,3 +391,22 @@ async def test_a_forged_rollback_to_an_image_the_volume_does_not_run_is_refused(
     assert not [r for r in emulator.write_log.records(name="stuck-1") if r.verb == "patch"]
     volume_now = emulator.get("longhorn.io", "volumes", NS, "stuck-1")
     assert volume_now is not None and volume_now["spec"]["image"] == DEFAULT_IMAGE
+
+
+async def test_upgrading_a_volume_once_rolled_back_removes_its_mark(
+    emulator: Emulator, make_actuator: MakeActuator
+) -> None:
+    """The hold a rollback set ends with the next upgrade, in the same patch (removeOnly)."""
+    seed_cluster(emulator, volumes=0)
+    marked = volume("vol-0")
+    marked["metadata"]["annotations"] = {"engine-upgrade.corral.io/rolled-back": "engine:bad", "keep": "me"}
+    emulator.load("longhorn.io", "volumes", [marked])
+    command = upgrade("vol-0")
+    command = msgspec.structs.replace(
+        command, changes=(*command.changes, FieldValue(path=ROLLED_BACK, value=None))
+    )
+    result = await make_actuator().execute(command)
+    assert result.outcome is Outcome.APPLIED, result.detail
+    written = emulator.get("longhorn.io", "volumes", NS, "vol-0")
+    assert written is not None and written["spec"]["image"] == DEFAULT_IMAGE
+    assert written["metadata"]["annotations"] == {"keep": "me"}

@@ -651,3 +651,13 @@ def test_engine_upgrade_may_roll_a_volume_back_only_to_the_image_its_command_tes
     ):
         forged = cmd("engine-upgrade", Verb.PATCH, "Volume", changes, preconditions=tests)
         assert not policy.check(forged, DEFAULT_IMAGE).allowed, (changes, tests)
+
+
+def test_engine_upgrade_may_end_a_rollbacks_hold_only_by_removing_its_mark(policy: Policy) -> None:
+    """The upgrade of a volume once rolled back removes its `rolled-back` annotation, nothing else."""
+    upgrade = {"/spec/image": NEW_IMAGE}
+    ends = cmd("engine-upgrade", Verb.PATCH, "Volume", {**upgrade, ROLLED_BACK: None}, preconditions=EU_TESTS)
+    assert policy.check(ends, DEFAULT_IMAGE).allowed
+    sets = cmd("engine-upgrade", Verb.PATCH, "Volume", {**upgrade, ROLLED_BACK: "x"}, preconditions=EU_TESTS)
+    verdict = policy.check(sets, DEFAULT_IMAGE)
+    assert not verdict.allowed and "may only be removed" in verdict.reason

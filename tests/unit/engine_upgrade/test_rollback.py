@@ -128,7 +128,8 @@ def test_a_rolled_back_volume_is_held_off_the_image_until_the_default_changes() 
 
     feed.put(engine_image(NEWER), setting(DEFAULT_IMAGE_SETTING, NEWER))  # a new wave: it goes
     (upgrade,) = volume_commands(decider.decide())
-    assert upgrade.target.name == "v1" and upgrade.changes[0].value == NEWER
+    assert upgrade.target.name == "v1"  # and the hold ends with it: the mark goes in the same patch
+    assert [(c.path, c.value) for c in upgrade.changes] == [("/spec/image", NEWER), (ROLLED_BACK_PATH, None)]
 
 
 def test_auto_rolls_back_as_soon_as_the_volume_is_named_stuck() -> None:

@@ -64,6 +64,9 @@ class FieldRule(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbi
     # rule requires a precondition on, so the write holds only while the object holds that value):
     # engine-upgrade's rollback sets spec.image only to the status.currentImage it tests.
     value_from_precondition: str | None = None
+    # The change may only remove the field (a null value): engine-upgrade's upgrade of a volume it
+    # once rolled back ends the hold the rollback set (its `rolled-back` annotation).
+    remove_only: bool = False
 
 
 class RequiredPrecondition(
@@ -465,6 +468,8 @@ def _check_change(
                     f"{change.path} may only be set to the {field.value_from_setting} "
                     f"setting's value {wanted!r}, not {change.value!r}"
                 )
+        if field.remove_only and change.value is not None:
+            return _deny(f"{change.path} may only be removed, not set to {change.value!r}")
         if field.value_from_precondition:
             return _check_from_precondition(change, field.value_from_precondition, preconditions)
         return None

@@ -42,7 +42,7 @@ from corral_engine_upgrade.eligibility import step_gate, volume_reason
 from corral_engine_upgrade.pick_order import rank
 from corral_engine_upgrade.reasons import Reason
 from corral_engine_upgrade.records import MARKED, ROLLED_BACK, VolumeRecord
-from corral_engine_upgrade.rollback import RollbackMode, Rollbacks, rollback_command
+from corral_engine_upgrade.rollback import ROLLED_BACK_PATH, RollbackMode, Rollbacks, rollback_command
 from corral_engine_upgrade.slots import Owners
 from corral_engine_upgrade.stuck import StuckBounds, StuckWatch
 from corral_engine_upgrade.view import NO_IMPACT, UNREADABLE, ClusterView, Impact
@@ -582,6 +582,8 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         target = Target(kind="Volume", namespace=volume.namespace, name=volume.name)
         fields = self._fields
         changes = fields.changes(default_image)
+        if volume.marks is not None and volume.marks.rolled_back:  # its hold ends (rollback.py)
+            changes = (*changes, FieldValue(path=ROLLED_BACK_PATH, value=None))
         tests = fields.tests(volume)
         live = volume.state == "attached"
         id_ = command_id(SERVICE, _PATCH, target, changes, tests)

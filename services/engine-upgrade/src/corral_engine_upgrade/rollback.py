@@ -26,8 +26,9 @@ volume's images, state, owner node, robustness when attached, generation, and it
 in the same patch, `engine-upgrade.corral.io/rolled-back: <the image it left>`: the volume is held
 off that image (reason `rolled-back`) while it is the default, instead of being picked again into
 the same stall as Longhorn would; a new default image, or the operator removing the annotation,
-lets it go. The actuator holds on facts that the image it writes is the one the volume runs.
-Once the view shows the rollback, a Warning Event on the Volume says from what, to what and why.
+lets it go, and the upgrade that then comes removes the annotation in its own patch. The actuator
+holds on facts that the image it writes is the one the volume runs. Once the view shows the
+rollback, a Warning Event on the Volume says from what, to what and why.
 """
 
 from __future__ import annotations
