@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+import pytest
 
 from corral_engine_upgrade.core import DeciderConfig, EngineUpgradeDecider
 from corral_engine_upgrade.reasons import Reason
@@ -18,10 +19,12 @@ from corral_engine_upgrade.rollback import (
     ROLLED_BACK_PATH,
     RollbackMode,
 )
+from corral_engine_upgrade.service import EngineUpgradeConfig
 from corral_engine_upgrade.stuck import STUCK_EVENT, StuckBounds
 from corral_engine_upgrade.view import DEFAULT_IMAGE_SETTING
 from corral_model import longhorn as lh
 from corral_model.envelopes import Command, Outcome
+from corral_runtime.config import ConfigError, load_config
 from tests.unit.engine_upgrade.cluster import (
     NEW,
     NEWER,
@@ -181,3 +184,11 @@ def test_a_refused_rollback_is_held_then_sent_again_after_the_backoff() -> None:
     clock.advance(decider.config.timing.retry_backoff)
     (again,) = volume_commands(decider.decide())
     assert again.changes == rollback.changes
+
+
+def test_the_mode_is_a_service_setting_approved_by_default() -> None:
+    assert load_config(EngineUpgradeConfig, environ={}).decider_config().rollback is RollbackMode.APPROVED
+    auto = load_config(EngineUpgradeConfig, environ={"CORRAL_STUCK_ROLLBACK": "auto"})
+    assert auto.decider_config().rollback is RollbackMode.AUTO
+    with pytest.raises(ConfigError, match="CORRAL_STUCK_ROLLBACK"):
+        load_config(EngineUpgradeConfig, environ={"CORRAL_STUCK_ROLLBACK": "sometimes"})
