@@ -143,11 +143,17 @@ LONGHORN_LOOP = LonghornLoop(
 
 def upgrade_mode(command: Command) -> str:
     """The `mode` label of `corral_engine_upgrade_commands_total`: an upgrade is `live` or `offline`;
-    the Events it also publishes (started, blocked…) are `event`, so counting upgrades means
-    `mode!="event"` (the dashboard and the stuck-wave alert do)."""
+    the Events it also publishes (started, blocked…) are `event`, a stuck volume's rollback is
+    `rollback` (rollback.py) and the wave guard's pause mark `pause`, so counting upgrades means
+    `mode=~"live|offline"` (the dashboard and the stuck-wave alert do)."""
     if is_event(command):
         return "event"
-    return "live" if command.reason.startswith("live") else "offline"
+    if command.target.kind == "EngineImage":
+        return "pause"
+    reason = command.reason
+    if reason.startswith("rollback"):
+        return "rollback"
+    return "live" if reason.startswith("live") else "offline"
 
 
 DEFINITION = DecisionService(
