@@ -24,6 +24,7 @@ from corral_sandbox.emulator.errors import too_many_requests
 from tests.integration.actuator.conftest import (
     DEFAULT_IMAGE,
     NS,
+    OLD_IMAGE,
     MakeActuator,
     SecurityEvents,
     seed_cluster,
@@ -320,3 +321,92 @@ async def test_a_delete_sent_again_after_a_transient_answer_is_checked_again(
     assert result.outcome is Outcome.REJECTED_BY_POLICY
     assert "never a busy instance manager: im-1" in result.detail
     assert emulator.get("", "pods", NS, "im-1") is not None
+
+
+ROLLED_BACK = "/metadata/annotations/engine-upgrade.corral.io~1rolled-back"
+
+
+def _stuck(name: str) -> dict[str, Any]:
+    """A volume whose upgrade OLD_IMAGE -> DEFAULT_IMAGE is under way (stuck, say) on node-1."""
+    v = volume(name)
+    v["metadata"]["uid"] = f"uid-{name}"
+    v["spec"]["image"] = DEFAULT_IMAGE
+    return v
+
+
+def rollback(name: str, *, to: str = OLD_IMAGE, runs: str = OLD_IMAGE) -> Command:
+    """engine-upgrade's rollback of `name` (corral_engine_upgrade.rollback): spec.image to `to`,
+    testing that the volume runs `runs`; as its leader makes one (term 1)."""
+    return new_command(
+        term=1,
+        service="engine-upgrade",
+        verb=Verb.PATCH,
+        target=Target(kind="Volume", namespace=NS, name=name),
+        changes=(FieldValue(path="/spec/image", value=to), FieldValue(path=ROLLED_BACK, value=DEFAULT_IMAGE)),
+        preconditions=(
+            FieldValue(path="/spec/image", value=DEFAULT_IMAGE),
+            FieldValue(path="/status/currentImage", value=runs),
+            FieldValue(path="/metadata/uid", value=f"uid-{name}"),
+            FieldValue(path="/status/ownerID", value="node-1"),
+        ),
+        created_at=time.time(),
+    )
+
+
+async def test_a_stuck_volume_is_rolled_back_to_the_image_it_runs_even_with_its_node_full(
+    emulator: Emulator, make_actuator: MakeActuator
+) -> None:
+    """A rollback ends an upgrade: the per-node limit (both volumes of node-1 in flight, limit 1)
+    does not hold it back, and the image it leaves is recorded on the volume."""
+    seed_cluster(emulator, volumes=0)
+    _limit(emulator, "1")
+    emulator.load("longhorn.io", "volumes", [_stuck("stuck-1"), _stuck("stuck-2")])
+    result = await make_actuator().execute(rollback("stuck-1"))
+    assert result.outcome is Outcome.APPLIED, result.detail
+    written = emulator.get("longhorn.io", "volumes", NS, "stuck-1")
+    assert written is not None and written["spec"]["image"] == OLD_IMAGE
+    assert written["metadata"]["annotations"]["engine-upgrade.corral.io/rolled-back"] == DEFAULT_IMAGE
+
+
+async def test_a_forged_rollback_to_an_image_the_volume_does_not_run_is_refused(
+    emulator: Emulator, make_actuator: MakeActuator, security_events: SecurityEvents
+) -> None:
+    """One credential, one job: a command that claims the volume runs an image it does not (its test
+    would fail anyway) is refused on the volume's facts, by name, before anything is written; one
+    that sets an image other than the one it tests is refused by the policy."""
+    seed_cluster(emulator, volumes=0)
+    emulator.load("longhorn.io", "volumes", [_stuck("stuck-1")])
+    emulator.write_log.clear()
+    actuator = make_actuator()
+    evil = "evil/engine:1"
+    lying = await actuator.execute(rollback("stuck-1", to=evil, runs=evil))
+    assert lying.outcome is Outcome.REJECTED_BY_POLICY
+    assert lying.detail == (
+        f"rollback: a volume goes back only to the image it runs (status.currentImage {OLD_IMAGE!r}),"
+        f" not to {evil!r}"
+    )
+    other = await actuator.execute(rollback("stuck-1", to=evil))
+    assert other.outcome is Outcome.REJECTED_BY_POLICY
+    assert len(security_events.events) == 2
+    assert not [r for r in emulator.write_log.records(name="stuck-1") if r.verb == "patch"]
+    volume_now = emulator.get("longhorn.io", "volumes", NS, "stuck-1")
+    assert volume_now is not None and volume_now["spec"]["image"] == DEFAULT_IMAGE
+
+
+async def test_upgrading_a_volume_once_rolled_back_removes_its_mark(
+    emulator: Emulator, make_actuator: MakeActuator
+) -> None:
+    """The hold a rollback set ends with the next upgrade, in the same patch (removeOnly)."""
+    seed_cluster(emulator, volumes=0)
+    marked = volume("vol-0")
+    marked["metadata"]["annotations"] = {"engine-upgrade.corral.io/rolled-back": "engine:bad", "keep": "me"}
+    emulator.load("longhorn.io", "volumes", [marked])
+    command = upgrade("vol-0")
+    command = msgspec.structs.replace(
+        command, changes=(*command.changes, FieldValue(path=ROLLED_BACK, value=None))
+    )
+    result = await make_actuator().execute(command)
+    assert result.outcome is Outcome.APPLIED, result.detail
+    written = emulator.get("longhorn.io", "volumes", NS, "vol-0")
+    assert written is not None and written["spec"]["image"] == DEFAULT_IMAGE
+    assert written["metadata"]["annotations"] == {"keep": "me"}

@@ -466,6 +466,10 @@ HEAD = "schema: corral.actuator-policy/v2\nnamespaces: [ns]\n"
         HEAD + "services: {s: {fenced: maybe}}\n",
         HEAD + "reads: [{kind: secret, verbs: [get]}]\n",
         HEAD + "reads: [{kind: setting, verbs: [delete]}]\n",
+        # A value taken from a precondition the rule does not require (it could be left out).
+        HEAD
+        + "services: {s: {rules: [{kind: volume, verbs: [patch], fields: [{path: /spec/image,"
+        + " valueFromPrecondition: /status/currentImage}]}]}}\n",
     ],
 )
 def test_bad_policy_files_are_refused(text: str) -> None:
@@ -620,3 +624,40 @@ def test_engine_upgrade_may_mark_an_engine_image_paused_and_nothing_more(policy:
         cmd("setting-sync", Verb.PATCH, "EngineImage", {PAUSED: "1: why"}, preconditions=image),
     ):
         assert not policy.check(refused, DEFAULT_IMAGE).allowed, refused
+
+
+ROLLED_BACK = "/metadata/annotations/engine-upgrade.corral.io~1rolled-back"
+NEW_IMAGE = DEFAULT_IMAGE["default-engine-image"]
+# What a stuck volume's rollback tests (corral_engine_upgrade.rollback): upgrading OLD -> NEW.
+STUCK = {**EU_TESTS, "/spec/image": NEW_IMAGE, "/metadata/uid": "uid-1"}
+
+
+def test_engine_upgrade_may_roll_a_volume_back_only_to_the_image_its_command_tests_it_runs(
+    policy: Policy,
+) -> None:
+    """A stuck upgrade's way out: spec.image back to the tested status.currentImage, and the image it
+    leaves recorded; never any other image, without the tests, or another annotation."""
+    rollback = {"/spec/image": OLD_IMAGE, ROLLED_BACK: NEW_IMAGE}
+    verdict = policy.check(cmd("engine-upgrade", Verb.PATCH, "Volume", rollback, preconditions=STUCK))
+    assert verdict.allowed, verdict.reason
+    without_uid = {p: v for p, v in STUCK.items() if p != "/metadata/uid"}
+    for changes, tests in (
+        ({"/spec/image": "evil/engine:1"}, STUCK),  # an image it does not test the volume runs
+        ({"/spec/image": "evil/engine:1"}, {**STUCK, "/status/currentImage": "evil/engine:2"}),
+        ({**rollback, ROLLED_BACK: "something else"}, STUCK),
+        (rollback, {p: v for p, v in STUCK.items() if p != "/status/currentImage"}),
+        (rollback, without_uid),
+        ({**rollback, "/metadata/annotations/other": "x"}, STUCK),
+    ):
+        forged = cmd("engine-upgrade", Verb.PATCH, "Volume", changes, preconditions=tests)
+        assert not policy.check(forged, DEFAULT_IMAGE).allowed, (changes, tests)
+
+
+def test_engine_upgrade_may_end_a_rollbacks_hold_only_by_removing_its_mark(policy: Policy) -> None:
+    """The upgrade of a volume once rolled back removes its `rolled-back` annotation, nothing else."""
+    upgrade = {"/spec/image": NEW_IMAGE}
+    ends = cmd("engine-upgrade", Verb.PATCH, "Volume", {**upgrade, ROLLED_BACK: None}, preconditions=EU_TESTS)
+    assert policy.check(ends, DEFAULT_IMAGE).allowed
+    sets = cmd("engine-upgrade", Verb.PATCH, "Volume", {**upgrade, ROLLED_BACK: "x"}, preconditions=EU_TESTS)
+    verdict = policy.check(sets, DEFAULT_IMAGE)
+    assert not verdict.allowed and "may only be removed" in verdict.reason

@@ -102,8 +102,9 @@ def _dashboard() -> dict[str, Any]:
 
 
 def test_upgrades_are_counted_from_upgrade_commands_only() -> None:
-    """engine-upgrade publishes Events too (started, blocked…): they are mode=event, and what counts
-    upgrades (the dashboard's, the stuck-wave alert) leaves them out."""
+    """engine-upgrade publishes Events too (started, blocked…), rollbacks and the wave's pause mark:
+    they are modes event, rollback and pause, and what counts upgrades (the dashboard's, the
+    stuck-wave alert) counts only live and offline."""
     volume = Target(kind="Volume", namespace="ns", name="v")
     event = event_command(
         service="engine-upgrade",
@@ -114,13 +115,23 @@ def test_upgrades_are_counted_from_upgrade_commands_only() -> None:
         now=0.0,
     )
     upgrade = new_command(service="engine-upgrade", verb=Verb.PATCH, target=volume, reason="live upgrade")
-    assert (upgrade_mode(event), upgrade_mode(upgrade)) == ("event", "live")
+    rollback = new_command(
+        service="engine-upgrade", verb=Verb.PATCH, target=volume, reason="rollback of a stuck engine upgrade"
+    )
+    mark = new_command(
+        service="engine-upgrade",
+        verb=Verb.PATCH,
+        target=Target(kind="EngineImage", namespace="ns", name="ei-1"),
+        reason="pause the engine upgrade wave: 1: why",
+    )
+    modes = [upgrade_mode(c) for c in (event, upgrade, rollback, mark)]
+    assert modes == ["event", "live", "rollback", "pause"]
     rule = of_kind(render(MONITORING), "PrometheusRule")["corral"]
     expressions = [r["expr"] for group in rule["spec"]["groups"] for r in group["rules"]]
     expressions += [t["expr"] for panel in _dashboard()["panels"] for t in panel["targets"]]
     counted = [e for e in expressions if "corral_engine_upgrade_commands_total" in e]
     assert len(counted) == 3, counted  # the alert, "Upgrades started", "Upgrades started per minute"
-    assert all('mode!="event"' in e for e in counted), counted
+    assert all('mode=~"live|offline"' in e for e in counted), counted
 
 
 def test_the_dashboard_shows_every_decision_service_and_its_stance() -> None:

@@ -325,6 +325,9 @@ def test_an_upgrade_past_its_bound_is_shown_stuck_with_the_slot_it_holds() -> No
     now[0] += 30
     (line,) = model.details()
     assert line.startswith("stuck: longhorn-system/a holds a slot on n1: in flight 60s, past the 60s bound")
+    # its way out (rollback.py): the old image is deployed, so Longhorn can roll it back
+    assert "; awaiting rollback approval: Longhorn can roll it back to" in line
+    assert "`corral engine-upgrade rollback a --namespace longhorn-system`" in line
     assert model.stuck_by_node() == {"n1": 1}
     assert figures(row(model, "n1"))[0] == 1  # still in flight: the slot stays counted
     put(model, events, upgraded(volume("a"), done=True))

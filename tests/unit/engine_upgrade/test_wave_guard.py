@@ -12,7 +12,7 @@ from corral_engine_upgrade.records import WAVE_PAUSED, WAVE_RESUMED
 from corral_engine_upgrade.stuck import StuckBounds
 from corral_engine_upgrade.wave_guard import PAUSED_EVENT, PAUSED_PATH, WaveGuardConfig
 from corral_model import longhorn as lh
-from corral_model.envelopes import Command
+from corral_model.envelopes import Command, Outcome
 from tests.unit.engine_upgrade.cluster import (
     NEW,
     NODES,
@@ -20,6 +20,7 @@ from tests.unit.engine_upgrade.cluster import (
     Feed,
     engine_image,
     ready_cluster,
+    result,
     upgraded,
     volume,
 )
@@ -177,3 +178,38 @@ def test_a_pause_nobody_resumed_holds_after_a_restart() -> None:
     assert decider.wave_paused() == "123: a bad image"
     feed.put(annotated(engine_image(NEW), **{WAVE_PAUSED: "123: a bad image", WAVE_RESUMED: "123"}))
     assert upgrades(decider.decide()) == ["v1"]
+
+
+def paused_by_two_faults(clock: Clock) -> tuple[EngineUpgradeDecider, Feed, Command]:
+    """vn1-0 and vn2-0 upgraded and faulted: the wave pauses; its mark, as first sent."""
+    decider, feed = ready_cluster(clock, limit="1", config=CONFIG)
+    for vol in start(decider, feed, 2)[0:4:2]:
+        done = upgraded(vol, done=True)
+        status = msgspec.structs.replace(done.status, robustness="faulted")
+        feed.put(msgspec.structs.replace(done, status=status))
+    (mark,) = marks(decider.decide())
+    return decider, feed, mark
+
+
+def test_a_refused_pause_mark_is_sent_again_after_the_backoff() -> None:
+    clock = Clock()
+    decider, _, mark = paused_by_two_faults(clock)
+    decider.record_result(result(mark, Outcome.ERROR))
+    assert marks(decider.decide()) == []  # held back
+    clock.advance(decider.config.timing.retry_backoff)
+    (again,) = marks(decider.decide())
+    assert again.changes == mark.changes and decider.wave_paused() == mark.changes[0].value
+    assert wave_events(decider.decide()) == []  # the Event was said once
+
+
+def test_a_lost_pause_mark_is_sent_again_at_its_ttl_and_a_shown_one_never() -> None:
+    clock = Clock()
+    decider, feed, mark = paused_by_two_faults(clock)
+    clock.advance(decider.config.timing.command_ttl - 1)
+    assert marks(decider.decide()) == []
+    clock.advance(1)  # no result, the view does not show it: presumed lost
+    (again,) = marks(decider.decide())
+    feed.put(annotated(engine_image(NEW), **{WAVE_PAUSED: str(mark.changes[0].value)}))
+    clock.advance(decider.config.timing.applied_ttl)
+    assert marks(decider.decide()) == []  # shown: settled, never sent again
+    assert again.changes == mark.changes

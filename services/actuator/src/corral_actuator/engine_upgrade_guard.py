@@ -14,6 +14,12 @@ Longhorn's engine-image controller would (spec/longhorn-behaviour.md §1.3):
 * its owner node stays within the limit: the upgrades in flight there (spec.image ≠
   status.currentImage, grouped by status.ownerID), other than this one, are fewer than the limit.
 
+A rollback (spec.image set to the status.currentImage the command tests: a stuck upgrade's way out,
+corral_engine_upgrade.rollback) is judged as Longhorn's engineUpgrade API judges one (§1.5 rule 4):
+the volume is a v1 volume and runs, on the facts read, exactly the image the rollback writes. A
+forged rollback to an image the volume does not run is refused by name, whatever it tests; the per-
+node limit and eligibility do not apply (a rollback ends an upgrade, it starts none).
+
 The facts come from the actuator's own informer of the volumes (volume_facts.py). A count at the
 limit is never trusted blindly: the volumes it names are read again, one by one, so a volume that
 finished a moment ago never costs a decider its retry backoff. Judging and writing hold the owner
@@ -38,6 +44,7 @@ from corral_model.kinds import KINDS
 SERVICE = "engine-upgrade"
 LIMIT_SETTING = "concurrent-automatic-engine-upgrade-per-node-limit"
 IMAGE_PATH = "/spec/image"
+CURRENT_IMAGE_PATH = "/status/currentImage"
 _VOLUME = KINDS["volume"]
 
 
@@ -62,6 +69,27 @@ def ineligible(volume: lh.Volume) -> str | None:
         return "the volume is migrating"
     if spec.data_locality == "strict-local":
         return "a strict-local volume cannot be upgraded live"
+    return None
+
+
+def rollback_target(command: Command) -> str | None:
+    """The image a rollback writes: the command sets spec.image to the status.currentImage it tests
+    (None: not a rollback)."""
+    image = next((c.value for c in command.changes if c.path == IMAGE_PATH), None)
+    tested = [p.value for p in command.preconditions if p.path == CURRENT_IMAGE_PATH]
+    return image if isinstance(image, str) and image in tested else None
+
+
+def rollback_refusal(volume: lh.Volume, image: str) -> str | None:
+    """Why rolling `volume` back to `image` is not what Longhorn would allow (None: it is)."""
+    if volume.spec.data_engine == "v2":
+        return "rollback: a v2 volume is upgraded by v2-upgrade, never rolled back by engine-upgrade"
+    current = volume.status.current_image
+    if current != image:
+        return (
+            f"rollback: a volume goes back only to the image it runs (status.currentImage"
+            f" {current or '(none)'!r}), not to {image!r}"
+        )
     return None
 
 
@@ -122,6 +150,9 @@ class EngineUpgradeGuard:
 
     async def judge(self, command: Command, volume: lh.Volume) -> str | None:
         """The invariant this upgrade would break, named, or None. Call under `lock(command)`."""
+        rollback = rollback_target(command)
+        if rollback is not None:
+            return rollback_refusal(volume, rollback)
         namespace, name = command.target.namespace, command.target.name
         longhorn = _limit(await self._settings.value(namespace, LIMIT_SETTING, not_before=command.created_at))
         limit = longhorn if longhorn > 0 else self._own_limit

@@ -6,6 +6,10 @@ resourceVersion the copy was judged at, so a copy that was stale is refused by t
 (422) rather than written. When that copy is unknown, refused by the rules (it may be stale), or
 refused by the server, the upgrade is judged and written on a fresh read (patch.py). A write that
 lands is counted in flight on its node at once, before the lock is let go.
+
+A rollback (engine_upgrade_guard.rollback_target: rare, a stuck upgrade's way out) is judged on a
+fresh read before anything else, so a forged one is refused by the invariant it breaks (and
+security-logged) rather than reported as a precondition that failed.
 """
 
 from __future__ import annotations
@@ -13,8 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from corral_actuator.api import Answered
-from corral_actuator.engine_upgrade_guard import EngineUpgradeGuard
-from corral_actuator.finished import Finished, ended_by
+from corral_actuator.engine_upgrade_guard import EngineUpgradeGuard, rollback_target
+from corral_actuator.finished import Finished, ended_by, refused
 from corral_actuator.patch import patch_from_snapshot, why_refused
 from corral_actuator.write import Write
 from corral_kube.patching import json_patch, needs_snapshot
@@ -30,6 +34,8 @@ async def upgrade_engine(write: Write, guard: EngineUpgradeGuard) -> Finished:
 
 
 async def _upgrade(write: Write, guard: EngineUpgradeGuard) -> Finished:
+    if rollback_target(write.command) is not None:
+        return await _roll_back(write, guard)
     fresh: dict[str, Any] | None = None  # None: judged on a read
     answered = await _patch_on_cache(write, guard)
     if answered is not None:
@@ -44,6 +50,17 @@ async def _upgrade(write: Write, guard: EngineUpgradeGuard) -> Finished:
             fresh = read
         # A 422: the copy was stale (or a precondition broke), judged on a read.
     return await patch_from_snapshot(write, fresh, judge=guard.judge_document)
+
+
+async def _roll_back(write: Write, guard: EngineUpgradeGuard) -> Finished:
+    """A rollback, judged on the volume as read, then written testing that read's resourceVersion."""
+    read = await write.read()
+    if isinstance(read, Finished):
+        return read
+    refusal = await guard.judge_document(write.command, read)
+    if refusal is not None:
+        return refused(refusal, read)
+    return await patch_from_snapshot(write, read, judge=guard.judge_document)
 
 
 async def _patch_on_cache(write: Write, guard: EngineUpgradeGuard) -> Answered | None:

@@ -60,6 +60,13 @@ class FieldRule(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbi
     value_from_setting: str | None = None
     # The new value must be a non-negative integer (a probe's seconds or threshold).
     integer: bool = False
+    # The new value must be the one the command's own precondition on this path tests (a path the
+    # rule requires a precondition on, so the write holds only while the object holds that value):
+    # engine-upgrade's rollback sets spec.image only to the status.currentImage it tests.
+    value_from_precondition: str | None = None
+    # The change may only remove the field (a null value): engine-upgrade's upgrade of a volume it
+    # once rolled back ends the hold the rollback set (its `rolled-back` annotation).
+    remove_only: bool = False
 
 
 class RequiredPrecondition(
@@ -184,6 +191,11 @@ class Policy:
                 tokens(path)
         except PointerError as e:
             raise PolicyError(f"{where}: {e}") from e
+        required_paths = {tokens(r.path) for r in rule.preconditions if r.if_omitted is msgspec.UNSET}
+        for _, field in compiled.fields:
+            source = field.value_from_precondition
+            if source is not None and _safe_tokens(source) not in required_paths:
+                raise PolicyError(f"{where}: {field.path}: valueFromPrecondition {source} is not required")
         for required in rule.preconditions:
             if required.value is not msgspec.UNSET and required.if_omitted is not msgspec.UNSET:
                 raise PolicyError(f"{where}: {required.path}: a required value cannot also be omitted")
@@ -352,7 +364,7 @@ def _check_rule(command: Command, compiled: _CompiledRule, settings: Mapping[str
         if not command.changes:
             return _deny(f"a {verb} must change at least one field")
         for change in command.changes:
-            verdict = _check_change(change, verb, info, compiled, settings)
+            verdict = _check_change(change, verb, info, compiled, settings, command.preconditions)
             if verdict is not None:
                 return verdict
     elif verb is Verb.DELETE:
@@ -430,6 +442,7 @@ def _check_change(
     info: KindInfo,
     compiled: _CompiledRule,
     settings: Mapping[str, str | None],
+    preconditions: tuple[FieldValue, ...] = (),
 ) -> Verdict | None:
     try:
         parts = tokens(change.path)
@@ -455,8 +468,36 @@ def _check_change(
                     f"{change.path} may only be set to the {field.value_from_setting} "
                     f"setting's value {wanted!r}, not {change.value!r}"
                 )
+        if field.remove_only and change.value is not None:
+            return _deny(f"{change.path} may only be removed, not set to {change.value!r}")
+        if field.value_from_precondition:
+            return _check_from_precondition(change, field.value_from_precondition, preconditions)
         return None
     return _deny(f"{info.kind} field {change.path} is not writable by this service")
+
+
+def _check_from_precondition(
+    change: FieldValue, source: str, preconditions: tuple[FieldValue, ...]
+) -> Verdict | None:
+    """`change` sets the value the command tests on `source` (and the write holds only while the
+    object holds it there)."""
+    parts = tokens(source)
+    tested = [p.value for p in preconditions if _safe_tokens(p.path) == parts]
+    if not tested:
+        return _deny(f"{change.path} is set from the precondition on {source}, which the command lacks")
+    if not all(json_equal(value, change.value) for value in tested):
+        return _deny(
+            f"{change.path} may only be set to the value the command tests on {source}"
+            f" ({tested[0]!r}), not {change.value!r}"
+        )
+    return None
+
+
+def _safe_tokens(path: str) -> tuple[str, ...] | None:
+    try:
+        return tokens(path)
+    except PointerError:
+        return None
 
 
 def _check_body(command: Command, info: KindInfo) -> Verdict | None:

@@ -41,7 +41,8 @@ from corral_engine_upgrade.announce import BLOCKING, Announcer
 from corral_engine_upgrade.eligibility import step_gate, volume_reason
 from corral_engine_upgrade.pick_order import rank
 from corral_engine_upgrade.reasons import Reason
-from corral_engine_upgrade.records import VolumeRecord
+from corral_engine_upgrade.records import MARKED, ROLLED_BACK, VolumeRecord
+from corral_engine_upgrade.rollback import ROLLED_BACK_PATH, RollbackMode, Rollbacks, rollback_command
 from corral_engine_upgrade.slots import Owners
 from corral_engine_upgrade.stuck import StuckBounds, StuckWatch
 from corral_engine_upgrade.view import NO_IMPACT, UNREADABLE, ClusterView, Impact
@@ -72,6 +73,8 @@ class DeciderConfig(msgspec.Struct, frozen=True, kw_only=True):
     stuck: StuckBounds = StuckBounds()
     # When a wave failing on too many volumes pauses (wave_guard.py).
     wave_guard: WaveGuardConfig = WaveGuardConfig()
+    # When a stuck volume with a way out is rolled back (rollback.py).
+    rollback: RollbackMode = RollbackMode.APPROVED
 
 
 class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
@@ -99,10 +102,15 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         self._announce = self.config.announce
         self._enabled = False  # the limit is above 0 (as of the last limit change)
         # The upgrades in flight, timed; those past their bound named stuck (stuck.py).
-        self._stuck = StuckWatch(SERVICE, self.config.stuck)
+        self._stuck = StuckWatch(SERVICE, self.config.stuck, hint=self._rollback_hint)
         self._in_flight = self._stuck.in_flight  # read on every volume event
         # The wave's failures and its pause (wave_guard.py).
         self._guard = WaveGuard(SERVICE, self.config.wave_guard)
+        # The kit's key for the pause's mark on the default EngineImage (`_mark_wave`): a record of
+        # no volume, which only carries that command's expectation and hold.
+        self._wave_key = VolumeRecord(namespace="", name="")
+        # The stuck volumes' way out (rollback.py): the rollbacks sent, their Events.
+        self._rollbacks = Rollbacks(SERVICE, self.config.rollback)
 
     # --- input ------------------------------------------------------------------------------------
 
@@ -118,6 +126,8 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
             if change.spec_image != change.current_image:
                 if change not in in_flight:
                     self._time_flight(change, now)
+                elif change.flags & MARKED:  # the operator's rollback approval may have come
+                    self._consider_rollback(change, now)
             elif in_flight and change in in_flight:
                 self._time_flight(change, now)
             if change.robustness != "healthy" and change.robustness in FAILING and self._guard.members:
@@ -136,20 +146,13 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         for volume in impact.volumes:
             self._time_flight(volume, now)
         if not self._bootstrapped:
-            # Until every kind is listed the rules would judge a partial view: only count what is
-            # in flight, and start deciding once the view is complete.
-            for volume in impact.volumes:
-                self._owners.place(volume, volume.owner if volume.holds_slot else None, None)
-                self._owners.track(volume)
-            if self.view.complete:
-                self._bootstrapped = True
-                self._enabled = self.view.limit > 0
-                self._new_epoch()
-                self._sync_wave()
+            self._before_bootstrap(impact)
             return
         if impact.everything:
             self._new_epoch()
             self._sync_wave()
+            for volume, _ in list(self._stuck.stuck_volumes()):  # an old image deployed again
+                self._consider_rollback(volume, now)
         epoch = self._owners.epoch
         for volume in impact.volumes:
             self._observe(volume)
@@ -166,6 +169,18 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
                 # them again (lazily, as after a new default image) so that they are.
                 self._new_epoch()
             self._enabled = enabled
+
+    def _before_bootstrap(self, impact: Impact) -> None:
+        """Until every kind is listed the rules would judge a partial view: only count what is in
+        flight, and start deciding once the view is complete."""
+        for volume in impact.volumes:
+            self._owners.place(volume, volume.owner if volume.holds_slot else None, None)
+            self._owners.track(volume)
+        if self.view.complete:
+            self._bootstrapped = True
+            self._enabled = self.view.limit > 0
+            self._new_epoch()
+            self._sync_wave()
 
     def apply_all(self, events: Iterable[ObjectEvent[Any]]) -> None:
         for event in events:
@@ -212,17 +227,22 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
             commands.extend(self._stuck.take())
         if self._guard.outbox:
             commands.extend(self._guard.take())
+        if self._rollbacks.outbox:
+            commands.extend(self._rollbacks.take())
         return commands
 
     def look_again(self, key: VolumeRecord) -> None:
         """Its command was refused or expired, its backoff ended, or its upgrade's stuck bound
-        came (stuck.py): judge it again."""
-        if key.alive:
+        came (stuck.py): judge it again. The wave's key: its pause's mark is due again."""
+        if key is self._wave_key:
+            self._mark_wave(self._clock())
+        elif key.alive:
             now = self._now = self._clock()
             if self._stuck.in_flight:
                 evidence = self._stuck.check(key, now, self._announce)
                 if evidence:
                     self._guard_failure(key, f"stuck ({evidence})")
+                self._consider_rollback(key, now)
             self._refresh(key)
 
     def _fill_slots(self, now: float) -> list[Command]:
@@ -281,12 +301,14 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         for volume in volumes:
             reason = volume_reason(volume, view, now)
             detail = self._stuck.stuck(volume) if reason is _IN_PROGRESS else ""
-            if detail:  # named stuck (stuck.py): the slot it holds, and why it still holds it
-                reason = Reason.STUCK
+            if detail:  # named stuck (stuck.py): the slot it holds, and its way out (rollback.py)
+                reason, detail = Reason.STUCK, self._stuck_detail(volume, detail)
             elif volume.flags & UNREADABLE:  # before any gate: only the operator can mend it
                 reason, detail = Reason.UNREADABLE, view.unreadable_reason(volume)
             elif gate is not None:
                 reason, detail = gate, reason or ""
+            elif reason is Reason.ROLLED_BACK:
+                detail = self._rolled_back_detail(volume)
             elif reason is None and paused:  # wave_guard.py: no new upgrade starts
                 reason, detail = Reason.WAVE_PAUSED, paused
             elif reason is None:
@@ -344,12 +366,17 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
     # --- the kit's keys: a volume's record is its key and its track ----------------------------------
 
     def key_for(self, target: Target) -> VolumeRecord | None:
-        return self.view.volume(target.namespace, target.name) if target.kind == "Volume" else None
+        if target.kind == "Volume":
+            return self.view.volume(target.namespace, target.name)
+        return self._wave_key if target.kind == "EngineImage" else None  # the pause's mark
 
     def track_at(self, key: VolumeRecord, create: bool = False) -> VolumeRecord | None:
         return key if key.alive else None
 
     def version_at(self, key: VolumeRecord) -> int | None:
+        if key is self._wave_key:
+            ei = self.view.default_ei
+            return ei.rv if ei is not None else 0
         return key.rv if key.alive else None
 
     def tracks(self) -> Iterator[VolumeRecord]:
@@ -473,10 +500,58 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
                 self._guard.joined(volume)
         else:
             self._stuck.ended(volume)
+            if self._rollbacks.sent:  # our rollback, now in view: say it (rollback.py)
+                self._rollbacks.ended(volume, now, self._announce)
+
+    def _stuck_detail(self, volume: VolumeRecord, evidence: str) -> str:
+        """A stuck volume's explanation: the evidence, and its way out (rollback.py)."""
+        hint = self._rollbacks.hint(volume, self.view)
+        return f"{evidence}; {hint}" if hint else evidence
+
+    def _rolled_back_detail(self, volume: VolumeRecord) -> str:
+        image = volume.marks.rolled_back if volume.marks is not None else ""
+        return (
+            f"rolled back from {image} when its upgrade got stuck; held while it is the default"
+            f" engine image (remove the annotation {ROLLED_BACK} to let it be upgraded again)"
+        )
+
+    def _rollback_hint(self, volume: VolumeRecord) -> str:
+        """What the stuck Warning Event says of the volume's way out (rollback.py)."""
+        return self._rollbacks.hint(volume, self.view)
+
+    def _consider_rollback(self, volume: VolumeRecord, now: float) -> None:
+        """Roll a stuck volume back when Longhorn has a way out and the mode or the operator says so
+        (rollback.py); not while a command is out on it or a refusal holds it back."""
+        evidence = self._stuck.stuck(volume)
+        if (
+            not evidence
+            or volume.expectation is not None
+            or self.expected.held(volume, volume.rv, now)
+            or not self._rollbacks.wanted(volume, self.view)
+        ):
+            return
+        command = rollback_command(SERVICE, volume, self._fields.tests(volume), self._rollbacks.how(), now)
+        self.expected.issue(volume, volume, command, volume.rv, now, basis=volume.spec_image)
+        self._rollbacks.send(command, volume, evidence)
 
     def _guard_failure(self, volume: VolumeRecord, how: str) -> None:
         """A volume of the wave went wrong (degraded, faulted, stuck): the guard may pause it."""
-        self._guard.failure(volume, how, self.view.default_ei, self._now)
+        if self._guard.failure(volume, how, self.view.default_ei, self._now):
+            self._mark_wave(self._now)
+
+    def _mark_wave(self, now: float) -> None:
+        """Write the pause on the default EngineImage until the view shows it (wave_guard.py): one
+        mark out at a time, as a kit expectation, so a refused one is sent again after its backoff
+        (or fresher state) and a lost one at its TTL; settled once shown, resumed or a new wave."""
+        key, ei = self._wave_key, self.view.default_ei
+        if self._guard.shown(ei):
+            self.expected.settle(key)
+            return
+        if ei is None or key.expectation is not None or self.expected.held(key, ei.rv, now):
+            return
+        mark = self._guard.mark(ei, now)
+        self.expected.issue(key, key, mark, ei.rv, now)
+        self._guard.outbox.append(mark)
 
     def _sync_wave(self) -> None:
         """After a rules change: a new default image starts a new wave (with the upgrades already in
@@ -488,9 +563,12 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
                 guard.joined(volume)
         if guard.resumed(self.view.default_ei):
             self._dirty.update(self._owners.names())
+        if guard.pending or self._wave_key.expectation is not None:
+            self._mark_wave(self._now)
 
     def _forget(self, volume: VolumeRecord) -> None:
         self._stuck.ended(volume)
+        self._rollbacks.sent.pop(volume, None)
         self._guard.forget(volume)
         self.expected.settle(volume)
         self._owners.place(volume, None, None)
@@ -504,6 +582,8 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         target = Target(kind="Volume", namespace=volume.namespace, name=volume.name)
         fields = self._fields
         changes = fields.changes(default_image)
+        if volume.marks is not None and volume.marks.rolled_back:  # its hold ends (rollback.py)
+            changes = (*changes, FieldValue(path=ROLLED_BACK_PATH, value=None))
         tests = fields.tests(volume)
         live = volume.state == "attached"
         id_ = command_id(SERVICE, _PATCH, target, changes, tests)

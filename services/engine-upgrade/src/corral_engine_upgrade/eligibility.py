@@ -18,6 +18,7 @@ from __future__ import annotations
 from corral_engine_upgrade.reasons import Reason
 from corral_engine_upgrade.records import (
     EXPANSION_REQUIRED,
+    MARKED,
     MIGRATING,
     NODE,
     STANDBY,
@@ -52,7 +53,8 @@ _IMAGE_NOT_READY = Reason.IMAGE_NOT_READY
 _DEFAULT_IMAGE_NOT_READY = Reason.DEFAULT_IMAGE_NOT_READY
 _RETRY_BACKOFF = Reason.RETRY_BACKOFF
 _UNREADABLE = Reason.UNREADABLE
-_HELD = V2 | UNREADABLE
+_ROLLED_BACK = Reason.ROLLED_BACK
+_HELD = V2 | UNREADABLE | MARKED
 
 
 def volume_reason(volume: VolumeRecord, view: ClusterView, now: float) -> Reason | None:
@@ -68,11 +70,14 @@ def volume_reason(volume: VolumeRecord, view: ClusterView, now: float) -> Reason
     if volume.expectation is not None:
         return _COMMAND_PENDING
     flags = volume.flags
-    if flags & _HELD:  # one test for both
+    default_image = view.default_image
+    if flags & _HELD:  # one test for all three
         if flags & UNREADABLE:  # its last version did not decode: the facts held are stale
             return _UNREADABLE
-        return _V2_VOLUME  # deviation (§1.4): never let a v2 volume take a slot it cannot use
-    default_image = view.default_image
+        if flags & V2:
+            return _V2_VOLUME  # deviation (§1.4): never let a v2 volume take a slot it cannot use
+        if rolled_back_from_default(volume, default_image):
+            return _ROLLED_BACK
     if not default_image:
         return _NO_DEFAULT_IMAGE
     if spec_image == default_image:
@@ -91,6 +96,18 @@ def volume_reason(volume: VolumeRecord, view: ClusterView, now: float) -> Reason
     if volume.rv <= volume.hold_rv and now < volume.hold_until:
         return _RETRY_BACKOFF
     return None
+
+
+def rolled_back_from_default(volume: VolumeRecord, default_image: str) -> bool:
+    """`volume` was rolled back off `default_image` when its upgrade to it got stuck (rollback.py):
+    held there while that image is the default, so it is not upgraded again into the same stall."""
+    marks = volume.marks
+    return (
+        marks is not None
+        and bool(default_image)
+        and marks.rolled_back == default_image
+        and volume.spec_image != default_image
+    )
 
 
 def _not_upgradable(

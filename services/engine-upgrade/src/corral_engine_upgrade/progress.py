@@ -14,8 +14,9 @@ with the service's own rules (`eligibility.volume_reason`, the `Reason` codes `c
 * **waiting**: eligible, not yet on the default image (its owner node may be at the limit).
 
 An upgrade in flight past its bound is also named **stuck** (stuck.py), timed from when this model
-first saw it in flight: `details()` lists each with the slot it holds on its owner node and its
-evidence, which `corral progress` prints under the figures; and a wave the wave guard paused
+first saw it in flight: `details()` lists each with the slot it holds on its owner node, its
+evidence and its way out (rollback.py: "awaiting rollback approval" where Longhorn has one),
+which `corral progress` prints under the figures; and a wave the wave guard paused
 (wave_guard.py) says so in the heading, with the reason written on the default EngineImage.
 
 It is incremental like the service: an event re-judges only the volumes it touched; a new default
@@ -33,6 +34,7 @@ from corral_decision.progress import GroupFigures, Phase
 from corral_engine_upgrade.eligibility import step_gate, volume_reason
 from corral_engine_upgrade.reasons import Reason
 from corral_engine_upgrade.records import VolumeRecord
+from corral_engine_upgrade.rollback import Rollbacks
 from corral_engine_upgrade.stuck import StuckBounds, StuckWatch
 from corral_engine_upgrade.view import ClusterView, Impact
 from corral_engine_upgrade.wave_guard import pause_id
@@ -81,6 +83,8 @@ class ProgressModel:
         self._sizes: Counter[str] = Counter()  # volumes per row, so an emptied row goes in O(1)
         self._gate: Reason | None = step_gate(self.view)
         self._stuck = StuckWatch("engine-upgrade", stuck)
+        # A stuck volume's way out, as the service sees it in its default mode (rollback.py).
+        self._rollbacks = Rollbacks("engine-upgrade")
 
     # --- input ------------------------------------------------------------------------------------
 
@@ -190,6 +194,7 @@ class ProgressModel:
         paused = ["wave paused: resume with `corral engine-upgrade resume`"] if self.wave_paused() else []
         return paused + [
             f"stuck: {volume.namespace}/{volume.name} holds a slot on {volume.owner or NO_OWNER}: {evidence}"
+            + (f"; {hint}" if (hint := self._rollbacks.hint(volume, self.view)) else "")
             for volume, evidence in sorted(
                 self._stuck.stuck_volumes(), key=lambda item: (item[0].owner, item[0].name)
             )

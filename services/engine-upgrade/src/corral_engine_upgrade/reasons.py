@@ -19,10 +19,11 @@ class Reason(enum.StrEnum):
 
     # --- per volume (§1.3 step 4) ----------------------------------------------------------------
     IN_PROGRESS = "in-progress"  # spec.image != status.currentImage: holds a slot on its owner node
-    STUCK = "stuck"  # in progress past its bound (stuck.py): still holds its slot
+    STUCK = "stuck"  # in progress past its bound (stuck.py): still holds its slot (and its way out)
     COMMAND_PENDING = "command-pending"  # we issued a command the view does not reflect yet
     UNREADABLE = "unreadable"  # the Volume does not decode (the watcher parked it in LH_DEAD)
     V2_VOLUME = "v2-volume"  # deliberate deviation: filtered before the per-node limit (§1.4)
+    ROLLED_BACK = "rolled-back"  # rolled back off the default image when stuck on it (rollback.py)
     ALREADY_DEFAULT = "already-default"
     NOT_ATTACHED_OR_DETACHED = "not-attached-or-detached"  # attaching, detaching, creating, …
     DEGRADED = "degraded"

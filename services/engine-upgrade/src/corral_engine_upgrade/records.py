@@ -34,6 +34,12 @@ DATA_ENGINE_V2 = "v2"
 WAVE_PAUSED = "engine-upgrade.corral.io/wave-paused"
 WAVE_RESUMED = "engine-upgrade.corral.io/wave-resumed"
 
+# A stuck volume's way out (rollback.py), on the Volume: the operator's approval to roll back the
+# upgrade stuck on the image it names (`corral engine-upgrade rollback`), and, written by the
+# rollback itself, the image it was rolled back from (the volume is held off that image).
+ROLLBACK_APPROVED = "engine-upgrade.corral.io/rollback-approved"
+ROLLED_BACK = "engine-upgrade.corral.io/rolled-back"
+
 
 _SUFFIX = len("-r-") + 8
 
@@ -74,6 +80,22 @@ EXPANSION_REQUIRED = 2  # status.expansionRequired
 MIGRATING = 4  # spec.migrationNodeID or status.currentMigrationNodeID set
 STRICT_LOCAL = 8  # spec.dataLocality == strict-local
 V2 = 16  # spec.dataEngine == v2
+# (32 is the view's UNREADABLE.) One of the rollback annotations is on the volume (`marks`).
+MARKED = 64
+
+
+class Marks(msgspec.Struct, frozen=True, gc=False):
+    """The rollback annotations of a volume (rollback.py); "" when absent. Kept only on the few
+    volumes that carry one."""
+
+    approved: str = ""  # ROLLBACK_APPROVED: the image whose stuck upgrade the operator let roll back
+    rolled_back: str = ""  # ROLLED_BACK: the image the volume was rolled back from
+
+
+def marks_of(annotations: dict[str, str]) -> Marks | None:
+    approved = annotations.get(ROLLBACK_APPROVED, "")
+    rolled_back = annotations.get(ROLLED_BACK, "")
+    return Marks(approved, rolled_back) if approved or rolled_back else None
 
 
 class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
@@ -92,7 +114,8 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
     robustness: str = ""
     owner: str = ""  # status.ownerID: the unit of the per-node limit
     node: str = ""  # status.currentNodeID: where it is attached
-    flags: int = 0  # STANDBY | EXPANSION_REQUIRED | MIGRATING | STRICT_LOCAL | V2
+    flags: int = 0  # STANDBY | EXPANSION_REQUIRED | MIGRATING | STRICT_LOCAL | V2 | MARKED
+    marks: Marks | None = None  # the rollback annotations, on the few volumes that carry one
     replicas: Replicas = ()  # see Replicas above
     # --- decider bookkeeping (core.py and the kit's track, kept here to avoid parallel dicts) -----
     expectation: Expectation | None = None  # the kit's (corral_decision.expectations)
@@ -181,6 +204,14 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
             flags |= STRICT_LOCAL
         if spec.data_engine == DATA_ENGINE_V2:
             flags |= V2
+        annotations = volume.metadata.annotations
+        if annotations or self.marks is not None:  # nearly always neither: one test
+            marks = marks_of(annotations) if annotations else None
+            if marks is not None:
+                flags |= MARKED
+            if marks != self.marks:
+                self.marks = marks
+                changed = True
         if flags != self.flags:
             self.flags = flags
             changed = True
@@ -209,6 +240,8 @@ class ImageRecord(msgspec.Struct, frozen=True, gc=False):
     # The wave guard's annotations (WAVE_PAUSED, WAVE_RESUMED): "" when absent.
     paused: str = ""
     resumed: str = ""
+    # status.state is `deployed`: a stuck volume may be rolled back to it (rollback.py).
+    deployed: bool = False
 
     @classmethod
     def from_object(cls, ei: AnyEngineImage, rv: int) -> ImageRecord:
@@ -230,6 +263,7 @@ class ImageRecord(msgspec.Struct, frozen=True, gc=False):
             uid=ei.metadata.uid,
             paused=ei.metadata.annotations.get(WAVE_PAUSED, ""),
             resumed=ei.metadata.annotations.get(WAVE_RESUMED, ""),
+            deployed=status.state == "deployed",
         )
 
     def holds_facts_of(self, ei: AnyEngineImage) -> bool:
@@ -246,6 +280,7 @@ class ImageRecord(msgspec.Struct, frozen=True, gc=False):
             and self.usable == _usable(ei)
             and self.paused == ei.metadata.annotations.get(WAVE_PAUSED, "")
             and self.resumed == ei.metadata.annotations.get(WAVE_RESUMED, "")
+            and self.deployed == (status.state == "deployed")
         ):
             return False
         deployment = status.node_deployment_map

@@ -14,6 +14,7 @@ from corral_decision import Clock, DecisionConfig, DecisionService, LonghornLoop
 from corral_decision.events import is_event
 from corral_engine_upgrade.core import SERVICE, DeciderConfig, EngineUpgradeDecider
 from corral_engine_upgrade.progress import ProgressModel
+from corral_engine_upgrade.rollback import RollbackMode
 from corral_engine_upgrade.stuck import StuckBounds
 from corral_engine_upgrade.view import KIND_STRUCTS, LIMIT_SETTING
 from corral_engine_upgrade.wave_guard import WaveGuardConfig
@@ -50,6 +51,13 @@ class EngineUpgradeConfig(DecisionConfig, kw_only=True, frozen=True):
     """Or once this share of the wave's volumes did, from 10 of them on (CORRAL_WAVE_MAX_FAILED_SHARE;
     1.0 or more: never by share): 10%."""
 
+    stuck_rollback: RollbackMode = RollbackMode.APPROVED
+    """A stuck volume whose old image is still deployed and whose upgrade has not switched over is
+    rolled back to the image it runs (CORRAL_STUCK_ROLLBACK; rollback.py): `approved` (the default)
+    once the operator approves it with `corral engine-upgrade rollback <volume>`, `auto` as soon as
+    it is named stuck, `off` never. A rolled-back volume is held off that image while it is the
+    default."""
+
     def decider_config(self) -> DeciderConfig:
         return DeciderConfig(
             timing=self.timing(),
@@ -60,6 +68,7 @@ class EngineUpgradeConfig(DecisionConfig, kw_only=True, frozen=True):
             wave_guard=WaveGuardConfig(
                 max_failed=self.wave_max_failed, max_failed_share=self.wave_max_failed_share
             ),
+            rollback=self.stuck_rollback,
         )
 
 
@@ -134,11 +143,17 @@ LONGHORN_LOOP = LonghornLoop(
 
 def upgrade_mode(command: Command) -> str:
     """The `mode` label of `corral_engine_upgrade_commands_total`: an upgrade is `live` or `offline`;
-    the Events it also publishes (started, blocked…) are `event`, so counting upgrades means
-    `mode!="event"` (the dashboard and the stuck-wave alert do)."""
+    the Events it also publishes (started, blocked…) are `event`, a stuck volume's rollback is
+    `rollback` (rollback.py) and the wave guard's pause mark `pause`, so counting upgrades means
+    `mode=~"live|offline"` (the dashboard and the stuck-wave alert do)."""
     if is_event(command):
         return "event"
-    return "live" if command.reason.startswith("live") else "offline"
+    if command.target.kind == "EngineImage":
+        return "pause"
+    reason = command.reason
+    if reason.startswith("rollback"):
+        return "rollback"
+    return "live" if reason.startswith("live") else "offline"
 
 
 DEFINITION = DecisionService(

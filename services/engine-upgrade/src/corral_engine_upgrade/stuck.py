@@ -27,7 +27,7 @@ slow but healthy wave), short enough that an operator hears of a stuck one in th
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import msgspec
 
@@ -77,9 +77,16 @@ def evidence(volume: VolumeRecord, flight: InFlight, now: float) -> str:
 class StuckWatch:
     """The upgrades in flight, timed; those past their bound named stuck."""
 
-    def __init__(self, service: str, bounds: StuckBounds | None = None) -> None:
+    def __init__(
+        self,
+        service: str,
+        bounds: StuckBounds | None = None,
+        hint: Callable[[VolumeRecord], str] | None = None,
+    ) -> None:
         self.service = service
         self.bounds = bounds or StuckBounds()
+        # What the Warning Event adds to the evidence (the way out, rollback.py), "" for nothing.
+        self.hint = hint
         self.in_flight: dict[VolumeRecord, InFlight] = {}
         self.outbox: list[Command] = []  # the Warning Events, taken by the decider's reconcile
 
@@ -102,13 +109,14 @@ class StuckWatch:
         flight.stuck = evidence(volume, flight, now)
         if announce:
             about = Target(kind="Volume", namespace=volume.namespace, name=volume.name, uid=volume.uid)
+            hint = self.hint(volume) if self.hint is not None else ""
             self.outbox.append(
                 event_command(
                     service=self.service,
                     about=about,
                     type_=EventType.WARNING,
                     reason=STUCK_EVENT,
-                    message=f"engine upgrade stuck: {flight.stuck}",
+                    message=f"engine upgrade stuck: {flight.stuck}" + (f"; {hint}" if hint else ""),
                     now=now,
                 )
             )

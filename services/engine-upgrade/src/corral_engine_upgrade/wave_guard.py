@@ -16,6 +16,10 @@ resumes with one action: `engine-upgrade.corral.io/wave-resumed: "<id>"` on the 
 (`corral engine-upgrade resume` writes it). The failures seen so far are then acknowledged: the
 wave pauses again only when as many new ones come. A new default image is a new wave; an image whose
 EngineImage still carries a pause nobody resumed starts paused.
+
+The annotation is what makes the pause last and what the operator's resume answers, so the decider
+keeps its command as an expectation (core.py): until the view shows the annotation it is sent
+again (`mark`) once the command is refused and its backoff passes, or is presumed lost at its TTL.
 """
 
 from __future__ import annotations
@@ -106,7 +110,8 @@ class WaveGuard:
         return True
 
     def failure(self, volume: VolumeRecord, how: str, ei: ImageRecord | None, now: float) -> bool:
-        """A member went wrong: True when that pauses the wave (now)."""
+        """A member went wrong: True when that pauses the wave (now); the decider then sends the
+        pause's `mark`."""
         if volume not in self.members or volume in self.failed:
             return False
         self.failed[volume] = how
@@ -126,19 +131,23 @@ class WaveGuard:
             f"{volume.namespace}/{volume.name} {how}"
         )
         if ei is not None:
-            self.outbox.extend(self._pause_commands(ei, now))
+            self.outbox.append(self._pause_event(ei, now))
         return True
 
     def take(self) -> list[Command]:
         out, self.outbox = self.outbox, []
         return out
 
-    def _pause_commands(self, ei: ImageRecord, now: float) -> list[Command]:
-        """The pause as an annotation on the default EngineImage, and a Warning Event about it."""
+    def shown(self, ei: ImageRecord | None) -> bool:
+        """The default EngineImage carries this guard's pause (or there is none to carry)."""
+        return not self.pending or (ei is not None and ei.paused == self.reason)
+
+    def mark(self, ei: ImageRecord, now: float) -> Command:
+        """The pause as an annotation on the default EngineImage (sent again while not shown)."""
         target = Target(kind="EngineImage", namespace=ei.namespace, name=ei.name)
         changes = (FieldValue(path=PAUSED_PATH, value=self.reason),)
         tests = (FieldValue(path="/spec/image", value=ei.image),)
-        mark = Command(
+        return Command(
             id=command_id(self.service, Verb.PATCH, target, changes, tests),
             service=self.service,
             verb=Verb.PATCH,
@@ -148,8 +157,11 @@ class WaveGuard:
             reason=f"pause the engine upgrade wave: {self.reason}",
             created_at=now,
         )
+
+    def _pause_event(self, ei: ImageRecord, now: float) -> Command:
+        """The Warning Event about the pause (its annotation is `mark`, which the decider sends)."""
         about = Target(kind="EngineImage", namespace=ei.namespace, name=ei.name, uid=ei.uid)
-        event = event_command(
+        return event_command(
             service=self.service,
             about=about,
             type_=EventType.WARNING,
@@ -161,4 +173,3 @@ class WaveGuard:
             ),
             now=now,
         )
-        return [mark, event]
