@@ -291,13 +291,27 @@ def _adopt_own_attempt(
         node = node_upgrade.spec.node_id
         entry = nodes.get(node, lh.UpgradeNodeStatus())
         if node_upgrade.metadata.name == cmd.node_upgrade_name(manager, node, entry.attempts):
-            nodes[node] = msgspec.structs.replace(entry, state=node_upgrade.status.state or S.INITIALIZING)
-            _write_nodes(step, manager, nodes)
-            step.status["upgradingNode"] = node
-            if not manager.status.started_at:
-                step.status["startedAt"] = cmd.rfc3339(now)
-            return step
+            return _record_in_flight(step, manager, nodes, node_upgrade, now)
     return None
+
+
+def _record_in_flight(
+    step: Step,
+    manager: lh.DataEngineUpgradeManager,
+    nodes: NodeMap,
+    attempt: lh.NodeDataEngineUpgrade,
+    now: float,
+) -> Step:
+    """Name `attempt`'s node in flight; the next pass follows the attempt to its outcome."""
+    node = attempt.spec.node_id
+    nodes[node] = msgspec.structs.replace(nodes.get(node, lh.UpgradeNodeStatus()), state=S.INITIALIZING)
+    if attempt.status.state and attempt.status.state not in (S.COMPLETED, S.ERROR):
+        nodes[node] = msgspec.structs.replace(nodes[node], state=attempt.status.state)
+    _write_nodes(step, manager, nodes)
+    step.status["upgradingNode"] = node
+    if not manager.status.started_at:
+        step.status["startedAt"] = cmd.rfc3339(now)
+    return step
 
 
 def _start_the_next_pending_node(
@@ -318,6 +332,11 @@ def _start_the_next_pending_node(
         if node not in view.nodes:
             nodes[node] = msgspec.structs.replace(entry, state=S.ERROR, message=f"node {node} not found")
             continue
+        existing = _current_attempt(view, manager, node, entry)
+        if existing is not None:
+            # Its attempt exists already, finished perhaps (the status write naming it in flight
+            # was lost): follow it, as Longhorn tolerates AlreadyExists, never create it again.
+            return _record_in_flight(step, manager, nodes, existing, now)
         blocker = _start_blocker(view, node)
         if blocker:
             # Not started: an upgrade would flag the node, and the flag holds this rebuild.
