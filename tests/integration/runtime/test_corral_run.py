@@ -569,10 +569,11 @@ def test_the_whole_demo_then_shows_settings_pending_until_the_detach(tmp_path: P
         # Both demos decided again from the bus's history, with no recorder started before them.
         for service in ("setting-sync", "engine-upgrade"):
             replay = replay_from_history(run, tmp_path, service, before)
-            assert replay.returncode == 0, (service, replay.stdout + replay.stderr)
+            # Messages as plain text, whole: a tuple's repr is cut short, and with it what differed.
+            assert replay.returncode == 0, f"{service}:\n{replay.stdout}{replay.stderr}"
             diff = replay.stdout.splitlines()[-1]
             assert re.fullmatch(r"diff: [1-9]\d* same, 0 changed, 0 missing, 0 extra: .*", diff), (
-                replay.stdout
+                f"{service}:\n{replay.stdout}"
             )
 
         proc.send_signal(signal.SIGINT)
