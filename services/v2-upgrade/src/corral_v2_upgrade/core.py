@@ -137,8 +137,8 @@ class V2UpgradeDecider(DeciderBase):
             self._emit(MANAGER_KIND, manager, step, now, out)
         for name in sorted(view.node_upgrades):
             node_upgrade = view.node_upgrades[name]
-            if is_terminal(node_upgrade.status.state):
-                continue
+            if is_terminal(node_upgrade.status.state) and not node_upgrade.metadata.deletion_timestamp:
+                continue  # (one deleted still has v2-upgrade's finalizer to let go of)
             step = step_node(view, node_upgrade, config, now)
             self._steps[(NODE_UPGRADE_KIND, node_upgrade.metadata.namespace, name)] = step
             self._emit(NODE_UPGRADE_KIND, node_upgrade, step, now, out)
