@@ -16,5 +16,5 @@ class Timing(msgspec.Struct, frozen=True, kw_only=True):
     applied_ttl: float = 600.0
     """After an `applied` result, how long the view may lag before the command stops counting."""
     retry_backoff: float = 120.0
-    """After a refusal with no fresher object in view, wait this long before the same command (at
-    least LH_COMMANDS' dedup window, or the identical retry, same id, is dropped as a duplicate)."""
+    """After a refusal with no fresher object in view, wait this long before the same command (its
+    next attempt, under an id of its own: LH_COMMANDS' dedup window does not drop it)."""
