@@ -135,7 +135,11 @@ def step_node(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, config: DeciderCo
         if released is not None:
             return released
     if is_terminal(state):
-        return Step()
+        # A volume deleted as the attempt ended (its last pass judged on a view that still held
+        # it) leaves the plan all the same.
+        step = Step()
+        _without_leaving_volumes(view, nu, step)
+        return step
     step = Step()
     nu = _without_leaving_volumes(view, nu, step)
     aborting = _abort(view, nu, config, now, step)
@@ -165,6 +169,11 @@ def step_node(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, config: DeciderCo
         case _:
             step.status.update(state=S.ERROR, message=f"Unknown state {state!r}")
             return step
+
+
+def lists_leaving(view: UpgradeView, nu: lh.NodeDataEngineUpgrade) -> bool:
+    """The node upgrade's plan still lists a volume that is gone or being deleted."""
+    return any(leaving(view.volumes.get(name)) for name in nu.status.volumes)
 
 
 def leaving(volume: lh.Volume | None) -> bool:
