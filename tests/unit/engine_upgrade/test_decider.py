@@ -216,12 +216,26 @@ def test_a_refusal_without_fresh_state_is_retried_after_the_backoff() -> None:
     decider, feed = ready_cluster(clock, limit="1", config=DeciderConfig(timing=Timing(retry_backoff=50)))
     feed.volume_with_replicas(volume("a"))
     [command] = decider.decide()
-    decider.record_result(result(command, Outcome.ERROR))
+    decider.record_result(result(command, Outcome.PRECONDITION_FAILED))
     assert decider.decide() == []
     clock.advance(49)
     assert decider.decide() == []
     clock.advance(1)
     assert names(decider.decide()) == ["a"]
+
+
+def test_a_write_the_api_server_failed_is_retried_after_the_error_backoff() -> None:
+    clock = Clock()
+    timing = Timing(retry_backoff=50, error_backoff=5)
+    decider, feed = ready_cluster(clock, limit="1", config=DeciderConfig(timing=timing))
+    feed.volume_with_replicas(volume("a"))
+    [command] = decider.decide()
+    decider.record_result(result(command, Outcome.ERROR))
+    clock.advance(4)
+    assert decider.decide() == []
+    clock.advance(1)
+    [again] = decider.decide()
+    assert again.target.name == "a" and again.attempt == 1
 
 
 def test_a_refusal_after_fresher_state_was_seen_is_redecided_at_once() -> None:

@@ -7,7 +7,8 @@ An expectation is issued with a command and counts against the decider's limits 
 * a refusal comes back (precondition failed, rejected, error, or only a dry run): the target is
   freed and *held* - the same command is not sent again until the view holds a fresher object
   than the refused decision used (the target, or another object the rules judged it on, such as
-  its node: `judged_rv`), or `retry_backoff` passes;
+  its node: `judged_rv`), or `retry_backoff` passes (after an `error`, the API server's failure
+  rather than a judgement, `error_backoff`, doubled per attempt);
 * no result and no visible effect for `command_ttl` (a lost message), or an `applied` result the
   view still does not show after `applied_ttl` (a lagging view): it expires.
 
@@ -143,15 +144,20 @@ class Expectations(Generic[K]):
             expectation.deadline = now + self.timing.applied_ttl
             self.timers.at(expectation.deadline, key, expectation)
 
-    def refused(self, track: Track, key: K, now: float) -> None:
-        """Free the target, and hold the same command back until fresher state or the backoff."""
+    def refused(self, track: Track, key: K, now: float, failed: bool = False) -> None:
+        """Free the target, and hold the same command back until fresher state or the backoff
+        (`failed`: the API server failed the write; the shorter `error_backoff` for that attempt)."""
         expectation = track.expectation
         if expectation is None:
             return
         self.settle(track)
         self._ended(expectation)
+        timing = self.timing
+        backoff = timing.retry_backoff
+        if failed:
+            backoff = min(backoff, timing.error_backoff * 2 ** min(expectation.attempt, 16))
         track.hold_rv = max(expectation.decided_rv, expectation.judged_rv)
-        track.hold_until = now + self.timing.retry_backoff
+        track.hold_until = now + backoff
         self.timers.at(track.hold_until, key)
 
     def result(self, track: Track, key: K, result: CommandResult, now: float) -> bool:
@@ -163,7 +169,7 @@ class Expectations(Generic[K]):
         if result.outcome is Outcome.APPLIED and not result.dry_run:
             self.applied(track, key, now)
             return False
-        self.refused(track, key, now)
+        self.refused(track, key, now, failed=result.outcome is Outcome.ERROR)
         return True
 
     @staticmethod
