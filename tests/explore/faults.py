@@ -16,6 +16,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from kubernetes_asyncio.client import ApiException
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from corral_model.subjects import OBJECTS_STREAM
@@ -267,7 +268,13 @@ async def pod_deleted(world: World) -> Clear:
     node, pod = _need(world, "node"), _need(world, "pod")
     await pod_there(world, pod)
     world.safety.expect_delete("pods", pod, node)
-    await world.sandbox.core.delete_namespaced_pod(pod, world.sandbox.namespace)
+    try:
+        await world.sandbox.core.delete_namespaced_pod(pod, world.sandbox.namespace)
+    except ApiException as error:
+        if error.status != 404:
+            raise
+        # gone between the look and the delete (the state's own delete, setting-sync applying)
+        raise NotExpressible(f"pod {pod} is already gone in this state (no pod to act on)") from error
     return nothing_to_clear
 
 

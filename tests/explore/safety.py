@@ -8,7 +8,8 @@ two polls:
   deleted (im-restart's restart), while the node is NotReady;
 * no attached volume detached while it is still asked onto its node (an operator's detach clears
   `spec.nodeID` first; a NotReady node or an IM pod the cell crashed is not corral's doing);
-* the per-node engine-upgrade limit never exceeded by a volume starting its upgrade;
+* the per-node engine-upgrade limit never exceeded by a volume starting its upgrade: the limit of
+  the service's mode (`effective_limit`), as it stood when the decision could have been taken;
 * nothing written twice: no command applied twice (LH_RESULTS, judged when the cell ends).
 
 The v2-upgrade rules (one node in flight, named by its manager; no attached v2 volume detached;
@@ -26,6 +27,7 @@ import msgspec
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from corral_bus import Bus
+from corral_decision import Mode
 from corral_model.envelopes import CommandResult, Outcome
 from corral_model.subjects import RESULTS_PREFIX, RESULTS_STREAM
 from tests.fixtures.sandbox import Sandbox
@@ -48,6 +50,23 @@ def _spec(obj: Obj | None) -> Obj:
     return (obj or {}).get("spec") or {}
 
 
+def own_limit(decider_settings: dict[str, Any]) -> int | None:
+    """corral's own per-node limit when the explored decider runs in a mode other than `replace`
+    (engine-upgrade's `per_node_limit`, default 1); None in `replace`, where Longhorn's setting is
+    the limit (corral_engine_upgrade.service.EngineUpgradeConfig.decider_config)."""
+    if Mode(decider_settings.get("mode", Mode.REPLACE)) is Mode.REPLACE:
+        return None
+    return int(decider_settings.get("per_node_limit", 1))
+
+
+def _as_limit(setting: Obj | None) -> int:
+    """A limit setting's value as Longhorn reads it (not an integer: 0, disabled)."""
+    try:
+        return int(str((setting or {}).get("value", "0")))
+    except ValueError:
+        return 0
+
+
 def in_flight(volume: Obj | None) -> bool:
     """Longhorn's engine upgrade in progress: spec.image differs from status.currentImage."""
     image = _spec(volume).get("image", "")
@@ -60,6 +79,11 @@ class Safety:
         self.sandbox = sandbox
         self.namespace = sandbox.namespace
         self.limit_setting = spec.limit_setting
+        self.own_limit = own_limit(spec.decider_settings)
+        self._limit_history: list[tuple[int, int]] = []
+        """(writes counted when it changed, the value it had until then) of the limit setting."""
+        self._last_write: dict[str, int] = {}
+        """Per volume, the write count at its last write."""
         self.violations: list[str] = []
         self.writes = 0
         self.judging = False
@@ -80,6 +104,8 @@ class Safety:
         emulator.register_admission(
             LONGHORN, "volumes", self._volume, name="explore.safety", include_status=True
         )
+        if self.limit_setting and self.own_limit is None:
+            emulator.register_admission(LONGHORN, "settings", self._setting, name="explore.safety")
 
     # --- what the cell tells the judge ---------------------------------------------------------------
 
@@ -170,9 +196,16 @@ class Safety:
 
     def _volume(self, operation: str, old: Obj | None, new: Obj | None) -> None:
         self.writes += 1
-        if not self.judging or old is None or new is None:
+        if new is None:
             return
         name = str(new["metadata"]["name"])
+        try:
+            if self.judging and old is not None:
+                self._judge_volume(name, old, new)
+        finally:
+            self._last_write[name] = self.writes
+
+    def _judge_volume(self, name: str, old: Obj, new: Obj) -> None:
         was, now = _status(old).get("state"), _status(new).get("state")
         node = str(_spec(new).get("nodeID") or "")
         if (
@@ -186,26 +219,49 @@ class Safety:
         ):
             self._violation(f"attached volume {name} went {now} while still asked onto {node}")
         if self.limit_setting and in_flight(new) and not in_flight(old):
-            owner = str(_status(new).get("ownerID") or node)
-            limit = self._limit()
-            others = [
-                v["metadata"]["name"]
-                for v in self.sandbox.emulator.list(LONGHORN, "volumes", self.namespace)
-                if v["metadata"]["name"] != name
-                and in_flight(v)
-                and str(_status(v).get("ownerID") or _spec(v).get("nodeID") or "") == owner
-            ]
-            if len(others) + 1 > limit:
-                self._violation(
-                    f"volume {name} began its engine upgrade on {owner}, {others} in flight (limit {limit})"
-                )
+            self._judge_limit(name, new)
+
+    def _judge_limit(self, name: str, new: Obj) -> None:
+        owner = str(_status(new).get("ownerID") or _spec(new).get("nodeID") or "")
+        limit = self.effective_limit(name)
+        others = [
+            v["metadata"]["name"]
+            for v in self.sandbox.emulator.list(LONGHORN, "volumes", self.namespace)
+            if v["metadata"]["name"] != name
+            and in_flight(v)
+            and str(_status(v).get("ownerID") or _spec(v).get("nodeID") or "") == owner
+        ]
+        if len(others) + 1 > limit:
+            self._violation(
+                f"volume {name} began its engine upgrade on {owner}, {others} in flight (limit {limit})"
+            )
+
+    def effective_limit(self, volume: str) -> int:
+        """The per-node limit the service had to respect for this write.
+
+        Outside mode `replace` it is corral's own (`per_node_limit`, CORRAL_PER_NODE_LIMIT): there
+        Longhorn's setting only says whether Longhorn's own loop runs. In `replace` it is Longhorn's
+        setting as the decision could have read it: the decision rests on the volume's state since
+        its last write (its preconditions refuse it on any other), so any value the setting held
+        since then is one it may have been taken under: Longhorn's own round reads the limit once
+        and then updates its volumes (longhorn-behaviour.md §1.3, steps 3 and 6), and a change
+        "takes effect at the next resync or other event" (§1.2)."""
+        if self.own_limit is not None:
+            return self.own_limit
+        since = self._last_write.get(volume, 0)
+        held = [value for changed, value in self._limit_history if changed >= since]
+        return max([self._limit(), *held])
+
+    def _setting(self, operation: str, old: Obj | None, new: Obj | None) -> None:
+        if old is None or new is None or new["metadata"]["name"] != self.limit_setting:
+            return
+        before, after = _as_limit(old), _as_limit(new)
+        if before != after:
+            self._limit_history.append((self.writes, before))
 
     def _limit(self) -> int:
         setting = self.sandbox.emulator.get(LONGHORN, "settings", self.namespace, self.limit_setting)
-        try:
-            return int(str((setting or {}).get("value", "0")))
-        except ValueError:
-            return 0
+        return _as_limit(setting)
 
     # --- nothing written twice -----------------------------------------------------------------------
 

@@ -115,12 +115,19 @@ class SettingSync(Explored):
         await world.sandbox.set_setting(SETTING, VALUES[0])
 
     async def _detach(self, world: World) -> None:
-        if (await world.sandbox.find("volumes", VOLUME)) is None:
+        """The operator detaches the volume (one being deleted, by the cell's volume-deleted fault,
+        is left to go: Longhorn detaches it, and it may vanish while this waits)."""
+        sandbox = world.sandbox
+        volume = await sandbox.find("volumes", VOLUME)
+        if volume is None or volume["metadata"].get("deletionTimestamp"):
             return
-        await world.sandbox.patch("volumes", VOLUME, {"spec": {"nodeID": ""}})
-        await world.sandbox.wait_volume(
-            VOLUME, lambda v: status(v).get("state") == "detached", within=30, what=f"{VOLUME} detached"
-        )
+        await sandbox.patch("volumes", VOLUME, {"spec": {"nodeID": ""}})
+
+        async def detached() -> bool:
+            held = await sandbox.find("volumes", VOLUME)
+            return held is None or status(held).get("state") == "detached"
+
+        await sandbox.wait_for(detached, within=30, what=f"{VOLUME} detached")
 
     async def after_clear(self, world: World, state: str) -> None:
         if state == "pending":

@@ -77,9 +77,10 @@ def _engine(obj: Obj | None) -> str:
 
 
 def _gone(write: Write) -> bool:
-    """The object leaves the store: a delete, or the last finalizer removed from a deleted one."""
+    """The object leaves the store: a delete of one no finalizer holds (one that a finalizer holds
+    is only marked, and stays until it comes off), or the last finalizer removed from a deleted one."""
     if write.operation == "DELETE" or write.new is None:
-        return True
+        return not (write.old or {}).get("metadata", {}).get("finalizers")
     meta = write.new.get("metadata", {})
     return bool(meta.get("deletionTimestamp")) and not meta.get("finalizers")
 
@@ -129,8 +130,7 @@ class UpgradeInvariants:
             table = self.objects[write.plural]
             if _gone(write):
                 table.pop(write.name, None)
-            else:
-                assert write.new is not None
+            elif write.new is not None:  # (none: a delete that only marks it; it stays as it was)
                 table[write.name] = write.new
         if write.plural in (MANAGERS, NODE_UPGRADES):
             self._one_in_flight(write)

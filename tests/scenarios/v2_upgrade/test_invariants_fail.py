@@ -98,6 +98,27 @@ def test_a_clean_history_passes() -> None:
     assert history.judge() == []
 
 
+def test_a_node_upgrade_a_finalizer_holds_is_still_there_after_its_delete() -> None:
+    """Deleted just after it was created, v2-upgrade's finalizer keeps it (marked) until the
+    service lets it go: the manager naming its node meanwhile names an upgrade that exists (the
+    explorer's v2-upgrade/node:created/target-deleted read it as gone)."""
+    history = History()
+    history.create(MANAGERS, obj("upgrade", {"dataEngine": "v2"}, {"state": "upgrading"}))
+    held = node_upgrade("u-1", "node-1")
+    held["metadata"]["finalizers"] = ["corral.longhorn.io/node-upgrade"]
+    history.create(NODE_UPGRADES, held)
+    history.writes.append(Write(NODE_UPGRADES, "DELETE", held, None))  # only marked
+    history.update(MANAGERS, "upgrade", {"upgradingNode": "node-1"})
+    assert history.judge() == []
+    released = copy.deepcopy(held)
+    released["metadata"].update(finalizers=[], deletionTimestamp="2027-01-15T08:00:00Z")
+    history.writes.append(Write(NODE_UPGRADES, "UPDATE", held, released))  # the finalizer off: gone
+    history.update(
+        MANAGERS, "upgrade", {"upgradingNode": "", "upgradeNodes": {"node-1": {"state": "pending"}}}
+    )
+    assert history.judge() == []
+
+
 def test_two_node_upgrades_in_flight_fail() -> None:
     history = History()
     started(history)

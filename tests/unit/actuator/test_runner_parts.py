@@ -11,7 +11,7 @@ from corral_actuator.addressing import id_mismatch, subject_mismatch, subject_se
 from corral_actuator.config import ActuatorConfig, policy_file
 from corral_actuator.limiter import TokenBucket, Unlimited, rate_limiter
 from corral_actuator.runner import consumer_spec, result_subject_for
-from corral_model.envelopes import CommandResult, FieldValue, Outcome, Target, Verb, new_command
+from corral_model.envelopes import CommandResult, FieldValue, Outcome, Target, Verb, as_attempt, new_command
 from corral_runtime.config import ConfigError, load_config
 
 
@@ -59,6 +59,9 @@ def test_the_id_must_be_the_hash_of_the_content() -> None:
     reason = id_mismatch(evil)
     assert reason is not None and command.id in reason and "not the hash" in reason
     assert id_mismatch(msgspec.structs.replace(command, id="engine-upgrade-0")) is not None
+    # A retry's attempt is part of the id: restamped it is valid, only relabelled it is not.
+    assert id_mismatch(as_attempt(command, 1)) is None
+    assert id_mismatch(msgspec.structs.replace(command, attempt=1)) is not None
 
 
 def test_result_subject_uses_the_bus_kind_token() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from corral_decision.bundle import Line, entry
 from corral_decision.replay import Replay
 from corral_model import codec
-from corral_model.envelopes import EventType, ObjectEvent
+from corral_model.envelopes import EventType, ObjectEvent, first_attempt_id
 from corral_model.longhorn import ObjectMeta, Setting
 from tests.integration.decision.toy import LIMIT, TOY
 
@@ -51,8 +51,12 @@ def test_the_toy_replays_within_its_limit_and_the_kit_expires_and_resends() -> N
     start = T0 / S
     assert made[:LIMIT] == [("s0", start), ("s1", start)]
     assert made[LIMIT] == ("s2", start + 1)
-    # s1 and s2 were never answered nor shown: each expires after the TTL and is sent again, with
-    # the same deterministic id, never more than LIMIT at once
+    # s1 and s2 were never answered nor shown: each expires after the TTL and is sent again, as
+    # the same decision's second attempt (an id of its own, which LH_COMMANDS' dedup window does not
+    # drop), never more than LIMIT at once
     assert made[LIMIT + 1 :] == [("s1", start + TTL), ("s2", start + 1 + TTL)]
-    resent = {m.command.target.name: m.command.id for m in report.replayed[LIMIT + 1 :]}
-    assert resent == {m.command.target.name: m.command.id for m in report.replayed[1 : LIMIT + 1]}
+    first = {m.command.target.name: m.command.id for m in report.replayed[1 : LIMIT + 1]}
+    resent = {m.command.target.name: m.command for m in report.replayed[LIMIT + 1 :]}
+    assert {name: c.attempt for name, c in resent.items()} == {"s1": 1, "s2": 1}
+    assert {name: first_attempt_id(c) for name, c in resent.items()} == first
+    assert not {c.id for c in resent.values()} & set(first.values())

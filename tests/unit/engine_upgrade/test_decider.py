@@ -13,7 +13,7 @@ from corral_engine_upgrade.reasons import Reason
 from corral_engine_upgrade.service import EngineUpgradeConfig
 from corral_engine_upgrade.view import DEFAULT_IMAGE_SETTING, LIMIT_SETTING, InvalidEvent
 from corral_model import longhorn as lh
-from corral_model.envelopes import EventType, ObjectEvent, Outcome
+from corral_model.envelopes import EventType, ObjectEvent, Outcome, first_attempt_id
 from tests.unit.engine_upgrade.cluster import (
     NEW,
     NEWER,
@@ -173,11 +173,12 @@ def test_an_applied_command_the_view_never_shows_is_freed_after_applied_ttl() ->
     clock.advance(2)
     due = decider.next_due()
     assert due is not None and due <= clock.now
-    [again] = decider.decide()  # still on the old image in view: decided again, with the same id
-    assert again.id == command.id
+    [again] = decider.decide()  # still on the old image in view: decided again, its next attempt
+    assert (first_attempt_id(again), again.attempt) == (command.id, 1)
+    assert again.id != command.id, "an id of its own: LH_COMMANDS' dedup window does not drop it"
 
 
-def test_a_lost_command_is_freed_after_command_ttl_and_reissued_with_the_same_id() -> None:
+def test_a_lost_command_is_freed_after_command_ttl_and_reissued_as_its_next_attempt() -> None:
     clock = Clock()
     decider, feed = ready_cluster(clock, limit="1", config=DeciderConfig(timing=Timing(command_ttl=30)))
     feed.volume_with_replicas(volume("a"))
@@ -187,7 +188,8 @@ def test_a_lost_command_is_freed_after_command_ttl_and_reissued_with_the_same_id
     assert decider.next_due() == 1030.0
     clock.advance(1)
     [again] = decider.decide()
-    assert again.id == first.id
+    assert (first_attempt_id(again), again.attempt) == (first.id, 1)
+    assert again.id != first.id
 
 
 @pytest.mark.parametrize(
@@ -214,12 +216,26 @@ def test_a_refusal_without_fresh_state_is_retried_after_the_backoff() -> None:
     decider, feed = ready_cluster(clock, limit="1", config=DeciderConfig(timing=Timing(retry_backoff=50)))
     feed.volume_with_replicas(volume("a"))
     [command] = decider.decide()
-    decider.record_result(result(command, Outcome.ERROR))
+    decider.record_result(result(command, Outcome.PRECONDITION_FAILED))
     assert decider.decide() == []
     clock.advance(49)
     assert decider.decide() == []
     clock.advance(1)
     assert names(decider.decide()) == ["a"]
+
+
+def test_a_write_the_api_server_failed_is_retried_after_the_error_backoff() -> None:
+    clock = Clock()
+    timing = Timing(retry_backoff=50, error_backoff=5)
+    decider, feed = ready_cluster(clock, limit="1", config=DeciderConfig(timing=timing))
+    feed.volume_with_replicas(volume("a"))
+    [command] = decider.decide()
+    decider.record_result(result(command, Outcome.ERROR))
+    clock.advance(4)
+    assert decider.decide() == []
+    clock.advance(1)
+    [again] = decider.decide()
+    assert again.target.name == "a" and again.attempt == 1
 
 
 def test_a_refusal_after_fresher_state_was_seen_is_redecided_at_once() -> None:

@@ -10,7 +10,7 @@ from corral_decision import Timing
 from corral_im_restart.core import DeciderConfig
 from corral_im_restart.reasons import Reason
 from corral_model import longhorn as lh
-from corral_model.envelopes import Command, CommandResult, Outcome, Verb
+from corral_model.envelopes import Command, CommandResult, Outcome, Verb, first_attempt_id
 from tests.unit.im_restart.cluster import (
     NS,
     Cluster,
@@ -67,7 +67,8 @@ def test_a_refused_delete_is_resent_after_the_backoff() -> None:
     cluster.result(delete, Outcome.PRECONDITION_FAILED)
     assert cluster.decider.next_due() == cluster.clock.now + 30.0
     cluster.clock.now += 30.0
-    assert [c.id for c in _deletes_of(cluster.decide())] == [delete.id]
+    [again] = _deletes_of(cluster.decide())
+    assert (first_attempt_id(again), again.attempt) == (delete.id, 1) and again.id != delete.id
 
 
 def test_a_lost_delete_stops_counting_after_the_command_ttl() -> None:
@@ -78,7 +79,8 @@ def test_a_lost_delete_stops_counting_after_the_command_ttl() -> None:
     cluster.clock.now += 59.0
     assert _deletes_of(cluster.decide()) == []
     cluster.clock.now += 1.0
-    assert [c.id for c in _deletes_of(cluster.decide())] == [delete.id]
+    [again] = _deletes_of(cluster.decide())
+    assert (first_attempt_id(again), again.attempt) == (delete.id, 1)
 
 
 def test_an_applied_delete_counts_until_the_view_shows_the_pod_go() -> None:

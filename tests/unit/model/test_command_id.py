@@ -13,7 +13,15 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from corral_model.envelopes import FieldValue, Target, Verb, command_id
+from corral_model.envelopes import (
+    FieldValue,
+    Target,
+    Verb,
+    as_attempt,
+    command_id,
+    first_attempt_id,
+    new_command,
+)
 
 TARGET = Target(kind="Volume", namespace="longhorn-system", name="pvc-1")
 IMAGE = FieldValue(path="/spec/image", value="longhornio/longhorn-engine:v1.10.0")
@@ -97,3 +105,24 @@ def test_different_decisions_get_different_ids(
 
     same = names[0] == names[1] and values[0] == values[1]
     assert (decision(names[0], values[0]) == decision(names[1], values[1])) == same
+
+
+def test_a_retry_has_an_id_of_its_own_and_the_first_attempt_keeps_the_pinned_one() -> None:
+    """Attempt 0 hashes as before (ids in flight across an upgrade of corral stay the same); each
+    retry of the decision is another id, the same for the same attempt in any process."""
+    assert _id(attempt=0) == PINNED
+    retries = [_id(attempt=n) for n in (1, 2, 3)]
+    assert len({PINNED, *retries}) == 4
+    assert retries == [_id(attempt=n) for n in (1, 2, 3)]
+    assert all(re.fullmatch(r"engine-upgrade-[0-9a-f]{32}", r) for r in retries)
+
+
+def test_as_attempt_restamps_the_id_and_first_attempt_id_finds_the_first() -> None:
+    first = new_command(
+        service="engine-upgrade", verb=Verb.PATCH, target=TARGET, changes=(IMAGE,), preconditions=(OLD,)
+    )
+    assert first.id == PINNED and first.attempt == 0
+    retry = as_attempt(first, 2)
+    assert (retry.attempt, retry.id) == (2, _id(attempt=2))
+    assert retry.changes == first.changes and retry.preconditions == first.preconditions
+    assert first_attempt_id(retry) == first_attempt_id(first) == PINNED

@@ -11,7 +11,16 @@ import pytest
 
 from corral_dangerzone.table import SettingName
 from corral_model import longhorn as lh
-from corral_model.envelopes import Command, CommandResult, EventType, FieldValue, ObjectEvent, Outcome, Verb
+from corral_model.envelopes import (
+    Command,
+    CommandResult,
+    EventType,
+    FieldValue,
+    ObjectEvent,
+    Outcome,
+    Verb,
+    first_attempt_id,
+)
 from corral_setting_sync import components, core
 from tests.unit.setting_sync.cluster import Cluster, component_pod, setting, volume, workload
 
@@ -45,7 +54,7 @@ def test_a_refused_delete_waits_for_a_fresher_pod_or_the_backoff() -> None:
     assert cluster.decide() == []  # same pod, same resourceVersion: not again yet
     cluster.now += cluster.decider.config.timing.retry_backoff
     [again] = cluster.decide()
-    assert again.id == delete.id
+    assert (first_attempt_id(again), again.attempt) == (delete.id, 1)
     cluster.decider.record_result(result(again, Outcome.PRECONDITION_FAILED))
     cluster.put(cluster.get("pod", "instance-manager-n1"))  # a fresher version of the pod
     [fresh] = cluster.decide()
@@ -58,7 +67,8 @@ def test_a_lost_command_is_sent_again_after_its_ttl() -> None:
     assert cluster.decide() == []
     assert cluster.decider.next_due() == pytest.approx(1000.0 + cluster.decider.config.timing.command_ttl)
     cluster.now += 1
-    assert [c.id for c in cluster.decide()] == [delete.id]
+    [again] = cluster.decide()
+    assert (first_attempt_id(again), again.attempt) == (delete.id, 1)
 
 
 def test_another_replicas_command_is_adopted_only_while_it_can_apply() -> None:

@@ -33,3 +33,23 @@ def test_an_im_pod_waits_while_its_node_is_not_ready_and_goes_on_its_node_as_rea
     assert [(h.path, h.value) for h in related.holds] == [
         ("/metadata/resourceVersion", ready.metadata.resource_version)
     ]
+
+
+def test_while_its_node_is_not_ready_the_setting_says_it_waits_for_that_node() -> None:
+    """The wait has a reason of its own, said as every other wait is: `explain`, the pending
+    gauge and a Warning Event on the Setting."""
+    cluster = Cluster()
+    cluster.put(node(ready=False), component_pod("instance-manager-n1"), setting("priority-class", "high"))
+    cluster.resync()
+    cluster.decide()
+    [said] = cluster.decider.explain("Setting/longhorn-system/priority-class")
+    assert (said.reason, said.detail) == ("node-not-ready", "waiting for node node-1 to be Ready")
+    assert cluster.decider.pending_by_setting()["priority-class"] == 1
+    [event] = cluster.events
+    assert event.body is not None
+    said_by_event = (event.body["reason"], event.body["message"])
+    assert said_by_event == ("NodeNotReady", "waiting for node node-1 to be Ready")
+    cluster.put(node(ready=True))
+    assert deletes(cluster.decide())
+    [said] = cluster.decider.explain("Setting/longhorn-system/priority-class")
+    assert said.reason == "applying"

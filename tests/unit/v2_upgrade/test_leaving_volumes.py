@@ -57,3 +57,20 @@ def test_a_volume_gone_before_initializing_ends_is_never_listed() -> None:
     world.start()
     _into(world, "node-1", S.FAILING_REPLICAS)
     assert list(world.node_upgrades("node-1")[-1].status.volumes) == ["vol-a"]
+
+
+def test_a_volume_deleted_as_its_node_upgrade_ends_leaves_the_ended_plan_too() -> None:
+    """The last pass judged on a view that still held the volume (the explorer's
+    v2-upgrade/node:finalizing/volume-deleted): the ended node upgrade listed it for good."""
+    world = cluster(volumes={"vol-a": "node-1", "vol-c": "node-1"})
+    world.put(manager())
+    world.start()
+    _into(world, "node-1", S.COMPLETED)
+    assert "vol-c" in world.node_upgrades("node-1")[-1].status.volumes
+    _start_deleting(world, "vol-c")
+    world.step(tick=1.0)
+    [done] = world.node_upgrades("node-1")
+    assert done.status.state == S.COMPLETED
+    assert list(done.status.volumes) == ["vol-a"]
+    world.delete("volume", "vol-c")
+    assert world.run() == S.COMPLETED

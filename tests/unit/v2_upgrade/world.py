@@ -86,6 +86,10 @@ def manager(
     )
 
 
+def _with(meta: lh.ObjectMeta, **changes: Any) -> lh.ObjectMeta:
+    return msgspec.structs.replace(meta, **changes)
+
+
 class World:
     """Objects by (token, name); every write bumps one global resourceVersion, as an API server does."""
 
@@ -122,12 +126,24 @@ class World:
                     creation_timestamp=obj.metadata.creation_timestamp or rfc3339(self.clock()),
                 ),
             )
-            created = (token, obj.metadata.name) not in self.objects
+            before = self.objects.get((token, obj.metadata.name))
             self.objects[(token, obj.metadata.name)] = stamped
             if self._listed:
-                self._feed(EventType.ADDED if created else EventType.MODIFIED, token, stamped)
+                self._feed(EventType.ADDED if before is None else EventType.MODIFIED, token, stamped)
+            held = before is not None and bool(before.metadata.finalizers)
+            meta = stamped.metadata
+            if held and meta.deletion_timestamp and not meta.finalizers:
+                self.delete(token, obj.metadata.name)  # its last finalizer came off
 
     def delete(self, token: str, name: str) -> None:
+        """As the API server deletes: an object with finalizers is only marked (deletionTimestamp)
+        until the last one comes off (`put`), then it goes."""
+        obj = self.objects.get((token, name))
+        if obj is not None and obj.metadata.finalizers:
+            if not obj.metadata.deletion_timestamp:
+                stamp = rfc3339(self.clock())
+                self.put(msgspec.structs.replace(obj, metadata=_with(obj.metadata, deletion_timestamp=stamp)))
+            return
         obj = self.objects.pop((token, name), None)
         if obj is not None and self._listed:
             self.rv += 1

@@ -3,8 +3,10 @@
 Commands are matched by id. An id hashes service, target, intent and preconditions and not time
 (corral_model.envelopes.command_id), so the replay reproduces the live decision exactly when it
 reproduces its id, and a bundle whose commands survive only as results (recording.py) compares as
-well as one that holds them all. Ids are compared as sets: the same decision taken twice (a retry
-after a refusal) is one decision, and JetStream drops the copy inside its dedup window anyway.
+well as one that holds them all. Ids are compared as sets: the same attempt sent twice is one
+decision (JetStream drops the copy inside its dedup window anyway); a retry after a refusal or an
+expiry is its next attempt, under an id of its own (`Command.attempt`), as the replay's is when it
+replays the same refusal.
 
 A recorded id the replay never made is `missing`, a replayed id the recording never names is
 `extra`. One of each on the same target is almost always one decision taken differently (another

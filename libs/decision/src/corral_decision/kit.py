@@ -115,12 +115,14 @@ class DeciderKit(Generic[K]):
     # --- for the rules ----------------------------------------------------------------------------
 
     def issue(self, command: Command, key: K, decided_rv: int | None = None, basis: str = "") -> Command:
-        """Count `command` as in flight on `key` from now on; returns it, for the rules to send."""
+        """Count `command` as in flight on `key` from now on; returns it as the rules must send it
+        (a retry after a refusal or an expiry carries its attempt: `Expectations.stamp`)."""
         track = self.track_at(key, create=True)
         assert track is not None
         if decided_rv is None:
             decided_rv = self.version_at(key) or 0
         judged = self.judged_version(key) or 0
+        command = self.expected.stamp(command)
         self.expected.issue(track, key, command, decided_rv, self.clock(), basis, judged)
         return command
 

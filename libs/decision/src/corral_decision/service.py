@@ -52,8 +52,8 @@ class DecisionConfig(ServiceConfig, kw_only=True, frozen=True):
     applied_ttl_s: Annotated[float, msgspec.Meta(gt=0)] = 600.0
     """After an `applied` result, how long the view may lag before the command stops counting."""
     retry_backoff_s: Annotated[float, msgspec.Meta(gt=0)] = 120.0
-    """After a refusal with no fresher state in view, wait this long before the same command (at
-    least LH_COMMANDS' dedup window, or the identical retry is dropped as a duplicate)."""
+    """After a refusal with no fresher state in view, wait this long before the same command (its
+    next attempt, under an id of its own: LH_COMMANDS' dedup window does not drop it)."""
     idle_batch: Annotated[int, msgspec.Meta(ge=0)] = 5000
     """When not deciding, let the decider do this much deferred work per round (`idle_work`)."""
     mode: Mode = Mode.REPLACE

@@ -16,5 +16,10 @@ class Timing(msgspec.Struct, frozen=True, kw_only=True):
     applied_ttl: float = 600.0
     """After an `applied` result, how long the view may lag before the command stops counting."""
     retry_backoff: float = 120.0
-    """After a refusal with no fresher object in view, wait this long before the same command (at
-    least LH_COMMANDS' dedup window, or the identical retry, same id, is dropped as a duplicate)."""
+    """After a refusal with no fresher object in view, wait this long before the same command (its
+    next attempt, under an id of its own: LH_COMMANDS' dedup window does not drop it)."""
+    error_backoff: float = 5.0
+    """After an `error` result (the API server failed the write: 429s or 500s past the actuator's
+    own retries, a timeout; no judgement of the decision), the first wait before the next attempt,
+    doubled with each attempt up to `retry_backoff`. Nothing in view changes when the API server
+    recovers, so a refusal's hold would keep an idle target waiting the whole `retry_backoff`."""

@@ -133,6 +133,11 @@ class Command(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     # than the newest it has seen from that service. 0 = unfenced (a producer that holds no lease).
     # Not part of the id: a decision republished by the next leader is still the same decision.
     term: int = 0
+    # The issuer's retry of the same decision after the first was refused or expired: 0, then 1,
+    # 2… Part of the id from 1 on (`command_id`), so a retry within LH_COMMANDS' duplicate window
+    # is stored, not dropped as a repeat of the refused one; a re-send of the same attempt (a
+    # reconnect, a republishing leader) still is.
+    attempt: int = 0
 
 
 # Canonical bytes for command ids: struct fields in their declared order, dict keys sorted.
@@ -150,6 +155,7 @@ def command_id(
     preconditions: tuple[FieldValue, ...],
     body: dict[str, Any] | None = None,
     related: tuple[RelatedPrecondition, ...] = (),
+    attempt: int = 0,
 ) -> str:
     """Hash of service, target, intent and precondition: the same decision always has the same id.
 
@@ -157,7 +163,8 @@ def command_id(
     (`firstTimestamp`, `lastTimestamp`, `eventTime`: when, not what): a crash-looping gate asks for
     its Event again under the same id, while an Event that says it is the Nth occurrence (`count`)
     is another command, counted on the recorded Event by the actuator. Commands without a body
-    hash exactly as before; likewise preconditions on related objects, hashed only when there are any.
+    hash exactly as before; likewise preconditions on related objects, hashed only when there are any,
+    and a retry's `attempt`, hashed only from 1 on (a number: never confused with a body or related).
 
     So a restarted or duplicated decider republishes an identical Nats-Msg-Id and JetStream drops it.
     The hash input is the canonical JSON of exactly these five (an injective encoding, so different
@@ -185,6 +192,8 @@ def timeless_command_id(
         parts = (*parts, timeless_body)
     if related:
         parts = (*parts, related)
+    if attempt:
+        parts = (*parts, attempt)
     canonical = _ID_ENCODER.encode(parts)
     return f"{service}-{hashlib.sha256(canonical).hexdigest()[:32]}"
 
@@ -215,6 +224,21 @@ def new_command(
         created_at=created_at,
         term=term,
     )
+
+
+def as_attempt(command: Command, attempt: int) -> Command:
+    """`command` as its issuer's `attempt`-th retry: the same decision under an id of its own."""
+    c = command
+    id_ = command_id(c.service, c.verb, c.target, c.changes, c.preconditions, c.body, c.related, attempt)
+    return msgspec.structs.replace(c, id=id_, attempt=attempt)
+
+
+def first_attempt_id(command: Command) -> str:
+    """The id `command` had as its decision's first attempt."""
+    if not command.attempt:
+        return command.id
+    c = command
+    return command_id(c.service, c.verb, c.target, c.changes, c.preconditions, c.body, c.related)
 
 
 class Outcome(enum.StrEnum):

@@ -68,7 +68,9 @@ def subject_mismatch(subject: str, command: Command) -> str | None:
 def id_mismatch(command: Command) -> str | None:
     """Why the command's id is not the hash of its content, or None when it is."""
     c = command
-    if c.id == command_id(c.service, c.verb, c.target, c.changes, c.preconditions, c.body, c.related):
+    if c.id == command_id(
+        c.service, c.verb, c.target, c.changes, c.preconditions, c.body, c.related, c.attempt
+    ):
         return None
     # (a create's body is hashed too, but its timestamps: corral_model.envelopes.command_id)
     return f"id {c.id!r} is not the hash of the command's service, verb, target, changes and preconditions"

@@ -600,6 +600,7 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
             ),
             created_at=now,
         )
+        command = self.expected.stamp(command)  # a retry after a refusal: an id of its own
         # Settled once spec.image moves away from the image it was decided on (the basis).
         self.expected.issue(volume, volume, command, volume.rv, now, basis=spec_image)
         # It was a candidate a moment ago (the walk took it): now it holds a slot on its owner

@@ -429,7 +429,7 @@ class ImRestartDecider(DeciderBase):
             idle=record.im if unsynced else None,
             node=self.view.nodes.get(record.pod_node),
         )
-        self.issue(
+        command = self.issue(
             command, ("Pod", pod.metadata.namespace, pod.metadata.name), record.pod_rv(), pod.metadata.uid
         )
         self.slots.unwait(record.key)

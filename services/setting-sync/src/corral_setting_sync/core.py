@@ -18,6 +18,7 @@ a `corral_decision.Decider`. Pure: no I/O, injected clock.
 
 from __future__ import annotations
 
+import heapq
 from typing import Any
 
 import msgspec
@@ -538,7 +539,23 @@ class SettingSyncDecider(DeciderBase):
             return Verdict(Reason.ATTACHED_VOLUMES, False)
         if group is ApplyGroup.RWX_VOLUMES_DETACHED and not self.volumes.rwx_detached:
             return Verdict(Reason.RWX_VOLUMES_ATTACHED, False)
+        if self._held_by_nodes(setting):
+            return Verdict(Reason.NODE_NOT_READY, False)
         return Verdict(Reason.APPLYING, False)
+
+    def _held_by_nodes(self, name: SettingName) -> set[str]:
+        """The nodes that every component still lagging `name` waits for: each one an instance
+        manager's pod whose Longhorn node is not Ready (im_node.py). Empty as soon as one could be
+        acted on (the first such component ends the walk: O(1) while applying)."""
+        nodes: set[str] = set()
+        for key in self.lagging.get(name, {}):
+            record = self.components.get(key)
+            pod = record.obj if record is not None and record.role is Role.INSTANCE_MANAGER else None
+            node = im_node(self.engines, pod) if isinstance(pod, lh.Pod) else None
+            if node is None or not not_ready(node):
+                return set()
+            nodes.add(node.metadata.name)
+        return nodes
 
     def _per_engine_verdict(self, name: SettingName) -> Verdict:
         engines = self.engines
@@ -577,6 +594,8 @@ class SettingSyncDecider(DeciderBase):
             return f"{engine} " + name_some(
                 busy, "instance manager with engine instances", "instance managers with engine instances"
             )
+        if reason is Reason.NODE_NOT_READY:
+            return waiting_for_nodes(self._held_by_nodes(SettingName(name)))
         if reason is Reason.APPLYING:
             names = self.lagging_components(SettingName(name))
             return name_some(names, "component on the old value", "components on the old value")
@@ -586,6 +605,13 @@ class SettingSyncDecider(DeciderBase):
 
 
 _PER_ENGINE_NAMES = frozenset(n.value for n in _PER_ENGINE)
+
+
+def waiting_for_nodes(nodes: set[str], limit: int = 5) -> str:
+    """`waiting for node node-1 to be Ready`, or `waiting for 3 nodes: a, b, c to be Ready`."""
+    shown = ", ".join(heapq.nsmallest(limit, nodes)) + (", …" if len(nodes) > limit else "")
+    which = f"node {shown}" if len(nodes) == 1 else f"{len(nodes)} nodes: {shown}"
+    return f"waiting for {which} to be Ready"
 
 
 def _engine_of(toggle: SettingName) -> str:

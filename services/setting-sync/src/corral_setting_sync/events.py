@@ -25,6 +25,7 @@ EVENT_REASON = {
     Reason.RWX_VOLUMES_ATTACHED: "RWXVolumesAttached",
     Reason.ENGINE_INSTANCES: "EngineInstances",
     Reason.INVALID_VALUE: "InvalidValue",
+    Reason.NODE_NOT_READY: "NodeNotReady",
 }
 """The verdicts an Event reports (what blocks a setting), with the Event's reason for each."""
 

@@ -23,6 +23,9 @@ class Reason(enum.StrEnum):
     ENGINE_INSTANCES = "engine-instances"
     """Group D: something needs changing and an instance manager of that data engine runs engine
     instances (Longhorn checks instances, not volume state)."""
+    NODE_NOT_READY = "node-not-ready"
+    """The precondition holds, but every component still on the old value is an instance manager's
+    pod on a Longhorn node that is not Ready: its delete waits for the node (im_node.py)."""
     APPLYING = "applying"
     """The precondition holds: commands are out (or queued) for the components still on the old value."""
     NOT_HANDLED = "not-handled"
@@ -39,5 +42,6 @@ class Reason(enum.StrEnum):
             Reason.ATTACHED_VOLUMES,
             Reason.RWX_VOLUMES_ATTACHED,
             Reason.ENGINE_INSTANCES,
+            Reason.NODE_NOT_READY,
             Reason.APPLYING,
         )

@@ -12,7 +12,11 @@
   decided before the node changed is refused, and the one decided after it is a new command (a
   new id: never dropped by LH_COMMANDS' dedup window as a repeat of the refused one).
 * Creating a NodeDataEngineUpgrade or a Snapshot: whole objects with deterministic names, so a
-  repeated create is the same object (the actuator treats an existing match as applied).
+  repeated create is the same object (the actuator treats an existing match as applied). A node
+  upgrade carries v2-upgrade's finalizer (Longhorn's webhook gives its own `longhorn.io`, §5.2):
+  deleted mid-flight it stays, and so does its node's `DataEngineUpgradeRequested`, until the
+  service has brought the node's volumes home and lets it go (`release_node_upgrade`, on the
+  resourceVersion read).
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ MANAGER_LABEL = "longhorn.io/data-engine-upgrade-manager"
 NODE_LABEL = "longhorn.io/node"
 RV = "/metadata/resourceVersion"
 V2_ENGINE = FieldValue(path="/spec/dataEngine", value=V2)
+NODE_UPGRADE_FINALIZER = "corral.longhorn.io/node-upgrade"
+"""Held on every NodeDataEngineUpgrade v2-upgrade creates, until a deleted one lets its node go."""
 
 
 def rfc3339(seconds: float) -> str:
@@ -200,6 +206,7 @@ def create_node_upgrade(
                 MANAGER_LABEL: meta.name,
                 NODE_LABEL: node,
             },
+            "finalizers": [NODE_UPGRADE_FINALIZER],
             "ownerReferences": [
                 {
                     "apiVersion": f"{CORRAL_GROUP}/{CORRAL_VERSION}",
@@ -223,6 +230,22 @@ def create_node_upgrade(
         target=Target(kind=NODE_UPGRADE_KIND, namespace=meta.namespace, name=name),
         body=body,
         reason=f"upgrading: start node {node} (attempt {attempt + 1})",
+        created_at=now,
+    )
+
+
+def release_node_upgrade(node_upgrade: lh.NodeDataEngineUpgrade, why: str, now: float) -> Command:
+    """Take v2-upgrade's finalizer off a node upgrade being deleted: it goes, and with it its node's
+    `DataEngineUpgradeRequested` (§5.4)."""
+    meta = node_upgrade.metadata
+    kept = [f for f in meta.finalizers if f != NODE_UPGRADE_FINALIZER]
+    return new_command(
+        service=SERVICE,
+        verb=Verb.PATCH,
+        target=_target(node_upgrade, NODE_UPGRADE_KIND),
+        changes=(FieldValue(path="/metadata/finalizers", value=kept),),
+        preconditions=(FieldValue(path=RV, value=meta.resource_version),),
+        reason=f"deleted: release node {node_upgrade.spec.node_id} ({why})",
         created_at=now,
     )
 

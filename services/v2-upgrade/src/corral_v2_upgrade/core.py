@@ -32,7 +32,7 @@ from corral_v2_upgrade.announce import Announcer
 from corral_v2_upgrade.commands import MANAGER_KIND, NODE_UPGRADE_KIND, SERVICE, patch_status
 from corral_v2_upgrade.config import DeciderConfig
 from corral_v2_upgrade.manager import step_manager
-from corral_v2_upgrade.node import step_node
+from corral_v2_upgrade.node import lists_leaving, step_node
 from corral_v2_upgrade.plan import node_plan
 from corral_v2_upgrade.states import is_terminal
 from corral_v2_upgrade.step import Step
@@ -137,7 +137,7 @@ class V2UpgradeDecider(DeciderBase):
             self._emit(MANAGER_KIND, manager, step, now, out)
         for name in sorted(view.node_upgrades):
             node_upgrade = view.node_upgrades[name]
-            if is_terminal(node_upgrade.status.state):
+            if is_terminal(node_upgrade.status.state) and not self._still_to_tidy(node_upgrade):
                 continue
             step = step_node(view, node_upgrade, config, now)
             self._steps[(NODE_UPGRADE_KIND, node_upgrade.metadata.namespace, name)] = step
@@ -182,6 +182,18 @@ class V2UpgradeDecider(DeciderBase):
             self._announcer.manager_moved(before, after, self.clock())
         elif isinstance(after, lh.NodeDataEngineUpgrade):
             self._announcer.node_upgrade_moved(before, after, self.clock())
+
+    def _still_to_tidy(self, node_upgrade: lh.NodeDataEngineUpgrade) -> bool:
+        """An ended node upgrade with something left for v2-upgrade: deleted, with its finalizer
+        to let go of; or, while its manager runs, listing a volume deleted as it ended."""
+        if node_upgrade.metadata.deletion_timestamp:
+            return True
+        manager = self.view.managers.get(node_upgrade.spec.data_engine_upgrade_manager)
+        return (
+            manager is not None
+            and not is_terminal(manager.status.state)
+            and lists_leaving(self.view, node_upgrade)
+        )
 
     def _object(self, kind: str, name: str) -> Any:
         token = next((t for t in READS if KINDS[t].kind == kind and KINDS[t].group != ""), None)

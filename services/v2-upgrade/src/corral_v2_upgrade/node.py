@@ -106,10 +106,40 @@ def _and_then(
     return step
 
 
+# The states in which the node's volumes are off its own instance manager (targets moved away, the
+# IM replaced, targets on their way home): only the node's `DataEngineUpgradeRequested` keeps their
+# engines alive while its IM is gone (§5.4), so a node upgrade deleted here is restored first.
+_RESTORE_BEFORE_RELEASE = frozenset({S.SWITCHING_OVER, S.UPGRADING_INSTANCE_MANAGER, S.SWITCHING_BACK})
+
+
+def _deleted(nu: lh.NodeDataEngineUpgrade, now: float, step: Step) -> Step | None:
+    """A node upgrade being deleted. Where its node's volumes are off the node's own instance
+    manager, the restore (an abort) runs first: with the upgrade gone the node controller clears
+    the node's flag, and a v2 engine whose instance manager is replaced on a node not flagged is
+    marked `error` and its volume detached (§5.4, the instance handler). Then, or at once from any
+    other state, v2-upgrade's finalizer comes off and the object goes; the manager starts the node
+    again (`_orphaned`). None while the restore carries on."""
+    if cmd.NODE_UPGRADE_FINALIZER not in nu.metadata.finalizers:
+        return step  # not held by v2-upgrade: it goes as it is
+    state = nu.status.state
+    if state in _RESTORE_BEFORE_RELEASE:
+        return _start_abort(nu, AbortReason.DELETED, step) if not nu.status.abort_reason else None
+    step.actions.append(cmd.release_node_upgrade(nu, f"deleted in {state or 'undefined'}", now))
+    return step
+
+
 def step_node(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, config: DeciderConfig, now: float) -> Step:
     state = nu.status.state
+    if nu.metadata.deletion_timestamp:
+        released = _deleted(nu, now, Step())
+        if released is not None:
+            return released
     if is_terminal(state):
-        return Step()
+        # A volume deleted as the attempt ended (its last pass judged on a view that still held
+        # it) leaves the plan all the same.
+        step = Step()
+        _without_leaving_volumes(view, nu, step)
+        return step
     step = Step()
     nu = _without_leaving_volumes(view, nu, step)
     aborting = _abort(view, nu, config, now, step)
@@ -139,6 +169,11 @@ def step_node(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, config: DeciderCo
         case _:
             step.status.update(state=S.ERROR, message=f"Unknown state {state!r}")
             return step
+
+
+def lists_leaving(view: UpgradeView, nu: lh.NodeDataEngineUpgrade) -> bool:
+    """The node upgrade's plan still lists a volume that is gone or being deleted."""
+    return any(leaving(view.volumes.get(name)) for name in nu.status.volumes)
 
 
 def leaving(volume: lh.Volume | None) -> bool:

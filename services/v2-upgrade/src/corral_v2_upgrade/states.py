@@ -50,6 +50,9 @@ class AbortReason(enum.StrEnum):
     TEMPORARY_NODE_LOST = "temporary-node-lost"
     REQUESTED = "requested"
     """The operator asked for it (the manager's `corral.longhorn.io/abort` annotation)."""
+    DELETED = "deleted"
+    """Its NodeDataEngineUpgrade was deleted while the node's volumes were off its own instance
+    manager (switching over, its IM replaced, switching back): restored before it lets the node go."""
     RELEASED = "released"
     """In `initializing`, a volume it holds was not healthy: its own flag would hold that rebuild,
     so it lets the node go (no retry used) and the manager starts it again once it is healthy."""
