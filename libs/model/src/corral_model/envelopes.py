@@ -172,7 +172,7 @@ def command_id(
     decisions do not collide in practice. Ids are `<service>-<32 hex>`.
     """
     timeless = None if body is None else {k: v for k, v in body.items() if k not in _WHEN}
-    return timeless_command_id(service, verb, target, changes, preconditions, timeless, related)
+    return timeless_command_id(service, verb, target, changes, preconditions, timeless, related, attempt)
 
 
 def timeless_command_id(
@@ -183,6 +183,7 @@ def timeless_command_id(
     preconditions: tuple[FieldValue, ...],
     timeless_body: dict[str, Any] | None,
     related: tuple[RelatedPrecondition, ...] = (),
+    attempt: int = 0,
 ) -> str:
     """`command_id` for a body already without its timestamps: a producer that builds the body
     itself (an Event, thousands a second in a wave) hashes it before adding them, instead of
