@@ -184,6 +184,8 @@ def test_a_refused_rollback_is_held_then_sent_again_after_the_backoff() -> None:
     clock.advance(decider.config.timing.retry_backoff)
     (again,) = volume_commands(decider.decide())
     assert again.changes == rollback.changes
+    # The next attempt, under an id of its own: JetStream's duplicate window would drop the same id.
+    assert again.attempt == 1 and again.id != rollback.id
 
 
 def test_the_mode_is_a_service_setting_approved_by_default() -> None:

@@ -199,6 +199,7 @@ def test_a_refused_pause_mark_is_sent_again_after_the_backoff() -> None:
     clock.advance(decider.config.timing.retry_backoff)
     (again,) = marks(decider.decide())
     assert again.changes == mark.changes and decider.wave_paused() == mark.changes[0].value
+    assert again.attempt == 1 and again.id != mark.id  # not dropped as a duplicate of the first
     assert wave_events(decider.decide()) == []  # the Event was said once
 
 

@@ -531,8 +531,15 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         ):
             return
         command = rollback_command(SERVICE, volume, self._fields.tests(volume), self._rollbacks.how(), now)
-        self.expected.issue(volume, volume, command, volume.rv, now, basis=volume.spec_image)
+        command = self._out(volume, command, volume.rv, now, basis=volume.spec_image)
         self._rollbacks.send(command, volume, evidence)
+
+    def _out(self, track: VolumeRecord, command: Command, rv: int, now: float, basis: str = "") -> Command:
+        """`command` counted in flight on `track` and returned as it must be sent: a retry after a
+        refusal or an expiry as its next attempt, under an id of its own (Expectations.stamp)."""
+        command = self.expected.stamp(command)
+        self.expected.issue(track, track, command, rv, now, basis=basis)
+        return command
 
     def _guard_failure(self, volume: VolumeRecord, how: str) -> None:
         """A volume of the wave went wrong (degraded, faulted, stuck): the guard may pause it."""
@@ -549,9 +556,7 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
             return
         if ei is None or key.expectation is not None or self.expected.held(key, ei.rv, now):
             return
-        mark = self._guard.mark(ei, now)
-        self.expected.issue(key, key, mark, ei.rv, now)
-        self._guard.outbox.append(mark)
+        self._guard.outbox.append(self._out(key, self._guard.mark(ei, now), ei.rv, now))
 
     def _sync_wave(self) -> None:
         """After a rules change: a new default image starts a new wave (with the upgrades already in
@@ -600,9 +605,8 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
             ),
             created_at=now,
         )
-        command = self.expected.stamp(command)  # a retry after a refusal: an id of its own
         # Settled once spec.image moves away from the image it was decided on (the basis).
-        self.expected.issue(volume, volume, command, volume.rv, now, basis=spec_image)
+        command = self._out(volume, command, volume.rv, now, basis=spec_image)
         # It was a candidate a moment ago (the walk took it): now it holds a slot on its owner
         # node. No rule needs re-checking.
         self._owners.place(volume, owner, None)
