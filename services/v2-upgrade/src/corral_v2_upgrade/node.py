@@ -332,6 +332,9 @@ def readiness_blockers(view: UpgradeView, node: str) -> list[str]:
 
 def _initializing(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float, step: Step) -> Step:
     node, message = nu.spec.node_id, nu.status.message
+    unnamed = not_yet_named(view, nu)
+    if unnamed:
+        return step.wait(unnamed, message)
     lh_node = view.nodes[node]  # (present, ready: node_guard.unfit passed)
     if lh.condition_status(lh_node.status.conditions, "DataEngineUpgradeRequested") == "False":
         return step.wait("node is not requested for data engine upgrade", message)
@@ -364,6 +367,22 @@ def _initializing(view: UpgradeView, nu: lh.NodeDataEngineUpgrade, now: float, s
     _transition(step, nu, S.FAILING_REPLICAS, volumes)
     step.status["replicaVolumes"] = sorted(replica_volumes)
     return step
+
+
+def not_yet_named(view: UpgradeView, nu: lh.NodeDataEngineUpgrade) -> str:
+    """Why the node upgrade waits, before it touches anything, for its manager to name its node in
+    `upgradingNode` ("" when it need not): its manager created it, and the status write naming it
+    was lost (say to a run of 429s). Going on, the attempt could end before the manager's record
+    says it began. Only the attempt its manager will adopt waits (manager._adopt_own_attempt);
+    any other goes on as before, or the two would wait on each other for ever."""
+    manager = view.managers.get(nu.spec.data_engine_upgrade_manager)
+    node = nu.spec.node_id
+    if manager is None or is_terminal(manager.status.state) or manager.status.upgrading_node:
+        return ""
+    entry = manager.status.upgrade_nodes.get(node)
+    if nu.metadata.name != cmd.node_upgrade_name(manager, node, entry.attempts if entry else 0):
+        return ""
+    return f"waiting for manager {manager.metadata.name} to name node {node} in flight"
 
 
 def _snapshots(
