@@ -135,7 +135,9 @@ async def test_migration_node_is_reported_while_attached(sandbox: Sandbox) -> No
 # --- SIM-REB -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("sandbox_config", [fast_config(rebuild_seconds=0.5)])
+# Each rebuild lasts longer than one pass of the invariant below (six API reads) can take on a
+# loaded machine: with 0.5 s rebuilds a full run once saw none of the three in flight (peak 0).
+@pytest.mark.parametrize("sandbox_config", [fast_config(rebuild_seconds=1.5)])
 async def test_rebuilds_respect_the_per_node_limit(sandbox: Sandbox) -> None:
     await sandbox.set_setting("concurrent-replica-rebuild-per-node-limit", "1")
     names = ["vol-a", "vol-b", "vol-c"]
