@@ -25,14 +25,7 @@ def _deleted_in(state: str) -> tuple[World, str]:
     world = cluster(volumes={"vol-a": "node-1", "vol-b": "node-2"})
     world.put(manager(nodes=("node-1",)))
     world.start()
-    for _ in range(60):
-        found = world.node_upgrades("node-1")
-        if found and found[-1].status.state == state:
-            break
-        world.step(tick=1.0)
-    else:
-        raise AssertionError(f"node-1 never reached {state}")
-    name = found[-1].metadata.name
+    name = world.step_until("node-1", state).metadata.name
     world.delete("nodedataengineupgrade", name)
     return world, name
 

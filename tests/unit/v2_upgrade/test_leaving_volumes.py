@@ -14,12 +14,7 @@ S = UpgradeState
 
 
 def _into(world: World, node: str, state: str) -> None:
-    for _ in range(60):
-        found = world.node_upgrades(node)
-        if found and found[-1].status.state == state:
-            return
-        world.step(tick=1.0)
-    raise AssertionError(f"{node} never reached {state}")
+    world.step_until(node, state)
 
 
 def _start_deleting(world: World, name: str) -> None:

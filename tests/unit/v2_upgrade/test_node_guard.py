@@ -20,12 +20,7 @@ ACTING_STATES = (S.FAILING_REPLICAS, S.SWITCHING_OVER, S.UPGRADING_INSTANCE_MANA
 
 
 def _into(world: World, node: str, state: str) -> None:
-    for _ in range(60):
-        found = world.node_upgrades(node)
-        if found and found[-1].status.state == state:
-            return
-        world.step(tick=1.0)
-    raise AssertionError(f"{node} never reached {state}")
+    world.step_until(node, state)
 
 
 def _not_ready(world: World, node: str) -> lh.Node:

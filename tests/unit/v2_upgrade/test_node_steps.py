@@ -24,12 +24,7 @@ def started(world: World) -> World:
 
 
 def step_until(world: World, node: str, state: str, limit: int = 60) -> lh.NodeDataEngineUpgrade:
-    for _ in range(limit):
-        found = world.node_upgrades(node)
-        if found and found[-1].status.state == state:
-            return found[-1]
-        world.step(tick=1.0)
-    raise AssertionError(f"{node} never reached {state}: {[u.status for u in world.node_upgrades(node)]}")
+    return world.step_until(node, state, limit)
 
 
 def transition_into(world: World, node: str, state: str, limit: int = 10) -> list[Command]:

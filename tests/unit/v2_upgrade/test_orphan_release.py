@@ -20,15 +20,9 @@ def _orphaned_in(state: str, config: DeciderConfig | None = None, nodes: tuple[s
     world.rebuild_passes = 3
     world.put(manager(nodes=nodes))
     world.start()
-    for _ in range(60):
-        found = world.node_upgrades("node-1")
-        if found and found[-1].status.state == state:
-            break
-        world.step(tick=1.0)
-    else:
-        raise AssertionError(f"node-1 never reached {state}")
+    found = world.step_until("node-1", state)
     assert world.get("volume", "vol-a").status.robustness == "degraded", "its replica on node-1 is gone"
-    world.delete("nodedataengineupgrade", found[-1].metadata.name)
+    world.delete("nodedataengineupgrade", found.metadata.name)
     return world
 
 

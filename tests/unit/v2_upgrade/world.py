@@ -251,6 +251,15 @@ class World:
     def node_upgrades(self, node: str) -> list[lh.NodeDataEngineUpgrade]:
         return [u for u in self.all("nodedataengineupgrade") if u.spec.node_id == node]
 
+    def step_until(self, node: str, state: str, limit: int = 60) -> lh.NodeDataEngineUpgrade:
+        """Step until `node`'s latest node upgrade is in `state`; that node upgrade."""
+        for _ in range(limit):
+            found = self.node_upgrades(node)
+            if found and found[-1].status.state == state:
+                return found[-1]
+            self.step(tick=1.0)
+        raise AssertionError(f"{node} never reached {state}: {[u.status for u in self.node_upgrades(node)]}")
+
     # --- the toy data plane ---------------------------------------------------------------------------
 
     def data_plane(self) -> None:
