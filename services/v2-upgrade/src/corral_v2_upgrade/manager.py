@@ -303,10 +303,9 @@ def _record_in_flight(
     now: float,
 ) -> Step:
     """Name `attempt`'s node in flight; the next pass follows the attempt to its outcome."""
-    node = attempt.spec.node_id
-    nodes[node] = msgspec.structs.replace(nodes.get(node, lh.UpgradeNodeStatus()), state=S.INITIALIZING)
-    if attempt.status.state and attempt.status.state not in (S.COMPLETED, S.ERROR):
-        nodes[node] = msgspec.structs.replace(nodes[node], state=attempt.status.state)
+    node, state = attempt.spec.node_id, attempt.status.state
+    in_flight = state if state and not is_terminal(state) else S.INITIALIZING
+    nodes[node] = msgspec.structs.replace(nodes.get(node, lh.UpgradeNodeStatus()), state=in_flight)
     _write_nodes(step, manager, nodes)
     step.status["upgradingNode"] = node
     if not manager.status.started_at:
