@@ -39,7 +39,7 @@ from corral_decision.events import EventType, event_command
 from corral_engine_upgrade.records import MIGRATING, NODE, ROLLBACK_APPROVED, ROLLED_BACK, STRIDE, V2
 from corral_engine_upgrade.records import VolumeRecord as Volume
 from corral_engine_upgrade.view import ClusterView
-from corral_model.envelopes import Command, FieldValue, Target, Verb, command_id
+from corral_model.envelopes import Command, FieldValue, Target, Verb, new_command
 
 ROLLED_BACK_EVENT = "EngineUpgradeRolledBack"  # the reason announce.py gives any upgrade undone
 AWAITING_APPROVAL = "awaiting rollback approval"
@@ -105,8 +105,7 @@ def rollback_command(
     )
     if volume.uid:
         tests = (*tests, FieldValue(path="/metadata/uid", value=volume.uid))
-    return Command(
-        id=command_id(service, Verb.PATCH, target, changes, tests),
+    return new_command(
         service=service,
         verb=Verb.PATCH,
         target=target,

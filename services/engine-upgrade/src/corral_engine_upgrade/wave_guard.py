@@ -28,7 +28,7 @@ import msgspec
 
 from corral_decision.events import EventType, event_command
 from corral_engine_upgrade.records import WAVE_PAUSED, ImageRecord, VolumeRecord
-from corral_model.envelopes import Command, FieldValue, Target, Verb, command_id
+from corral_model.envelopes import Command, FieldValue, Target, Verb, new_command
 
 PAUSED_EVENT = "EngineUpgradeWavePaused"
 PAUSED_PATH = "/metadata/annotations/" + WAVE_PAUSED.replace("/", "~1")
@@ -147,8 +147,7 @@ class WaveGuard:
         target = Target(kind="EngineImage", namespace=ei.namespace, name=ei.name)
         changes = (FieldValue(path=PAUSED_PATH, value=self.reason),)
         tests = (FieldValue(path="/spec/image", value=ei.image),)
-        return Command(
-            id=command_id(self.service, Verb.PATCH, target, changes, tests),
+        return new_command(
             service=self.service,
             verb=Verb.PATCH,
             target=target,
