@@ -96,6 +96,8 @@ def report_lines(report: ReplayReport, *, explain: str | None) -> Iterator[str]:
         f" {report.results} results, {report.recorded_commands} commands recorded;"
         f" {len(report.replayed)} replayed"
     )
+    if report.recorded_passes:
+        yield f"passes: decided at the {report.recorded_passes} live passes the commands name, on their input"
     for limit in report.limits:
         yield f"limit: {limit}"
     others = {v: n for v, n in sorted(report.recorded_versions.items()) if v != report.running_version}

@@ -498,6 +498,7 @@ def test_the_demo_shows_the_engine_upgrade_wave_until_it_is_over(tmp_path: Path)
         # from before the wave, makes exactly the commands the live one made.
         replay = replay_from_history(run, tmp_path, "engine-upgrade", before_the_wave)
         assert replay.returncode == 0, replay.stdout + replay.stderr
+        assert "passes: decided at the " in replay.stdout, replay.stdout
         assert "diff: 8 same, 0 changed, 0 missing, 0 extra" in replay.stdout, replay.stdout
         assert "version:" not in replay.stdout, replay.stdout
 
@@ -571,6 +572,8 @@ def test_the_whole_demo_then_shows_settings_pending_until_the_detach(tmp_path: P
             replay = replay_from_history(run, tmp_path, service, before)
             # Messages as plain text, whole: a tuple's repr is cut short, and with it what differed.
             assert replay.returncode == 0, f"{service}:\n{replay.stdout}{replay.stderr}"
+            # on the input each live pass had, not on stream time (decided_on.py)
+            assert "passes: decided at the " in replay.stdout, f"{service}:\n{replay.stdout}"
             diff = replay.stdout.splitlines()[-1]
             assert re.fullmatch(r"diff: [1-9]\d* same, 0 changed, 0 missing, 0 extra: .*", diff), (
                 f"{service}:\n{replay.stdout}"

@@ -13,6 +13,7 @@ from corral_cli.events.reader import snapshot
 from corral_cli.events.streams import DEFAULT_SUBJECTS, filters_by_stream
 from corral_decision import DecisionConfig, DecisionRunner
 from corral_decision.bundle import Line, parse_time
+from corral_decision.decided_on import DECIDED_ON_HEADER
 from corral_decision.replay import Replay
 from corral_model.envelopes import Outcome
 from corral_model.longhorn import ObjectMeta, Setting
@@ -67,3 +68,38 @@ async def test_a_live_run_replays_to_the_same_decisions(fake_bus: Bus) -> None:
     replayed = Replay(TOY).feed_all(lines)
     assert replayed.recorded_commands == len(NAMES) > LIMIT  # slots were freed and refilled
     assert [d.match for d in replayed.differences] == ["same"] * len(NAMES), replayed.differences
+
+
+async def test_the_live_passes_are_replayed_even_when_stream_time_cannot_tell_them_apart(
+    fake_bus: Bus,
+) -> None:
+    """A live pass takes in what has arrived, which stream time does not record: here every line
+    is stamped with one instant, so a replay on the timing takes each burst in one pass and decides
+    otherwise, while the replay that follows the passes the commands name decides as the live did.
+    Without those names (an older release) it says it falls back to the timing."""
+    watcher = FakeWatcher(fake_bus, namespace=NS)
+    await watcher.put(*(_setting(n, "x") for n in NAMES))
+    await watcher.resync(["setting"])
+    await _run_live(fake_bus, watcher)
+    records = await snapshot(fake_bus, filters_by_stream(TOY_SUBJECTS))
+    instant = parse_time(records[0].time)
+    lines = [Line(n, record, instant) for n, record in enumerate(records, start=1)]
+
+    on_timing = Replay(TOY, debounce_s=TOY.config().debounce_s).feed_all(lines)
+    assert on_timing.recorded_passes == 0
+    assert not on_timing.matches, on_timing.differences
+
+    paced = Replay(TOY).feed_all(lines)
+    live_passes = {r.headers[DECIDED_ON_HEADER] for r in records if r.subject.startswith("lh.cmd.")}
+    assert paced.recorded_passes == len(live_passes) > 1  # slots freed and refilled
+    assert [d.match for d in paced.differences] == ["same"] * len(NAMES), paced.differences
+
+    unmarked = [
+        Line(line.number, msgspec.structs.replace(line.entry, headers={}), line.time_ns)
+        if line.entry.subject.startswith("lh.cmd.")
+        else line
+        for line in lines
+    ]
+    older = Replay(TOY).feed_all(unmarked)
+    assert older.recorded_passes == 0
+    assert any("do not name the input" in limit for limit in older.limits), older.limits

@@ -9,7 +9,17 @@ time, as if the live service had read it then; lines stored at one instant arriv
 `debounce_s` overrides the service's setting (0: a pass after every line).
 
 Nothing is decided before the decider is `ready` (its view complete), nor after the last line
-but the pass owed to the last lines (the recording says nothing about later). Recorded commands
+but the pass owed to the last lines (the recording says nothing about later).
+
+That timing is the live runner's, but its input is not: a live service takes in each message a
+delivery delay after its stream time, so its passes may split a burst where the replay's do not.
+Every command names the input its pass had taken in (decided_on.py), so when the recording holds
+every command of the service whole (a `--follow` recording, or the bus's history), the replay
+decides pass for pass instead: it takes in exactly the object events and results the live pass had
+(the two streams merged as that pass saw them), at that pass's time, and decides then; nowhere
+else. A pass that commanded nothing left no mark and is not made again, which changes nothing a
+decider reads, as its passes are level-triggered. `--debounce`, a recording without the marks (an
+older release), or one whose commands survive only as results, is replayed on the timing. Recorded commands
 are never adopted: the replay makes its own, and they are compared with the recorded ones by id
 (recording.py, command_diff.py).
 
@@ -32,7 +42,9 @@ changed in between.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +54,7 @@ import msgspec
 from corral_bus import StreamMessage
 from corral_decision.bundle import BadLine, Line, order_key
 from corral_decision.command_diff import Difference, ReplayedCommand, compare
+from corral_decision.decided_on import DECIDED_ON_HEADER, DecidedOn
 from corral_decision.decider import Explanation, InvalidEvent, Runnable, target_key
 from corral_decision.decision_loop import DecisionLoop
 from corral_decision.events import is_event
@@ -105,6 +118,8 @@ class ReplayReport:
     first event is no ADDED): LH_OBJECTS keeps the last few events per object, so a bundle dumped
     long after the fact (or from `--since`) starts such objects where the stream does, and the
     replay's view of them is missing what came before."""
+    recorded_passes: int = 0
+    """The live passes replayed one by one on their recorded input (0: replayed on the timing)."""
     replayed: list[ReplayedCommand] = field(default_factory=list)
     differences: list[Difference] = field(default_factory=list)
     verdicts: list[Verdict] = field(default_factory=list)
@@ -146,6 +161,7 @@ class Replay:
         self.clock = SimulatedClock()
         self.time = SimulatedTime(self.clock)
         self.decider: Runnable = service.new_decider(config, self.clock)
+        self._on_timing_only = debounce_s is not None  # another debounce: the live passes do not apply
         self.loop = DecisionLoop(
             self.decider,
             self.time.timing,
@@ -174,6 +190,7 @@ class Replay:
         self._led = False  # the first decision after the view is ready has been made
         self._verdict: Explanation | None = None
         self._finished = False
+        self._paced = False  # deciding at the recorded passes, not on the timing
 
     # --- input ------------------------------------------------------------------------------------
 
@@ -192,9 +209,98 @@ class Replay:
             else:
                 readable.append(line)
         readable.sort(key=lambda line: order_key(line.entry, line.time_ns))
-        for line in readable:
-            self.feed(line)
+        passes = None if self._on_timing_only else self._recorded_passes(readable)
+        if passes is None:
+            for line in readable:
+                self.feed(line)
+        else:
+            self._feed_pass_by_pass(readable, passes)
         return self.finish()
+
+    # --- the recorded passes ------------------------------------------------------------------------
+
+    def _recorded_passes(self, readable: list[Line]) -> list[DecidedOn] | None:
+        """The live passes that commanded something, in order, when the recording names the input
+        of every command the service made (None: replay on the timing, the reason in `limits`)."""
+        passes: set[DecidedOn] = set()
+        marked: set[str] = set()
+        unmarked = 0
+        named: set[str] = set()  # command ids the service's results name
+        for line in readable:
+            entry = line.entry
+            if entry.stream == COMMANDS_STREAM and entry.subject.startswith(self._commands):
+                mark = DecidedOn.parse(entry.headers.get(DECIDED_ON_HEADER, ""))
+                if mark is None:
+                    # a start-up hook's Event (the gate's) is no pass's; a decider's command is
+                    unmarked += not entry.subject.startswith(self._events)
+                    continue
+                passes.add(mark)
+                with contextlib.suppress(SchemaError):
+                    marked.add(codec.decode(entry.data, Command).id)
+            elif (
+                entry.stream == RESULTS_STREAM
+                and entry.subject.startswith(self._results)
+                and not entry.subject.startswith(self._event_results)
+            ):
+                with contextlib.suppress(SchemaError):
+                    named.add(codec.decode(entry.data, CommandResult).command_id)
+        if not passes and not named:
+            return None  # nothing recorded: nothing to pace by
+        why = None
+        if unmarked or not passes:
+            why = "commands that do not name the input they were decided on (an older release)"
+        elif named - marked:
+            why = f"{len(named - marked)} commands held only as their results"
+        ordered = sorted(passes)
+        if why is None and any(a.results_seq > b.results_seq for a, b in itertools.pairwise(ordered)):
+            why = "passes whose inputs are not in stream order"
+        if why is not None:
+            self.report.limits.append(
+                f"replayed on the runner's timing, not pass by pass: the recording has {why}"
+            )
+            return None
+        return ordered
+
+    def _feed_pass_by_pass(self, readable: list[Line], passes: list[DecidedOn]) -> None:
+        """Feed every line, deciding before the first line that a pass had not taken in."""
+        self._paced = True
+        self.report.recorded_passes = len(passes)
+        objects_upto = [p.objects_seq for p in passes]
+        results_upto = [p.results_seq for p in passes]
+        index = {p: i for i, p in enumerate(passes)}
+        placed: list[tuple[int, int, Line]] = []
+        before = 0  # the pass the last input line came before
+        for position, line in enumerate(readable):
+            entry = line.entry
+            if entry.stream == OBJECTS_STREAM and self._reads(entry.subject):
+                before = bisect.bisect_left(objects_upto, entry.seq)
+            elif entry.stream == RESULTS_STREAM and entry.subject.startswith(self._results):
+                before = bisect.bisect_left(results_upto, entry.seq)
+            elif entry.stream == COMMANDS_STREAM and entry.subject.startswith(self._commands):
+                mark = DecidedOn.parse(entry.headers.get(DECIDED_ON_HEADER, ""))
+                if mark is not None:  # recorded after the pass that made it
+                    placed.append((index[mark] + 1, position, line))
+                    continue
+            placed.append((before, position, line))
+        placed.sort(key=lambda p: (p[0], p[1]))
+        decided = 0
+        for before, _, line in placed:
+            while decided < before:
+                self._decide_recorded(passes[decided])
+                decided += 1
+            self.feed(line)
+        for mark in passes[decided:]:
+            self._decide_recorded(mark)
+
+    def _reads(self, subject: str) -> bool:
+        return any(subject_matches(f, subject) for f in self._object_filters)
+
+    def _decide_recorded(self, mark: DecidedOn) -> None:
+        """A recorded pass, at its time (never past `until`, and only on a view the live one had)."""
+        if (self.until_ns is not None and mark.at * _NS > self.until_ns) or not self.decider.ready:
+            return
+        self.clock.advance_to(mark.at)
+        self._pass()
 
     def feed(self, line: Line) -> None:
         """One readable line, lines in bundle order (as `feed_all` and a bus snapshot give them)."""
@@ -204,7 +310,7 @@ class Replay:
             return
         report.lines += 1
         stream, subject = line.entry.stream, line.entry.subject
-        if stream == OBJECTS_STREAM and any(subject_matches(f, subject) for f in self._object_filters):
+        if stream == OBJECTS_STREAM and self._reads(subject):
             self._arrive(line)
             self._object(line)
             self._wake()
@@ -301,6 +407,8 @@ class Replay:
     def _wake(self) -> None:
         """The line is taken in: wake the loop, started as the live one is once the view is ready."""
         self._fed = True
+        if self._paced:
+            return  # decided at the recorded passes
         if self.time.started:
             self.loop.wake()
         elif self.decider.ready:
@@ -309,6 +417,9 @@ class Replay:
 
     async def _decide(self, stop: asyncio.Event) -> None:
         """One pass of the loop, as a leader makes it, keeping what it decides."""
+        self._pass()
+
+    def _pass(self) -> None:
         if not self._led:
             # The live leader looks at every target once before its first decision (takeover.py).
             self._led = True

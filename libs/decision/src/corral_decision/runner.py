@@ -22,6 +22,8 @@ it adds only plumbing:
   replica leads in (`Command.term`, outside the id), so the actuator can refuse a deposed leader's;
   a command JetStream did not store is reported to the decider as an `error` result, which frees
   what it held;
+* every command also says what input its pass had taken in (decided_on.py: the last object event
+  and result applied), so `corral replay` decides on exactly that input;
 * with a tracer (a collector is configured), each command gets a span in the trace of the event
   that led to it, and carries it to the actuator in its `traceparent` (tracing.py says which event
   is the parent when a burst held several); without one, no trace state is kept at all.
@@ -46,6 +48,7 @@ from corral_bus import BootstrapReader, Bus, Publisher, PublishError, StreamMess
 from corral_bus.cancellation import cancel_and_wait
 from corral_decision.coexistence import Coexistence, Mode, Stance
 from corral_decision.command_feed import CommandFeed
+from corral_decision.decided_on import DECIDED_ON_HEADER, DecidedOn
 from corral_decision.decider import InvalidEvent, Runnable
 from corral_decision.decision_loop import DecisionLoop
 from corral_decision.events import is_event
@@ -141,6 +144,8 @@ class DecisionRunner:
             timing=timing,
         )
         self.bootstrapped = asyncio.Event()
+        self._objects_seq = 0  # the last LH_OBJECTS event applied
+        self._results_seq = 0  # the last LH_RESULTS result applied
         self.traces = DecisionTraces(tracer) if tracer is not None else None
         self.loop = self._new_decision_loop()
 
@@ -203,6 +208,8 @@ class DecisionRunner:
                     self.log.warning(
                         "skipping an unreadable object event", subject=message.subject, error=str(e)
                     )
+            if batch:
+                self._objects_seq = batch[-1].stream_seq
             for kind, count in counted.items():
                 events.labels(kind).inc(count)
             counted.clear()
@@ -214,6 +221,7 @@ class DecisionRunner:
 
     async def _follow_results(self) -> None:
         async for message in self.results:
+            self._results_seq = message.stream_seq
             try:
                 result = message.decode(CommandResult)
             except SchemaError as e:
@@ -252,9 +260,12 @@ class DecisionRunner:
         """Still leader, in the same term (not lost and regained meanwhile)."""
         return bool(self._is_leader()) and term == self._term
 
-    async def _publish(self, commands: Sequence[Command], traced: DecisionBatch | None = None) -> None:
+    async def _publish(
+        self, commands: Sequence[Command], decided_on: DecidedOn, traced: DecisionBatch | None = None
+    ) -> None:
         service = self.service
         term = self._lease_term()
+        headers = {**_MADE_BY, DECIDED_ON_HEADER: decided_on.header()}
         for command in commands:
             if term:  # fencing: the actuator refuses a leader older than the newest it saw
                 command = msgspec.structs.replace(command, term=term)
@@ -266,12 +277,12 @@ class DecisionRunner:
             subject = command_subject(service.name, token, target.namespace, target.name)
             if traced is None:
                 await self._publisher.publish(
-                    subject, codec.encode(command), msg_id=command.id, headers=_MADE_BY
+                    subject, codec.encode(command), msg_id=command.id, headers=headers
                 )
                 continue
             with trace.use_span(traced.start(command, subject), end_on_exit=False):
                 await self._publisher.publish(
-                    subject, codec.encode(command), msg_id=command.id, headers=_MADE_BY
+                    subject, codec.encode(command), msg_id=command.id, headers=headers
                 )
         try:
             await self._publisher.flush()
@@ -298,6 +309,7 @@ class DecisionRunner:
 
     async def _decide_once(self) -> Sequence[Command]:
         started = time.perf_counter()
+        decided_on = DecidedOn(self._objects_seq, self._results_seq, self.timing.now())
         decided = self.decider.decide()
         self.metrics.decision_seconds.observe(time.perf_counter() - started)
         # Beside a running longhorn-manager, what would double-drive is withheld (coexistence.py).
@@ -310,11 +322,11 @@ class DecisionRunner:
                 traces.forget()
             return commands
         if traces is None:
-            await self._publish(commands)
+            await self._publish(commands, decided_on)
         else:
             traced = traces.take()
             try:
-                await self._publish(commands, traced)
+                await self._publish(commands, decided_on, traced)
             finally:
                 traced.end()
         mode = self.service.command_mode
