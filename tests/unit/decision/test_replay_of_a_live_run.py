@@ -76,7 +76,8 @@ async def test_the_live_passes_are_replayed_even_when_stream_time_cannot_tell_th
     """A live pass takes in what has arrived, which stream time does not record: here every line
     is stamped with one instant, so a replay on the timing takes each burst in one pass and decides
     otherwise, while the replay that follows the passes the commands name decides as the live did.
-    Without those names (an older release) it says it falls back to the timing."""
+    Without those names (an older release), or with a command held only as its result, it says it
+    falls back to the timing."""
     watcher = FakeWatcher(fake_bus, namespace=NS)
     await watcher.put(*(_setting(n, "x") for n in NAMES))
     await watcher.resync(["setting"])
@@ -103,3 +104,10 @@ async def test_the_live_passes_are_replayed_even_when_stream_time_cannot_tell_th
     older = Replay(TOY).feed_all(unmarked)
     assert older.recorded_passes == 0
     assert any("do not name the input" in limit for limit in older.limits), older.limits
+
+    first_command = next(line for line in lines if line.entry.subject.startswith("lh.cmd."))
+    result_only = Replay(TOY).feed_all([line for line in lines if line is not first_command])
+    assert result_only.recorded_passes == 0
+    assert any("commands held only as their results (1)" in limit for limit in result_only.limits), (
+        result_only.limits
+    )

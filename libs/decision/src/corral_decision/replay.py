@@ -250,7 +250,7 @@ class Replay:
         if unmarked or not passes:
             why = "commands that do not name the input they were decided on (an older release)"
         elif named - marked:
-            why = f"{len(named - marked)} commands held only as their results"
+            why = f"commands held only as their results ({len(named - marked)})"
         ordered = sorted(passes)
         if why is None and any(a.results_seq > b.results_seq for a, b in itertools.pairwise(ordered)):
             why = "passes whose inputs are not in stream order"
