@@ -77,15 +77,17 @@ class EventDecoder:
     """Decodes `lh.obj.<kind>.<ns>.<name>` by its kind token, straight into the service's Struct."""
 
     def __init__(self, service: DecisionService[Any]) -> None:
-        self._types = {kind: ObjectEvent[struct] for kind, struct in service.reads.items()}  # type: ignore[valid-type]
+        self._decoders: dict[str, codec.Decoder[ObjectEvent[Any]]] = {
+            kind: codec.Decoder(ObjectEvent[struct])  # type: ignore[valid-type]
+            for kind, struct in service.reads.items()
+        }
 
     def __call__(self, message: StreamMessage) -> ObjectEvent[Any]:
         kind = message.subject.split(".", 3)[2]
-        type_ = self._types.get(kind)
-        if type_ is None:
+        decoder = self._decoders.get(kind)
+        if decoder is None:
             raise SchemaError(f"subject {message.subject} is not a kind this service reads")
-        event: ObjectEvent[Any] = message.decode(type_)
-        return event
+        return decoder(message.data)
 
 
 class DecisionRunner:

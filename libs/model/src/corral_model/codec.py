@@ -11,7 +11,7 @@ reason", so one bad byte can never end the task that reads a stream.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar, get_origin
+from typing import Any, Generic, TypeVar, get_origin
 
 import msgspec
 
@@ -46,7 +46,7 @@ _SCHEMAS: dict[type[Any], str] = {
 }
 
 
-class _Plan:
+class _Plan(Generic[T]):
     """How one type is decoded: its decoder, the schema it expects, and the exact bytes a payload
     of that schema starts with when corral encoded it (the `schema` field first, as the envelopes
     declare it): such a payload needs no separate look at its schema, which was a second parse of
@@ -54,18 +54,18 @@ class _Plan:
 
     __slots__ = ("decoder", "expected", "prefix", "want_major", "want_name")
 
-    def __init__(self, type_: Any) -> None:
-        self.decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(type_)
+    def __init__(self, type_: type[T]) -> None:
+        self.decoder: msgspec.json.Decoder[T] = msgspec.json.Decoder(type_)
         self.expected = _SCHEMAS[get_origin(type_) or type_]
         self.want_name, self.want_major = _major(self.expected)
         self.prefix = b'{"schema":' + msgspec.json.encode(self.expected)
 
 
-_plans: dict[Any, _Plan] = {}
+_plans: dict[Any, _Plan[Any]] = {}
 
 
-def _plan(type_: Any) -> _Plan:
-    plan = _plans.get(type_)
+def _plan(type_: type[T]) -> _Plan[T]:
+    plan: _Plan[T] | None = _plans.get(type_)
     if plan is None:
         plan = _plans[type_] = _Plan(type_)
     return plan
@@ -83,12 +83,29 @@ def _major(schema: str) -> tuple[str, str]:
 def decode(data: bytes, type_: type[T]) -> T:
     """Decode `data` as `type_` (e.g. `Command`, `ObjectEvent[Volume]`), refusing other envelopes
     and unknown major versions."""
-    plan = _plan(type_)
+    return _decode(data, _plan(type_))
+
+
+class Decoder(Generic[T]):
+    """`decode` for one type, its plan found once. A decision service decodes every change of the
+    cluster, and finding the plan hashes the type: for a generic alias such as
+    `ObjectEvent[Volume]` that alone cost 170 ns a call, a twentieth of deciding on the event."""
+
+    __slots__ = ("_plan",)
+
+    def __init__(self, type_: type[T]) -> None:
+        self._plan = _plan(type_)
+
+    def __call__(self, data: bytes) -> T:
+        return _decode(data, self._plan)
+
+
+def _decode(data: bytes, plan: _Plan[T]) -> T:
     prefixed = data.startswith(plan.prefix) and data[len(plan.prefix) : len(plan.prefix) + 1] in (b",", b"}")
     if not prefixed:
         _check_schema(data, plan)
     try:
-        result: T = plan.decoder.decode(data)
+        result = plan.decoder.decode(data)
     except Exception as e:  # msgspec's errors, UnicodeDecodeError, RecursionError: all bad bytes
         raise SchemaError(f"invalid {plan.want_name} message: {_reason(e)}") from e
     if prefixed and result.schema != plan.expected:  # type: ignore[attr-defined]
@@ -96,7 +113,7 @@ def decode(data: bytes, type_: type[T]) -> T:
     return result
 
 
-def _check_schema(data: bytes, plan: _Plan) -> None:
+def _check_schema(data: bytes, plan: _Plan[Any]) -> None:
     expected = plan.expected
     try:
         schema = _peek.decode(data).schema
