@@ -22,9 +22,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TypeVar
 
+import msgspec
 from nats.errors import ConnectionClosedError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
@@ -42,9 +42,11 @@ T = TypeVar("T")
 _DELETE_WAIT_S = 1.0
 
 
-@dataclass(frozen=True, slots=True)
-class StreamMessage:
-    """One message read from a stream (no ack needed: the reader does not track deliveries)."""
+class StreamMessage(msgspec.Struct, frozen=True):
+    """One message read from a stream (no ack needed: the reader does not track deliveries).
+
+    A Struct, not a frozen dataclass: one is made per event a decision service reads, and a frozen
+    dataclass's `__init__` (`object.__setattr__` per field) cost 1.4 µs of it, a Struct 0.14."""
 
     subject: str
     data: bytes
@@ -52,7 +54,7 @@ class StreamMessage:
     stream_seq: int
     bootstrap: bool
     """True for messages of the initial last-per-subject snapshot."""
-    caught_up: bool = field(default=False)
+    caught_up: bool = False
     """True for the last message of the snapshot (after it, `ready` is set)."""
 
     def decode(self, type_: type[T]) -> T:

@@ -8,9 +8,9 @@ returns), so a handler cannot ack twice or forget to. It can decode the payload 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TypeVar
 
+import msgspec
 from nats.aio.msg import Msg
 from opentelemetry.context import Context
 
@@ -19,8 +19,10 @@ from corral_model import codec
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class Delivery:
+class Delivery(msgspec.Struct, frozen=True):
+    """One per message a consumer handles (the actuator: one per command): a Struct, since a frozen
+    dataclass's `__init__` sets each of its ten fields through `object.__setattr__` (about 2 µs)."""
+
     data: bytes
     subject: str
     headers: Mapping[str, str]
@@ -33,7 +35,7 @@ class Delivery:
     """Messages still waiting for this consumer after this one."""
     trace_context: Context
     """The context it was published under (also made current while the handler runs)."""
-    msg: Msg = field(repr=False)
+    msg: Msg
 
     @property
     def is_last_attempt(self) -> bool:
