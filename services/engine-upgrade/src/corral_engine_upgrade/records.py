@@ -43,7 +43,6 @@ ROLLBACK_APPROVED = "engine-upgrade.corral.io/rollback-approved"
 ROLLED_BACK = "engine-upgrade.corral.io/rolled-back"
 
 
-_SUFFIX = len("-r-") + 8
 _HEX = "0123456789abcdef"
 
 
@@ -54,11 +53,10 @@ def replica_key(volume: str, name: str) -> int:
     two different names never share a key (hence the checks: `int()` would also take upper case,
     `_`, signs, spaces and non-ASCII digits). Longhorn names every replica so: outside tests that
     table stays empty."""
-    cut = len(volume)
-    if len(name) == cut + _SUFFIX and name.startswith(volume) and name.startswith("-r-", cut):
-        digits = name[cut + 3 :]
-        if not digits.strip(_HEX):  # every character a lowercase hex digit
-            return int(digits, 16)
+    # One split at the last "-r-" (8 hex digits hold none): cheaper than testing each part apart.
+    head, _, digits = name.rpartition("-r-")
+    if head == volume and len(digits) == 8 and not digits.strip(_HEX):  # all lowercase hex digits
+        return int(digits, 16)
     key = _ODD_KEYS.get(name)
     if key is None:
         _ODD_NAMES.append(_intern(name))
