@@ -21,7 +21,6 @@ from corral_engine_upgrade.records import (
     MARKED,
     MIGRATING,
     NODE,
-    NODE_NAMES,
     STANDBY,
     STRICT_LOCAL,
     STRIDE,
@@ -169,15 +168,16 @@ def _images_not_ready(
             return _IMAGE_NOT_READY
         if default_ready is not None and node not in default_ready:
             default_ready = None
-    names = NODE_NAMES
+    # The replicas' nodes by number, against the images' ready nodes by number.
+    ready_numbers = current_ei.ready_numbers
+    default_numbers = default_ei.ready_numbers if default_ready is not None else None
     for number in replica_nodes:
         if number:
-            replica_node = names[number]
-            if replica_node not in ready:
+            if number not in ready_numbers:
                 return _IMAGE_NOT_READY
-            if default_ready is not None and replica_node not in default_ready:
-                default_ready = None
-    if default_ready is None:
+            if default_numbers is not None and number not in default_numbers:
+                default_numbers = None
+    if default_numbers is None:
         return _DEFAULT_IMAGE_NOT_READY
     return None
 

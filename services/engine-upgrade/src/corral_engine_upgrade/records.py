@@ -263,6 +263,9 @@ class ImageRecord(msgspec.Struct, frozen=True, gc=False):
     rv: int
     state_ok: bool  # status.state is `deployed` or `deploying` (§1.3: both count)
     ready_nodes: frozenset[str]  # nodes whose nodeDeploymentMap entry is true
+    # The same nodes by number (`node_id`), as a volume's replicas name them: the rules test those
+    # without going back to the names.
+    ready_numbers: frozenset[int]
     controller_api_version: int
     controller_api_min_version: int
     # Longhorn's EngineImage sync returns before the auto-upgrade step when the image is being
@@ -285,13 +288,15 @@ class ImageRecord(msgspec.Struct, frozen=True, gc=False):
         """Raises msgspec.ValidationError / DecodeError for a node map that is not {node: bool}."""
         status = ei.status
         deployment = node_map(status.node_deployment_map)
+        ready_nodes = frozenset(compress(deployment, deployment.values()))
         return cls(
             name=_intern(ei.metadata.name),
             image=_intern(ei.spec.image),
             rv=rv,
             state_ok=_state_ok(status),
             # Built in C (compress), not a Python loop: an EngineImage event carries every node.
-            ready_nodes=frozenset(compress(deployment, deployment.values())),
+            ready_nodes=ready_nodes,
+            ready_numbers=frozenset(map(node_id, ready_nodes)),
             controller_api_version=status.controller_api_version,
             controller_api_min_version=status.controller_api_min_version,
             usable=_usable(ei),
