@@ -330,7 +330,7 @@ class ClusterView:
                 return NO_IMPACT
             if self._buried("replica", namespace, name, rv, False):
                 return NO_IMPACT
-            entries = entries + replicas_of(key, node_id(replica.spec.node_id), rv)
+            entries = entries + replicas_of(key, node_id(replica.spec.node_id), _held(rv))
             self._set_replicas(namespace, volume_name, record, entries)
             return record if record is not None else NO_IMPACT
         held_rv = entries[at + RV]
@@ -342,7 +342,10 @@ class ClusterView:
             return record if record is not None else NO_IMPACT
         # The common case, a known replica changed: in place. Keep the newer rv even when it did
         # not move, so older events stay ignored; only a move is news to the rules.
-        entries[at + RV] = rv
+        try:
+            entries[at + RV] = rv
+        except OverflowError:  # see _held
+            entries[at + RV] = -1
         node = replica.spec.node_id
         if NODE_NAMES[entries[at + NODE]] == node:
             return NO_IMPACT
@@ -467,6 +470,12 @@ class ClusterView:
             # A key deleted twice has two entries; only the last one (still in the deque) matters,
             # and removing early is harmless: a recreated object carries a newer rv anyway.
             self._tombstones.pop(key, None)
+
+
+def _held(rv: int) -> int:
+    """`rv` as a replica's array can hold it (a signed 64-bit integer, as etcd's revisions are);
+    one beyond that, which no API server issues, is kept as unknown (-1) rather than refused."""
+    return rv if -(2**63) <= rv < 2**63 else -1
 
 
 def _stale(incoming: int, held: int) -> bool:
