@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from corral_decision import Timing
 from corral_engine_upgrade.core import DeciderConfig, EngineUpgradeDecider
 from corral_engine_upgrade.reasons import Reason
-from corral_engine_upgrade.records import KEY, NODE, STRIDE, replica_name
+from corral_engine_upgrade.records import KEY, STRIDE, replica_name, replica_nodes
 from corral_engine_upgrade.view import DEFAULT_IMAGE_SETTING, LIMIT_SETTING, REQUIRED_KINDS
 from corral_engine_upgrade.wave_guard import WAVE_GUARD_OFF
 from corral_model import longhorn as lh
@@ -213,9 +213,9 @@ def _replay(sim: SimCluster) -> list[ObjectEvent[Any]]:
         objects += [
             lh.Replica(
                 metadata=lh.ObjectMeta(name=replica_name(vol.metadata.name, key), namespace=NS),
-                spec=lh.ReplicaSpec(volume_name=vol.metadata.name, node_id=str(node)),
+                spec=lh.ReplicaSpec(volume_name=vol.metadata.name, node_id=node),
             )
-            for key, node in zip(items[KEY::STRIDE], items[NODE::STRIDE], strict=True)
+            for key, node in zip(items[KEY::STRIDE], replica_nodes(items), strict=True)
         ]
     events: list[ObjectEvent[Any]] = [
         ObjectEvent(type=EventType.ADDED, kind=KINDS[type(o)], namespace=NS, name=o.metadata.name, object=o)

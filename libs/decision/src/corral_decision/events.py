@@ -36,8 +36,10 @@ MAX_MESSAGE = 1024
 OCCURRENCE_PATH = "/lastTimestamp"
 """The precondition path that names an Event command's occurrence (see the module docstring)."""
 
-_BY_KIND = {info.kind: info for info in KINDS.values()}
+_API_VERSIONS = {info.kind: info.api_version for info in KINDS.values()}
 _encode = msgspec.json.Encoder().encode
+_blake2b = hashlib.blake2b
+_CREATE = Verb.CREATE
 
 
 class EventType(enum.StrEnum):
@@ -45,30 +47,42 @@ class EventType(enum.StrEnum):
     WARNING = "Warning"
 
 
+# Each type's value as a plain str: reading `.value` goes through the enum's property, twice per
+# Event (its name and its body), thousands of Events a second in a wave.
+_TYPE_VALUES = {member: member.value for member in EventType}
+
+
 def component_of(service: str) -> str:
     """The Event's source component, as the upgrade-path gate names it: `corral-<service>`."""
     return f"corral-{service}"
 
 
-_last_stamp: tuple[int, str] = (-1, "")
+_last_stamp: tuple[int, str, tuple[FieldValue, ...]] = (-1, "", ())
 
 
 def timestamp(now: float) -> str:
     """Event timestamps are whole seconds (metav1.Time). The last one is kept: a wave makes
     thousands of Events a second, and formatting a time costs more than the rest of a name."""
+    return _occurrence(now)[0]
+
+
+def _occurrence(now: float) -> tuple[str, tuple[FieldValue, ...]]:
+    """The timestamp of `now` and the precondition naming that occurrence, kept for the second
+    (both frozen: every Event of that second shares them)."""
     global _last_stamp
     second = int(now)
     if _last_stamp[0] != second:
-        _last_stamp = (second, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second)))
-    return _last_stamp[1]
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
+        _last_stamp = (second, stamp, (FieldValue(path=OCCURRENCE_PATH, value=stamp),))
+    return _last_stamp[1], _last_stamp[2]
 
 
 def involved_object(target: Target) -> dict[str, Any]:
     """`involvedObject` for an object corral knows by kind (Volume, Pod, Setting…)."""
-    info = _BY_KIND.get(target.kind)
     involved: dict[str, Any] = {"kind": target.kind, "name": target.name}
-    if info is not None:
-        involved["apiVersion"] = info.api_version
+    api_version = _API_VERSIONS.get(target.kind)
+    if api_version is not None:
+        involved["apiVersion"] = api_version
     if target.namespace:
         involved["namespace"] = target.namespace
     if target.uid:
@@ -79,8 +93,12 @@ def involved_object(target: Target) -> dict[str, Any]:
 def event_name(service: str, about: Target, type_: EventType, reason: str, message: str) -> str:
     """`<object name>.<16 hex>`: Kubernetes' own `<name>.<suffix>` shape, the suffix a hash of what
     the Event says, so a repeat addresses the Event it repeats."""
-    identity = (service, about.kind, about.namespace, about.name, type_.value, reason, message)
-    digest = hashlib.blake2b(_encode(identity), digest_size=8).hexdigest()
+    return _event_name(service, about, _TYPE_VALUES[type_], reason, message)
+
+
+def _event_name(service: str, about: Target, type_value: str, reason: str, message: str) -> str:
+    identity = (service, about.kind, about.namespace, about.name, type_value, reason, message)
+    digest = _blake2b(_encode(identity), digest_size=8).hexdigest()
     return f"{about.name[: 253 - 17]}.{digest}"
 
 
@@ -98,15 +116,16 @@ def event_command(
     (default: the object's own namespace, as Kubernetes records it)."""
     message = message[:MAX_MESSAGE]
     namespace = namespace or about.namespace
-    name = event_name(service, about, type_, reason, message)
-    component = component_of(service)
-    stamp = timestamp(now)
-    timeless: dict[str, Any] = {
+    type_value = _TYPE_VALUES[type_]
+    name = _event_name(service, about, type_value, reason, message)
+    component = f"corral-{service}"  # component_of
+    stamp, occurrence = _occurrence(now)
+    body: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"name": name, "namespace": namespace},
         "involvedObject": involved_object(about),
-        "type": type_.value,
+        "type": type_value,
         "reason": reason,
         "message": message,
         "source": {"component": component},
@@ -114,16 +133,16 @@ def event_command(
         "count": 1,
     }
     target = Target(kind="Event", namespace=namespace, name=name)
-    occurrence = (FieldValue(path=OCCURRENCE_PATH, value=stamp),)
     # Hashed before the timestamps go in (they are not part of the id): no filtered copy to make.
-    id_ = timeless_command_id(service, Verb.CREATE, target, (), occurrence, timeless)
+    id_ = timeless_command_id(service, _CREATE, target, (), occurrence, body)
+    body["firstTimestamp"] = body["lastTimestamp"] = stamp
     return Command(
         id=id_,
         service=service,
-        verb=Verb.CREATE,
+        verb=_CREATE,
         target=target,
         preconditions=occurrence,
-        body={**timeless, "firstTimestamp": stamp, "lastTimestamp": stamp},
+        body=body,
         reason=f"{reason}: {message}"[:MAX_MESSAGE],
         created_at=now,
     )

@@ -45,8 +45,13 @@ BLOCKING = frozenset(
 )
 
 OUTBOX_LIMIT = 4096
-"""Events made but not yet taken by `decide()`. A standby (which never decides) keeps only the
+"""Events said but not yet taken by `decide()`. A standby (which never decides) keeps only the
 latest; a replica that becomes leader starts from an empty outbox (its predecessor reported)."""
+
+# What a transition says, as it was when said: (namespace, name, uid of the volume, type, reason,
+# message, when). Its Event command (two hashes, a body) is built only when `decide()` takes it: a
+# standby, which never decides, builds none, and a leader builds a pass's Events in one run.
+Said = tuple[str, str, str, EventType, str, str, float]
 
 
 class Announcer:
@@ -55,7 +60,7 @@ class Announcer:
     def __init__(self, service: str, view: ClusterView) -> None:
         self.service = service
         self.view = view
-        self.outbox: deque[Command] = deque(maxlen=OUTBOX_LIMIT)
+        self.outbox: deque[Said] = deque(maxlen=OUTBOX_LIMIT)
 
     def images_moved(self, volume: VolumeRecord, now: float) -> None:
         """After an event changed a volume's facts: an upgrade to the default image started, or
@@ -111,15 +116,22 @@ class Announcer:
             volume.announced = ""  # unblocked: blocked again later is a new occurrence
 
     def take(self) -> list[Command]:
-        commands = list(self.outbox)
+        """The Event commands of everything said since the last call, in order."""
+        service = self.service
+        commands = [
+            event_command(
+                service=service,
+                # with its uid, or `kubectl describe volume` would not list the Event (it matches by uid)
+                about=Target(kind="Volume", namespace=namespace, name=name, uid=uid),
+                type_=type_,
+                reason=reason,
+                message=message,
+                now=now,
+            )
+            for namespace, name, uid, type_, reason, message, now in self.outbox
+        ]
         self.outbox.clear()
         return commands
 
     def _emit(self, volume: VolumeRecord, type_: EventType, reason: str, message: str, now: float) -> None:
-        # with its uid, or `kubectl describe volume` would not list the Event (it matches by uid)
-        about = Target(kind="Volume", namespace=volume.namespace, name=volume.name, uid=volume.uid)
-        self.outbox.append(
-            event_command(
-                service=self.service, about=about, type_=type_, reason=reason, message=message, now=now
-            )
-        )
+        self.outbox.append((volume.namespace, volume.name, volume.uid, type_, reason, message, now))

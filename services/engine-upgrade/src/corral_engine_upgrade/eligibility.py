@@ -155,13 +155,9 @@ def _images_not_ready(
     """(c, d) §1.3 "image ready on all volume replicas": the current image, then the default one,
     on the attached node and every scheduled replica's."""
     node = volume.node
-    replica_nodes = volume.replicas[NODE::STRIDE]
-    if not node:
-        for replica_node in replica_nodes:
-            if replica_node:
-                break
-        else:
-            return _NO_REPLICA_NODES
+    replica_nodes = volume.replicas[NODE::STRIDE]  # node numbers (records.node_id), 0: not scheduled
+    if not node and not any(replica_nodes):
+        return _NO_REPLICA_NODES
     # Both images in one pass over the nodes; the current image's verdict still comes first.
     if current_ei is None or not current_ei.state_ok:
         return _IMAGE_NOT_READY
@@ -172,13 +168,16 @@ def _images_not_ready(
             return _IMAGE_NOT_READY
         if default_ready is not None and node not in default_ready:
             default_ready = None
-    for replica_node in replica_nodes:
-        if replica_node:
-            if replica_node not in ready:
+    # The replicas' nodes by number, against the images' ready nodes by number.
+    ready_numbers = current_ei.ready_numbers
+    default_numbers = default_ei.ready_numbers if default_ready is not None else None
+    for number in replica_nodes:
+        if number:
+            if number not in ready_numbers:
                 return _IMAGE_NOT_READY
-            if default_ready is not None and replica_node not in default_ready:
-                default_ready = None
-    if default_ready is None:
+            if default_numbers is not None and number not in default_numbers:
+                default_numbers = None
+    if default_numbers is None:
         return _DEFAULT_IMAGE_NOT_READY
     return None
 

@@ -8,16 +8,18 @@ Records are compared by identity (what the owner lists and queues need). The sma
 the collector should never walk them; the runner freezes the view after bootstrap for the same
 reason (`gc.freeze`).
 
-Replicas are folded into their volume's record, three flat items each (key, node, rv): the rules
-only need the node each replica is scheduled on (longhorn-behaviour.md §1.3, "ready on all volume
-replicas").
+Replicas are folded into their volume's record, three machine integers each (key, node, rv) in
+one array: the rules only need the node each replica is scheduled on (longhorn-behaviour.md §1.3,
+"ready on all volume replicas").
 """
 
 from __future__ import annotations
 
 import sys
+from array import array
 from itertools import compress
 from operator import countOf
+from typing import TypeAlias
 
 import msgspec
 
@@ -41,36 +43,71 @@ ROLLBACK_APPROVED = "engine-upgrade.corral.io/rollback-approved"
 ROLLED_BACK = "engine-upgrade.corral.io/rolled-back"
 
 
-_SUFFIX = len("-r-") + 8
+_HEX = "0123456789abcdef"
 
 
-def replica_key(volume: str, name: str) -> int | str:
+def replica_key(volume: str, name: str) -> int:
     """What a volume's replica is known by among its siblings. Longhorn names a replica
-    `<volume>-r-<8 lowercase hex digits>`: such a name is kept as the number its digits spell (a
-    32-byte int instead of a ~100-byte string, three times per volume); any other name is kept
-    whole, so two different names never share a key (hence the checks: `int()` would also take
-    upper case, `_`, signs and spaces)."""
-    cut = len(volume)
-    if len(name) == cut + _SUFFIX and name.startswith(volume) and name.startswith("-r-", cut):
-        digits = name[cut + 3 :]
-        if digits.isalnum() and (digits.islower() or digits.isdigit()):
-            try:
-                return int(digits, 16)
-            except ValueError:  # letters past f
-                pass
-    return name
+    `<volume>-r-<8 lowercase hex digits>`: such a name is kept as the number its digits spell (0 or
+    more). Any other name gets a negative number of its own, from a table kept for the process, so
+    two different names never share a key (hence the checks: `int()` would also take upper case,
+    `_`, signs, spaces and non-ASCII digits). Longhorn names every replica so: outside tests that
+    table stays empty."""
+    # One split at the last "-r-" (8 hex digits hold none): cheaper than testing each part apart.
+    head, _, digits = name.rpartition("-r-")
+    if head == volume and len(digits) == 8 and not digits.strip(_HEX):  # all lowercase hex digits
+        return int(digits, 16)
+    key = _ODD_KEYS.get(name)
+    if key is None:
+        _ODD_NAMES.append(_intern(name))
+        key = _ODD_KEYS[name] = -len(_ODD_NAMES)
+    return key
 
 
-def replica_name(volume: str, key: int | str) -> str:
+def replica_name(volume: str, key: int) -> str:
     """The name `replica_key` made `key` of."""
-    return f"{volume}-r-{key:08x}" if isinstance(key, int) else key
+    return f"{volume}-r-{key:08x}" if key >= 0 else _ODD_NAMES[-key - 1]
 
 
-# VolumeRecord.replicas holds three items per replica, flat, with no object per replica (a third of
-# the record's memory went to those): its key (`replica_key`), the node it is scheduled on ("" until
-# it is) and its resourceVersion (older events of the replica are ignored).
-Replicas = tuple[int | str, ...]
+_ODD_KEYS: dict[str, int] = {}
+_ODD_NAMES: list[str] = []
+
+# Node names as small numbers, for the process (a few thousand nodes at most): a replica's node is
+# kept as one, so a volume's replicas fit in one array of machine integers. 0 is "" (not scheduled).
+_NODE_IDS: dict[str, int] = {"": 0}
+NODE_NAMES: list[str] = [""]
+"""The node name of each number `node_id` gave."""
+
+
+def node_id(name: str) -> int:
+    """The number of node `name` (given once per name, for the life of the process)."""
+    found = _NODE_IDS.get(name)
+    if found is None:
+        NODE_NAMES.append(_intern(name))
+        found = _NODE_IDS[name] = len(NODE_NAMES) - 1
+    return found
+
+
+# VolumeRecord.replicas holds three machine integers per replica, flat, in one array: no object per
+# replica and no int object per number (a tuple of Python ints cost ~300 bytes a volume, the array
+# ~140): its key (`replica_key`), the number of the node it is scheduled on (`node_id`, 0 until it
+# is) and its resourceVersion (older events of the replica are ignored). A known replica's node and
+# resourceVersion are updated in place; adding or removing one makes a new array, so the shared
+# empty one (`NO_REPLICAS`) is never written to.
+Replicas: TypeAlias = "array[int]"
 KEY, NODE, RV, STRIDE = 0, 1, 2, 3
+NO_REPLICAS: Replicas = array("q")
+
+
+def replicas_of(*items: int) -> Replicas:
+    """A Replicas array of these flat items (key, node number, rv per replica)."""
+    return array("q", items)
+
+
+def replica_nodes(replicas: Replicas) -> list[str]:
+    """The names of the nodes the replicas are scheduled on (one per replica, "" not scheduled)."""
+    names = NODE_NAMES
+    return [names[number] for number in replicas[NODE::STRIDE]]
 
 
 # VolumeRecord.flags: the Volume's yes/no facts the rules read, one bit each (one small int per
@@ -116,7 +153,7 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
     node: str = ""  # status.currentNodeID: where it is attached
     flags: int = 0  # STANDBY | EXPANSION_REQUIRED | MIGRATING | STRICT_LOCAL | V2 | MARKED
     marks: Marks | None = None  # the rollback annotations, on the few volumes that carry one
-    replicas: Replicas = ()  # see Replicas above
+    replicas: Replicas = NO_REPLICAS  # see Replicas above
     # --- decider bookkeeping (core.py and the kit's track, kept here to avoid parallel dicts) -----
     expectation: Expectation | None = None  # the kit's (corral_decision.expectations)
     hold_rv: int = -2  # after a refusal: not re-decided until rv > hold_rv …
@@ -226,6 +263,9 @@ class ImageRecord(msgspec.Struct, frozen=True, gc=False):
     rv: int
     state_ok: bool  # status.state is `deployed` or `deploying` (§1.3: both count)
     ready_nodes: frozenset[str]  # nodes whose nodeDeploymentMap entry is true
+    # The same nodes by number (`node_id`), as a volume's replicas name them: the rules test those
+    # without going back to the names.
+    ready_numbers: frozenset[int]
     controller_api_version: int
     controller_api_min_version: int
     # Longhorn's EngineImage sync returns before the auto-upgrade step when the image is being
@@ -248,13 +288,15 @@ class ImageRecord(msgspec.Struct, frozen=True, gc=False):
         """Raises msgspec.ValidationError / DecodeError for a node map that is not {node: bool}."""
         status = ei.status
         deployment = node_map(status.node_deployment_map)
+        ready_nodes = frozenset(compress(deployment, deployment.values()))
         return cls(
             name=_intern(ei.metadata.name),
             image=_intern(ei.spec.image),
             rv=rv,
             state_ok=_state_ok(status),
             # Built in C (compress), not a Python loop: an EngineImage event carries every node.
-            ready_nodes=frozenset(compress(deployment, deployment.values())),
+            ready_nodes=ready_nodes,
+            ready_numbers=frozenset(map(node_id, ready_nodes)),
             controller_api_version=status.controller_api_version,
             controller_api_min_version=status.controller_api_min_version,
             usable=_usable(ei),

@@ -36,7 +36,7 @@ from __future__ import annotations
 import enum
 
 from corral_decision.events import EventType, event_command
-from corral_engine_upgrade.records import MIGRATING, NODE, ROLLBACK_APPROVED, ROLLED_BACK, STRIDE, V2
+from corral_engine_upgrade.records import MIGRATING, ROLLBACK_APPROVED, ROLLED_BACK, V2, replica_nodes
 from corral_engine_upgrade.records import VolumeRecord as Volume
 from corral_engine_upgrade.view import ClusterView
 from corral_model.envelopes import Command, FieldValue, Target, Verb, new_command
@@ -72,7 +72,7 @@ def no_way_out(volume: Volume, view: ClusterView) -> str:
     if ei is None or not ei.usable or not ei.deployed:
         state = "gone" if ei is None else "not usable" if not ei.usable else "not deployed"
         return f"its old image {current} is {state}"
-    nodes = {volume.node, *volume.replicas[NODE::STRIDE]} - {""}
+    nodes = {volume.node, *replica_nodes(volume.replicas)} - {""}
     missing = sorted(str(n) for n in nodes if n not in ei.ready_nodes)
     if missing:
         return f"its old image {current} is not ready on {', '.join(missing)}"

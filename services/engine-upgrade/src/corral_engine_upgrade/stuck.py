@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 import msgspec
 
 from corral_decision.events import EventType, event_command
-from corral_engine_upgrade.records import NODE, STRIDE, VolumeRecord
+from corral_engine_upgrade.records import STRIDE, VolumeRecord, replica_nodes
 from corral_model.envelopes import Command, Target
 
 STUCK_EVENT = "EngineUpgradeStuck"
@@ -63,7 +63,7 @@ class InFlight(msgspec.Struct, gc=False):
 
 def evidence(volume: VolumeRecord, flight: InFlight, now: float) -> str:
     """What the view says about a stuck upgrade, in words an operator can act on."""
-    nodes = sorted({str(n) for n in volume.replicas[NODE::STRIDE] if n})
+    nodes = sorted({n for n in replica_nodes(volume.replicas) if n})
     mode = "a live" if volume.state == "attached" else "an offline"
     replicas = f"{len(volume.replicas) // STRIDE} replica(s) on {', '.join(nodes) or 'no node'}"
     return (

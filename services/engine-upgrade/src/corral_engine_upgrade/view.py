@@ -31,7 +31,7 @@ from __future__ import annotations
 import collections
 import sys
 from collections.abc import Iterator
-from typing import Any, cast
+from typing import Any
 
 import msgspec
 
@@ -39,13 +39,17 @@ from corral_decision.decider import InvalidEvent
 from corral_engine_upgrade.image_facts import AnyEngineImage, EngineImageFacts
 from corral_engine_upgrade.records import (
     KEY,
+    NO_REPLICAS,
     NODE,
+    NODE_NAMES,
     RV,
     STRIDE,
     ImageRecord,
     Replicas,
     VolumeRecord,
+    node_id,
     replica_key,
+    replicas_of,
 )
 from corral_model import longhorn as lh
 from corral_model.envelopes import EventType, ObjectEvent
@@ -251,7 +255,7 @@ class ClusterView:
             return Impact(removed=(record,))
         if record is None:
             record = VolumeRecord(namespace=_intern(namespace), name=name)
-            record.replicas = self._orphan_replicas.pop((namespace, name), ())
+            record.replicas = self._orphan_replicas.pop((namespace, name), NO_REPLICAS)
             record.update_from(volume, rv)
             record.current_ei = self._current_ei(record)
             by_name[name] = record
@@ -288,7 +292,7 @@ class ClusterView:
         else:
             # Known only by name: no image, no owner, so it holds no slot and is nobody's candidate.
             record = VolumeRecord(namespace=_intern(namespace), name=name)
-            record.replicas = self._orphan_replicas.pop((namespace, name), ())
+            record.replicas = self._orphan_replicas.pop((namespace, name), NO_REPLICAS)
             by_name[name] = record
             self.volume_count += 1
         record.rv = rv
@@ -311,34 +315,41 @@ class ClusterView:
         by_name = self._volumes.get(namespace)
         record = by_name.get(volume_name) if by_name is not None else None
         entries = (
-            record.replicas if record is not None else self._orphan_replicas.get((namespace, volume_name), ())
+            record.replicas
+            if record is not None
+            else self._orphan_replicas.get((namespace, volume_name), NO_REPLICAS)
         )
         key = replica_key(volume_name, name)
-        at = _find_replica(entries, key)
-        held_rv = cast("int", entries[at + RV]) if at >= 0 else -1
-        if at >= 0:
-            if 0 <= rv <= held_rv:  # not newer than what is held (see _stale)
+        try:  # where the replica's items start (keys only: a key may equal another item), in C
+            at = entries[KEY::STRIDE].index(key) * STRIDE
+        except ValueError:
+            at = -1
+        if at < 0:
+            if deleted:
+                self._tombstone(("replica", namespace, name), rv, now)
                 return NO_IMPACT
-        elif self._buried("replica", namespace, name, rv, deleted):
+            if self._buried("replica", namespace, name, rv, False):
+                return NO_IMPACT
+            entries = entries + replicas_of(key, node_id(replica.spec.node_id), _held(rv))
+            self._set_replicas(namespace, volume_name, record, entries)
+            return record if record is not None else NO_IMPACT
+        held_rv = entries[at + RV]
+        if 0 <= rv <= held_rv:  # not newer than what is held (see _stale)
             return NO_IMPACT
         if deleted:
             self._tombstone(("replica", namespace, name), max(rv, held_rv), now)
-            if at < 0:
-                return NO_IMPACT
             self._set_replicas(namespace, volume_name, record, entries[:at] + entries[at + STRIDE :])
             return record if record is not None else NO_IMPACT
+        # The common case, a known replica changed: in place. Keep the newer rv even when it did
+        # not move, so older events stay ignored; only a move is news to the rules.
+        try:
+            entries[at + RV] = rv
+        except OverflowError:  # see _held
+            entries[at + RV] = -1
         node = replica.spec.node_id
-        if at < 0:
-            self._set_replicas(namespace, volume_name, record, (*entries, key, _intern(node), rv))
-            return record if record is not None else NO_IMPACT
-        # The common case, a known replica changed. Keep the newer rv even when it did not move, so
-        # older events stay ignored; only a move is news to the rules.
-        held_node = entries[at + NODE]
-        moved = node != held_node
-        entries = (*entries[:at], key, _intern(node) if moved else held_node, rv, *entries[at + STRIDE :])
-        self._set_replicas(namespace, volume_name, record, entries)
-        if not moved:
+        if NODE_NAMES[entries[at + NODE]] == node:
             return NO_IMPACT
+        entries[at + NODE] = node_id(node)
         return record if record is not None else NO_IMPACT
 
     def _set_replicas(
@@ -461,6 +472,12 @@ class ClusterView:
             self._tombstones.pop(key, None)
 
 
+def _held(rv: int) -> int:
+    """`rv` as a replica's array can hold it (a signed 64-bit integer, as etcd's revisions are);
+    one beyond that, which no API server issues, is kept as unknown (-1) rather than refused."""
+    return rv if -(2**63) <= rv < 2**63 else -1
+
+
 def _stale(incoming: int, held: int) -> bool:
     """True when an event at `incoming` is not newer than what is held (unknown rvs never are)."""
     return incoming >= 0 and held >= 0 and incoming <= held
@@ -489,12 +506,3 @@ def _as_struct(obj: Any, struct: type[Any], event: ObjectEvent[Any]) -> Any:
         return msgspec.convert(obj, _ALSO_TAKEN.get(struct, struct))
     except msgspec.ValidationError as e:
         raise InvalidEvent(f"{event.kind} {event.namespace}/{event.name}: {e}") from e
-
-
-def _find_replica(entries: Replicas, key: int | str) -> int:
-    """Where the replica known by `key` starts in a volume's flat replica items; -1: not there.
-    Searched among the keys only (a key may equal another replica's rv), in C."""
-    try:
-        return entries[KEY::STRIDE].index(key) * STRIDE
-    except ValueError:
-        return -1
