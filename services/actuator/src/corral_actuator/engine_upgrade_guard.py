@@ -165,6 +165,10 @@ class EngineUpgradeGuard:
         if reason is not None:
             return f"engine-upgrade eligibility: {reason}"
         owner = volume.status.owner_id
+        counted = (await self.volumes(namespace)).in_flight(owner)
+        # Counted in place, not copied: a node with many upgrades in flight costs a wave nothing.
+        if len(counted) - (name in counted) < limit:
+            return None
         others = await self._in_flight(namespace, owner, besides=name, limit=limit)
         if len(others) >= limit:
             names = ", ".join(sorted(others)[:5])
