@@ -75,9 +75,18 @@ def ineligible(volume: lh.Volume) -> str | None:
 def rollback_target(command: Command) -> str | None:
     """The image a rollback writes: the command sets spec.image to the status.currentImage it tests
     (None: not a rollback)."""
-    image = next((c.value for c in command.changes if c.path == IMAGE_PATH), None)
-    tested = [p.value for p in command.preconditions if p.path == CURRENT_IMAGE_PATH]
-    return image if isinstance(image, str) and image in tested else None
+    # Plain loops: asked twice for every engine upgrade, so no generator or list is built.
+    image: object = None
+    for change in command.changes:
+        if change.path == IMAGE_PATH:
+            image = change.value
+            break
+    if not isinstance(image, str):
+        return None
+    for p in command.preconditions:
+        if p.path == CURRENT_IMAGE_PATH and p.value == image:
+            return image
+    return None
 
 
 def rollback_refusal(volume: lh.Volume, image: str) -> str | None:
