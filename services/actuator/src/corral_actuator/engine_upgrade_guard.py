@@ -158,9 +158,17 @@ class EngineUpgradeGuard:
         await informer.ready()
         return informer
 
+    def _listed(self, namespace: str) -> VolumeInformer | None:
+        """The namespace's informer once its first list is in (its watch keeps it from then on),
+        without a coroutine: every engine upgrade asks for it three times. None: ask `volumes`."""
+        informer = self._informers.get(namespace)
+        return informer if informer is not None and informer.synced.is_set() else None
+
     async def cached(self, command: Command) -> lh.Volume | None:
         """The volume as the informer last saw it (None: not seen)."""
-        return (await self.volumes(command.target.namespace)).get(command.target.name)
+        namespace = command.target.namespace
+        informer = self._listed(namespace) or await self.volumes(namespace)
+        return informer.get(command.target.name)
 
     async def judge(self, command: Command, volume: lh.Volume) -> str | None:
         """The invariant this upgrade would break, named, or None. Call under `lock(command)`."""
@@ -179,7 +187,7 @@ class EngineUpgradeGuard:
         if reason is not None:
             return f"engine-upgrade eligibility: {reason}"
         owner = volume.status.owner_id
-        counted = (await self.volumes(namespace)).in_flight(owner)
+        counted = (self._listed(namespace) or await self.volumes(namespace)).in_flight(owner)
         # Counted in place, not copied: a node with many upgrades in flight costs a wave nothing.
         if len(counted) - (name in counted) < limit:
             return None
@@ -200,7 +208,8 @@ class EngineUpgradeGuard:
 
     async def written(self, command: Command, resource_version: str) -> None:
         """The upgrade landed at `resource_version`: in flight from now on."""
-        informer = await self.volumes(command.target.namespace)
+        namespace = command.target.namespace
+        informer = self._listed(namespace) or await self.volumes(namespace)
         volume = informer.get(command.target.name)
         change = _image_set(command)
         image = None if change is None else change.value
