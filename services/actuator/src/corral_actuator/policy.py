@@ -137,6 +137,8 @@ def _deny(reason: str) -> Verdict:
 def _covers(rule_parts: tuple[str, ...], change_parts: tuple[str, ...]) -> bool:
     if len(change_parts) < len(rule_parts):
         return False
+    if "*" not in rule_parts:  # most rules: a plain prefix, compared without a generator
+        return change_parts[: len(rule_parts)] == rule_parts
     return all(r in ("*", c) for r, c in zip(rule_parts, change_parts, strict=False))
 
 
