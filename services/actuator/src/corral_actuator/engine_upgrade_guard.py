@@ -162,7 +162,7 @@ class EngineUpgradeGuard:
         """The namespace's informer once its first list is in (its watch keeps it from then on),
         without a coroutine: every engine upgrade asks for it three times. None: ask `volumes`."""
         informer = self._informers.get(namespace)
-        return informer if informer is not None and informer.synced.is_set() else None
+        return informer if informer is not None and informer.listed else None
 
     async def cached(self, command: Command) -> lh.Volume | None:
         """The volume as the informer last saw it (None: not seen)."""

@@ -54,6 +54,8 @@ class VolumeInformer:
         self._written: dict[str, int] = {}  # volume -> resourceVersion of the actuator's own write
         self._task: asyncio.Task[None] | None = None
         self.synced = asyncio.Event()
+        self.listed = False
+        """`synced` as a plain flag, for the questions asked on every engine upgrade."""
         self._failed = asyncio.Event()
         self._error = ""
         self._version = ""  # where the watch resumes; empty: list first
@@ -147,6 +149,7 @@ class VolumeInformer:
                         self.observe(volume)
                     self._version = listed.resource_version
                     self.relists += 1
+                    self.listed = True
                     self.synced.set()
                 batches = watch_batches(self._api, _VOLUME, self._namespace, self._version, decoder)
                 delivered = False
