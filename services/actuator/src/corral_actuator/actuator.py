@@ -18,7 +18,8 @@ the ack) is still reported `applied`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from opentelemetry.trace import Tracer
 
@@ -159,10 +160,14 @@ class Actuator:
             finished_at=self.clock(),
         )
 
-    async def _check(self, command: Command) -> Verdict:
+    def _check(self, command: Command) -> Coroutine[Any, Any, Verdict]:
+        """The verdict's coroutine, untraced handed back rather than awaited in one more frame."""
         if self.tracer is None:
-            return await self._verdict(command)
-        with policy_span(self.tracer) as span:
+            return self._verdict(command)
+        return self._traced_verdict(self.tracer, command)
+
+    async def _traced_verdict(self, tracer: Tracer, command: Command) -> Verdict:
+        with policy_span(tracer) as span:
             verdict = await self._verdict(command)
             span.set_attribute("corral.policy.allowed", verdict.allowed)
             if verdict.reason:

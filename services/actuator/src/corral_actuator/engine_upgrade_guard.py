@@ -38,7 +38,7 @@ from corral_actuator.api import KubeApi
 from corral_actuator.settings import SettingValues
 from corral_actuator.volume_facts import VolumeInformer
 from corral_model import longhorn as lh
-from corral_model.envelopes import Command, Verb
+from corral_model.envelopes import Command, FieldValue, Verb
 from corral_model.kinds import KINDS
 
 SERVICE = "engine-upgrade"
@@ -72,12 +72,26 @@ def ineligible(volume: lh.Volume) -> str | None:
     return None
 
 
+def _image_set(command: Command) -> FieldValue | None:
+    """The command's change of spec.image (None: it changes no image). A plain loop, no generator:
+    every command is asked, and every engine upgrade three times more."""
+    for change in command.changes:
+        if change.path == IMAGE_PATH:
+            return change
+    return None
+
+
 def rollback_target(command: Command) -> str | None:
     """The image a rollback writes: the command sets spec.image to the status.currentImage it tests
     (None: not a rollback)."""
-    image = next((c.value for c in command.changes if c.path == IMAGE_PATH), None)
-    tested = [p.value for p in command.preconditions if p.path == CURRENT_IMAGE_PATH]
-    return image if isinstance(image, str) and image in tested else None
+    change = _image_set(command)
+    image = None if change is None else change.value
+    if not isinstance(image, str):
+        return None
+    for p in command.preconditions:
+        if p.path == CURRENT_IMAGE_PATH and p.value == image:
+            return image
+    return None
 
 
 def rollback_refusal(volume: lh.Volume, image: str) -> str | None:
@@ -118,7 +132,7 @@ class EngineUpgradeGuard:
             command.service == SERVICE
             and command.verb is Verb.PATCH
             and command.target.kind == _VOLUME.kind
-            and any(c.path == IMAGE_PATH for c in command.changes)
+            and _image_set(command) is not None
         )
 
     @staticmethod
@@ -144,9 +158,17 @@ class EngineUpgradeGuard:
         await informer.ready()
         return informer
 
+    def _listed(self, namespace: str) -> VolumeInformer | None:
+        """The namespace's informer once its first list is in (its watch keeps it from then on),
+        without a coroutine: every engine upgrade asks for it three times. None: ask `volumes`."""
+        informer = self._informers.get(namespace)
+        return informer if informer is not None and informer.listed else None
+
     async def cached(self, command: Command) -> lh.Volume | None:
         """The volume as the informer last saw it (None: not seen)."""
-        return (await self.volumes(command.target.namespace)).get(command.target.name)
+        namespace = command.target.namespace
+        informer = self._listed(namespace) or await self.volumes(namespace)
+        return informer.get(command.target.name)
 
     async def judge(self, command: Command, volume: lh.Volume) -> str | None:
         """The invariant this upgrade would break, named, or None. Call under `lock(command)`."""
@@ -165,6 +187,10 @@ class EngineUpgradeGuard:
         if reason is not None:
             return f"engine-upgrade eligibility: {reason}"
         owner = volume.status.owner_id
+        counted = (self._listed(namespace) or await self.volumes(namespace)).in_flight(owner)
+        # Counted in place, not copied: a node with many upgrades in flight costs a wave nothing.
+        if len(counted) - (name in counted) < limit:
+            return None
         others = await self._in_flight(namespace, owner, besides=name, limit=limit)
         if len(others) >= limit:
             names = ", ".join(sorted(others)[:5])
@@ -182,9 +208,11 @@ class EngineUpgradeGuard:
 
     async def written(self, command: Command, resource_version: str) -> None:
         """The upgrade landed at `resource_version`: in flight from now on."""
-        informer = await self.volumes(command.target.namespace)
+        namespace = command.target.namespace
+        informer = self._listed(namespace) or await self.volumes(namespace)
         volume = informer.get(command.target.name)
-        image = next(c.value for c in command.changes if c.path == IMAGE_PATH)
+        change = _image_set(command)
+        image = None if change is None else change.value
         if volume is not None and isinstance(image, str):
             informer.written(volume, image, resource_version)
 

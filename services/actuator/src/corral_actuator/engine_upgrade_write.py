@@ -67,9 +67,9 @@ async def _patch_on_cache(write: Write, guard: EngineUpgradeGuard) -> Answered |
     """The one-request path: the answer to the patch judged on the informer's copy, or None when
     there is no copy to judge on or the rules refuse it there (confirmed on a read, as the copy
     may be stale)."""
-    command = write.command
+    command, tests = write.command, write.tests  # `tests` builds a tuple: once
     cached = await guard.cached(command)
-    if cached is None or needs_snapshot(write.tests) or await guard.judge(command, cached):
+    if cached is None or needs_snapshot(tests) or await guard.judge(command, cached):
         return None
     judged = FieldValue(path="/metadata/resourceVersion", value=cached.metadata.resource_version)
-    return await write.send_patch(json_patch(command.changes, (*write.tests, judged)))
+    return await write.send_patch(json_patch(command.changes, (*tests, judged)))

@@ -137,16 +137,25 @@ def _deny(reason: str) -> Verdict:
 def _covers(rule_parts: tuple[str, ...], change_parts: tuple[str, ...]) -> bool:
     if len(change_parts) < len(rule_parts):
         return False
+    if "*" not in rule_parts:  # most rules: a plain prefix, compared without a generator
+        return change_parts[: len(rule_parts)] == rule_parts
     return all(r in ("*", c) for r, c in zip(rule_parts, change_parts, strict=False))
 
 
+Tested = Mapping[tuple[str, ...], list[FieldValue]]
+"""A command's preconditions by the path they test (its tokens), in the command's order."""
+
+
 class _CompiledRule:
-    __slots__ = ("fields", "info", "rule")
+    """A rule with its pointers split once, when the policy is loaded, not once per command."""
+
+    __slots__ = ("fields", "info", "preconditions", "rule")
 
     def __init__(self, rule: Rule, info: KindInfo) -> None:
         self.rule = rule
         self.info = info
         self.fields = [(tokens(f.path), f) for f in rule.fields]
+        self.preconditions: list[tuple[tuple[str, ...], RequiredPrecondition]] = []
 
 
 class Policy:
@@ -171,6 +180,8 @@ class Policy:
                 compiled = self._compile(service, rule)
                 index.setdefault(compiled.info.token, []).append(compiled)
             self._rules[service] = index
+        # The rules a (service, kind as the target names it, verb) may match: found once each.
+        self._matching: dict[tuple[str, str, Verb], tuple[KindInfo | None, list[_CompiledRule]]] = {}
         # The kinds each service writes besides Events: the objects its Events may be about.
         self._commanded_kinds = {
             service: frozenset(rules[0].info.kind for rules in index.values()) - {"Event"}
@@ -187,8 +198,9 @@ class Policy:
             raise PolicyError(f"{where}: no verbs")
         try:
             compiled = _CompiledRule(rule, info)
-            for path in (*(r.path for r in rule.require), *(r.path for r in rule.preconditions)):
+            for path in (r.path for r in rule.require):
                 tokens(path)
+            compiled.preconditions = [(tokens(r.path), r) for r in rule.preconditions]
         except PointerError as e:
             raise PolicyError(f"{where}: {e}") from e
         required_paths = {tokens(r.path) for r in rule.preconditions if r.if_omitted is msgspec.UNSET}
@@ -269,11 +281,19 @@ class Policy:
         )
 
     def _candidates(self, command: Command) -> tuple[KindInfo | None, list[_CompiledRule]]:
-        info = resolve_kind(command.target.kind)
-        if info is None:
-            return None, []
-        index = self._rules.get(command.service, {})
-        return info, [c for c in index.get(info.token, ()) if command.verb in c.rule.verbs]
+        key = (command.service, command.target.kind, command.verb)
+        found = self._matching.get(key)
+        if found is None:
+            info = resolve_kind(command.target.kind)
+            index = self._rules.get(command.service, {})
+            verb = command.verb
+            rules = [] if info is None else [c for c in index.get(info.token, ()) if verb in c.rule.verbs]
+            # Bounded (the policy's services, the kinds the actuator knows by two names each, the
+            # verbs): an unknown service or kind, which the check refuses, is not remembered.
+            found = (info, rules)
+            if info is not None and command.service in self._rules:
+                self._matching[key] = found
+        return found
 
     def settings_needed(self, command: Command) -> frozenset[str]:
         """The Settings whose live values `check` needs for this command (usually none)."""
@@ -311,14 +331,20 @@ class Policy:
             return _deny(f"namespace {target.namespace!r} is outside the actuator's namespaces")
         if not rules:
             return _deny(f"service {command.service!r} may not {command.verb} {info.kind}")
+        tested: dict[tuple[str, ...], list[FieldValue]] = {}
         for p in command.preconditions:
             try:
-                tokens(p.path)
+                parts = tokens(p.path)
             except PointerError as e:
                 return _deny(f"precondition: {e}")
+            carried = tested.get(parts)
+            if carried is None:
+                tested[parts] = [p]
+            else:
+                carried.append(p)
         first: Verdict | None = None
         for compiled in rules:
-            verdict = _check_rule(command, compiled, settings or {})
+            verdict = _check_rule(command, compiled, settings or {}, tested)
             if verdict.allowed:
                 if info.kind == "Event":  # in its sender's name, about its kinds (event_guard.py)
                     refusal = event_refusal(command, self.services, self._commanded_kinds)
@@ -355,7 +381,9 @@ def _safe_covers(rule_parts: tuple[str, ...], path: str) -> bool:
         return False
 
 
-def _check_rule(command: Command, compiled: _CompiledRule, settings: Mapping[str, str | None]) -> Verdict:
+def _check_rule(
+    command: Command, compiled: _CompiledRule, settings: Mapping[str, str | None], tested: Tested
+) -> Verdict:
     info = compiled.info
     verb = command.verb
     if verb in (Verb.PATCH, Verb.PATCH_STATUS):
@@ -364,7 +392,7 @@ def _check_rule(command: Command, compiled: _CompiledRule, settings: Mapping[str
         if not command.changes:
             return _deny(f"a {verb} must change at least one field")
         for change in command.changes:
-            verdict = _check_change(change, verb, info, compiled, settings, command.preconditions)
+            verdict = _check_change(change, verb, info, compiled, settings, tested)
             if verdict is not None:
                 return verdict
     elif verb is Verb.DELETE:
@@ -393,7 +421,7 @@ def _check_rule(command: Command, compiled: _CompiledRule, settings: Mapping[str
             f"{info.kind} {command.target.name!r} is not one {command.service} may {verb}"
             f" (only {', '.join(names)})"
         )
-    omitted = _check_preconditions(command, info, compiled.rule.preconditions, settings)
+    omitted = _check_preconditions(command, info, compiled.preconditions, settings, tested)
     if isinstance(omitted, Verdict):
         return omitted
     return Verdict(allowed=True, guards=(*compiled.rule.require, *omitted), kind=info)
@@ -402,15 +430,15 @@ def _check_rule(command: Command, compiled: _CompiledRule, settings: Mapping[str
 def _check_preconditions(
     command: Command,
     info: KindInfo,
-    required: tuple[RequiredPrecondition, ...],
+    required: list[tuple[tuple[str, ...], RequiredPrecondition]],
     settings: Mapping[str, str | None],
+    tested: Tested,
 ) -> Verdict | tuple[FieldValue, ...]:
     """The rule's required preconditions are all carried (with the required values); returns the
     guards standing in for those left out where the rule allows it (`ifOmitted`)."""
     guards: list[FieldValue] = []
-    for want in required:
-        parts = tokens(want.path)
-        carried = [p for p in command.preconditions if tokens(p.path) == parts]
+    for parts, want in required:
+        carried = tested.get(parts, ())
         if not carried:
             if want.if_omitted is not msgspec.UNSET:
                 guards.append(FieldValue(path=want.path, value=want.if_omitted))
@@ -442,7 +470,7 @@ def _check_change(
     info: KindInfo,
     compiled: _CompiledRule,
     settings: Mapping[str, str | None],
-    preconditions: tuple[FieldValue, ...] = (),
+    tested: Tested,
 ) -> Verdict | None:
     try:
         parts = tokens(change.path)
@@ -471,18 +499,15 @@ def _check_change(
         if field.remove_only and change.value is not None:
             return _deny(f"{change.path} may only be removed, not set to {change.value!r}")
         if field.value_from_precondition:
-            return _check_from_precondition(change, field.value_from_precondition, preconditions)
+            return _check_from_precondition(change, field.value_from_precondition, tested)
         return None
     return _deny(f"{info.kind} field {change.path} is not writable by this service")
 
 
-def _check_from_precondition(
-    change: FieldValue, source: str, preconditions: tuple[FieldValue, ...]
-) -> Verdict | None:
+def _check_from_precondition(change: FieldValue, source: str, preconditions: Tested) -> Verdict | None:
     """`change` sets the value the command tests on `source` (and the write holds only while the
     object holds it there)."""
-    parts = tokens(source)
-    tested = [p.value for p in preconditions if _safe_tokens(p.path) == parts]
+    tested = [p.value for p in preconditions.get(tokens(source), ())]
     if not tested:
         return _deny(f"{change.path} is set from the precondition on {source}, which the command lacks")
     if not all(json_equal(value, change.value) for value in tested):

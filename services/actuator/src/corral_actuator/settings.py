@@ -46,9 +46,13 @@ class SettingValues:
         """The Setting's `value`, or None when it does not exist, from a read that started no
         earlier than `not_before` (wall clock; a command's createdAt). Raises TransientApiError."""
         key = (namespace, name)
+        cached = self._cache.get(key)
+        # A read started at or after the date asked for answers at once, before the clock is read
+        # for the rare date that needs it (one that is ahead of this clock, below).
+        if cached is not None and cached[1] >= not_before and self._clock() - cached[0] < self._ttl:
+            return cached[2]
         # A date ahead of this clock (the issuer's clock runs ahead) asks for a read from now on.
         not_before = min(not_before, self._wall_clock())
-        cached = self._cache.get(key)
         if cached is not None and self._clock() - cached[0] < self._ttl and cached[1] >= not_before:
             return cached[2]
         pending = self._pending.get(key)

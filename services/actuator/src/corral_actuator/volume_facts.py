@@ -54,6 +54,8 @@ class VolumeInformer:
         self._written: dict[str, int] = {}  # volume -> resourceVersion of the actuator's own write
         self._task: asyncio.Task[None] | None = None
         self.synced = asyncio.Event()
+        self.listed = False
+        """`synced` as a plain flag, for the questions asked on every engine upgrade."""
         self._failed = asyncio.Event()
         self._error = ""
         self._version = ""  # where the watch resumes; empty: list first
@@ -93,10 +95,20 @@ class VolumeInformer:
             if 0 <= _version(volume.metadata.resource_version) < written:
                 return  # older than our own write: the watch is behind
             del self._written[name]
-        self._forget(name)
+        # _forget and setdefault written out: twice for every upgrade written (our own record of
+        # it, then the watch's), so no call and no empty set is spent on the common case.
+        old = self._volumes.get(name)
+        if old is not None:
+            counted = self._in_flight.get(old.status.owner_id)
+            if counted is not None:
+                counted.discard(name)
         self._volumes[name] = volume
         if volume.spec.image != volume.status.current_image:
-            self._in_flight.setdefault(volume.status.owner_id, set()).add(name)
+            owner = volume.status.owner_id
+            counted = self._in_flight.get(owner)
+            if counted is None:
+                counted = self._in_flight[owner] = set()
+            counted.add(name)
 
     def written(self, volume: lh.Volume, image: str, resource_version: str) -> None:
         """The actuator set `volume`'s spec.image to `image`, answered at `resource_version`."""
@@ -137,6 +149,7 @@ class VolumeInformer:
                         self.observe(volume)
                     self._version = listed.resource_version
                     self.relists += 1
+                    self.listed = True
                     self.synced.set()
                 batches = watch_batches(self._api, _VOLUME, self._namespace, self._version, decoder)
                 delivered = False

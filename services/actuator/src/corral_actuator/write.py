@@ -8,6 +8,7 @@ policy, the change already there, a precondition broken.
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,8 +64,9 @@ class Write:
             return unreadable(f"{self.info.kind} {t.namespace}/{t.name}", answered)
         return document
 
-    async def send_patch(self, body: list[dict[str, Any]]) -> Answered:
-        return await self.api.request("PATCH", self.patch_path, body=body, content_type=JSON_PATCH)
+    def send_patch(self, body: list[dict[str, Any]]) -> Coroutine[Any, Any, Answered]:
+        """The request's coroutine itself (not awaited in one more: see KubeApi.request)."""
+        return self.api.request("PATCH", self.patch_path, body=body, content_type=JSON_PATCH)
 
     def outside_policy(self, document: dict[str, Any]) -> Finished | None:
         broken = first_not_holding(document, self.guards)
