@@ -27,8 +27,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import uvloop
 
@@ -46,7 +47,8 @@ from bench.report import quick, scaled, write_report
 
 NAMESPACE = "longhorn-system"
 STALL_S = 60.0
-"""The bench gives up, saying so, when no event is stored for this long."""
+"""The bench gives up, saying so, when no event is stored (or no set-up step answers) this long."""
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -246,23 +248,32 @@ async def run(volumes: int, rounds: int, profile: str | None) -> dict[str, Any]:
             procs.stop()
 
 
+async def within(what: str, step: Awaitable[T]) -> T:
+    """A set-up step that answers within STALL_S, or an error naming it: never a silent hang."""
+    try:
+        async with asyncio.timeout(STALL_S):
+            return await step
+    except TimeoutError:
+        raise RuntimeError(f"{what}: no answer within {STALL_S:.0f} s") from None
+
+
 async def measure(procs: Processes, volumes: int, rounds: int, profile: str | None) -> dict[str, Any]:
     control = EmulatorControl(procs.emulator_url)
-    bus = await connect(procs.nats_url, name="bench-watcher")
-    await ensure_streams(bus.js, StreamSettings())
+    bus = await within("connecting to NATS", connect(procs.nats_url, name="bench-watcher"))
+    await within("creating the streams", ensure_streams(bus.js, StreamSettings()))
     api = await api_client(str(procs.kubeconfig))
     publisher = OrderedPublisher(bus)
-    await publisher.start()
+    await within("starting the publisher", publisher.start())
     metrics = WatcherMetrics()
     kind = KindWatcher(api, KINDS["volume"], WatchSettings(namespace=NAMESPACE), publisher, metrics)
     try:
-        await load(control, volumes, 0)
+        await within("loading the volumes into the emulator", load(control, volumes, 0))
         list_started = time.perf_counter()
-        await kind.relist("initial")
-        await publisher.flush()
+        await within("the initial list", kind.relist("initial"))
+        await within("storing the initial list", publisher.flush())
         list_elapsed = time.perf_counter() - list_started
         for round_ in range(1, rounds + 1):
-            await load(control, volumes, round_)
+            await within(f"loading round {round_}", load(control, volumes, round_))
         events = volumes * rounds
         acked_before = publisher.acked
         profiler = cProfile.Profile(time.process_time) if profile else None
