@@ -133,7 +133,9 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
             if change.robustness != "healthy" and change.robustness in FAILING and self._guard.members:
                 self._guard_failure(change, change.robustness)
             if self._bootstrapped:
-                if (change.spec_image != change.current_image or change.announced) and self._announce:
+                desk = change.desk
+                announced = desk is not None and desk.announced
+                if (change.spec_image != change.current_image or announced) and self._announce:
                     self._announcer.images_moved(change, now)
                 if not self._place_without_rules(change):
                     self._observe(change)
@@ -406,25 +408,29 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         of such volumes (the new replicas of an upgrade under way, the actuator's patch landing,
         the upgrade completing, the old replicas deleted after it), so this spares them the rules.
         Clears an expectation the view now shows met, as `_refresh` does."""
-        expectation = volume.expectation
-        if expectation is not None:
-            if volume.spec_image == expectation.basis:
+        desk = volume.desk
+        if desk is not None:
+            expectation = desk.expectation
+            if expectation is not None:
+                if volume.spec_image == expectation.basis:
+                    return False
+                self.expected.settle(volume)  # observed (see _refresh)
+            if desk.candidate_node is not None:
                 return False
-            self.expected.settle(volume)  # observed (see _refresh)
+            slot_node = desk.slot_node
+        else:
+            slot_node = None
         owner = volume.owner
-        if (
-            volume.member_of != owner
-            or volume.candidate_node is not None
-            or volume.member_rank != rank(volume)
-        ):
+        if volume.member_of != owner or volume.member_rank != rank(volume):
             return False
         spec_image = volume.spec_image
         if spec_image != volume.current_image:
-            return volume.slot_node == owner
+            return slot_node == owner
         if spec_image != self.view.default_image:
             return False
-        if volume.slot_node is not None:
+        if slot_node is not None:
             self._owners.place(volume, None, None)
+            volume.tidy(self._now)
         return True
 
     def _observe(self, volume: VolumeRecord) -> None:
@@ -442,15 +448,18 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         ):
             self._refresh(volume)
             return
-        expectation = volume.expectation
-        if expectation is not None and volume.spec_image != expectation.basis:
-            self.expected.settle(volume)  # observed (see _refresh)
+        desk = volume.desk
+        if desk is not None:
+            expectation = desk.expectation
+            if expectation is not None and volume.spec_image != expectation.basis:
+                self.expected.settle(volume)  # observed (see _refresh)
         slot = volume.owner if volume.holds_slot else None
-        if volume.slot_node != slot:
+        if (desk.slot_node if desk is not None else None) != slot:
             # A volume holding a slot is no candidate (a queue entry from older rules would be
             # re-judged when reached anyway; dropping it keeps the candidate count exact).
-            candidate = None if slot is not None else volume.candidate_node
+            candidate = None if slot is not None or desk is None else desk.candidate_node
             self._owners.place(volume, slot, candidate)
+            volume.tidy(self._now)
 
     def _refresh(self, volume: VolumeRecord, queue: bool = True) -> bool:
         """Re-evaluate one volume's rules (as of `self._now`) and move it between queue / slot /
@@ -459,21 +468,23 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         The walk in slots.py passes `queue=False` for the member it has reached: that member comes
         before everything left in its node's queue, so when it qualifies it is taken on the spot
         (True) rather than queued and popped again."""
-        expectation = volume.expectation
-        if expectation is not None and volume.spec_image != expectation.basis:
-            self.expected.settle(volume)  # the view now shows our change (or someone else's): observed
+        desk = volume.desk
+        if desk is not None:
+            expectation = desk.expectation
+            if expectation is not None and volume.spec_image != expectation.basis:
+                self.expected.settle(volume)  # the view now shows our change (or someone else's): observed
         reason = volume_reason(volume, self.view, self._now)
-        if (volume.announced or reason in _BLOCKING) and self._announce:
+        if ((desk is not None and desk.announced) or reason in _BLOCKING) and self._announce:
             self._announcer.judged(volume, reason, self._now)
         owners = self._owners
         volume.epoch = owners.epoch
         owner = volume.owner
+        desk = volume.desk  # the announcer may have made it
         if reason is None:
             if (
                 not queue
                 and volume.member_of == owner
-                and volume.slot_node is None
-                and volume.candidate_node is None
+                and (desk is None or (desk.slot_node is None and desk.candidate_node is None))
                 and volume.member_rank == rank(volume)
             ):
                 return True  # the walk takes it: nothing to place
@@ -484,10 +495,15 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
             if reason is _RETRY_BACKOFF:
                 self.ask_again(volume.hold_until, volume)
             slot = candidate = None
-        if volume.slot_node != slot or volume.candidate_node != candidate:
+        if desk is None:
+            if slot is not None or candidate is not None:
+                owners.place(volume, slot, candidate)
+        elif desk.slot_node != slot or desk.candidate_node != candidate:
             owners.place(volume, slot, candidate)
         if volume.member_of != owner or volume.member_rank != rank(volume):
             owners.track(volume)
+        if volume.desk is not None:
+            volume.tidy(self._now)
         return False
 
     def _time_flight(self, volume: VolumeRecord, now: float) -> None:
@@ -578,6 +594,7 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         self.expected.settle(volume)
         self._owners.place(volume, None, None)
         self._owners.track(volume)
+        volume.tidy(self._now)
 
     def _issue(self, volume: VolumeRecord, now: float) -> Command:
         view = self.view

@@ -67,7 +67,8 @@ def volume_reason(volume: VolumeRecord, view: ClusterView, now: float) -> Reason
     spec_image = volume.spec_image
     if spec_image != volume.current_image:
         return _IN_PROGRESS
-    if volume.expectation is not None:
+    desk = volume.desk  # the decider's bookkeeping, None for nearly every volume (desk.py)
+    if desk is not None and desk.expectation is not None:
         return _COMMAND_PENDING
     flags = volume.flags
     default_image = view.default_image
@@ -93,7 +94,7 @@ def volume_reason(volume: VolumeRecord, view: ClusterView, now: float) -> Reason
         reason = _images_not_ready(volume, default_ei, current_ei)
     if reason is not None:
         return reason
-    if volume.rv <= volume.hold_rv and now < volume.hold_until:
+    if desk is not None and volume.rv <= desk.hold_rv and now < desk.hold_until:
         return _RETRY_BACKOFF
     return None
 

@@ -24,6 +24,7 @@ from typing import TypeAlias
 import msgspec
 
 from corral_decision.expectations import Expectation
+from corral_engine_upgrade.desk import Desk
 from corral_engine_upgrade.image_facts import AnyEngineImage, DeploymentStatus, NodeMap, node_map
 from corral_model import longhorn as lh
 
@@ -154,19 +155,116 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
     flags: int = 0  # STANDBY | EXPANSION_REQUIRED | MIGRATING | STRICT_LOCAL | V2 | MARKED
     marks: Marks | None = None  # the rollback annotations, on the few volumes that carry one
     replicas: Replicas = NO_REPLICAS  # see Replicas above
-    # --- decider bookkeeping (core.py and the kit's track, kept here to avoid parallel dicts) -----
-    expectation: Expectation | None = None  # the kit's (corral_decision.expectations)
-    hold_rv: int = -2  # after a refusal: not re-decided until rv > hold_rv …
-    hold_until: float = 0.0  # … or until this time (a retry backoff)
-    slot_node: str | None = None  # the owner node whose in-flight count includes this volume
-    candidate_node: str | None = None  # the owner node whose candidate queue holds this volume
-    queue_seq: int = 0  # which candidate-queue entry is the live one (older entries are stale)
+    # --- decider bookkeeping (core.py, slots.py and the kit's track): on its desk, while set ------
     member_of: str | None = None  # the owner node whose member list holds this volume
     member_rank: int = 1  # the pick-order rank it is filed under there (pick_order.py)
     epoch: int = -1  # the rules epoch this volume was last judged under (see slots.py)
     alive: bool = True
-    # What the volume's Events last said (announce.py): "" nothing, STARTED, or the blocking reason.
-    announced: str = ""
+    desk: Desk | None = None  # the rarely set rest (desk.py), None while all of it is default
+
+    @property
+    def expectation(self) -> Expectation | None:
+        desk = self.desk
+        return desk.expectation if desk is not None else None
+
+    @expectation.setter
+    def expectation(self, value: Expectation | None) -> None:
+        desk = self.desk
+        if desk is None:
+            if value is None:
+                return  # a default on no desk: nothing to keep
+            desk = self.desk = Desk()
+        desk.expectation = value
+
+    @property
+    def hold_rv(self) -> int:
+        desk = self.desk
+        return desk.hold_rv if desk is not None else -2
+
+    @hold_rv.setter
+    def hold_rv(self, value: int) -> None:
+        desk = self.desk
+        if desk is None:
+            if value == -2:
+                return  # a default on no desk: nothing to keep
+            desk = self.desk = Desk()
+        desk.hold_rv = value
+
+    @property
+    def hold_until(self) -> float:
+        desk = self.desk
+        return desk.hold_until if desk is not None else 0.0
+
+    @hold_until.setter
+    def hold_until(self, value: float) -> None:
+        desk = self.desk
+        if desk is None:
+            if value == 0.0:
+                return  # a default on no desk: nothing to keep
+            desk = self.desk = Desk()
+        desk.hold_until = value
+
+    @property
+    def slot_node(self) -> str | None:
+        desk = self.desk
+        return desk.slot_node if desk is not None else None
+
+    @slot_node.setter
+    def slot_node(self, value: str | None) -> None:
+        desk = self.desk
+        if desk is None:
+            if value is None:
+                return  # a default on no desk: nothing to keep
+            desk = self.desk = Desk()
+        desk.slot_node = value
+
+    @property
+    def candidate_node(self) -> str | None:
+        desk = self.desk
+        return desk.candidate_node if desk is not None else None
+
+    @candidate_node.setter
+    def candidate_node(self, value: str | None) -> None:
+        desk = self.desk
+        if desk is None:
+            if value is None:
+                return  # a default on no desk: nothing to keep
+            desk = self.desk = Desk()
+        desk.candidate_node = value
+
+    @property
+    def queue_seq(self) -> int:
+        desk = self.desk
+        return desk.queue_seq if desk is not None else 0
+
+    @queue_seq.setter
+    def queue_seq(self, value: int) -> None:
+        desk = self.desk
+        if desk is None:
+            if value == 0:
+                return  # a default on no desk: nothing to keep
+            desk = self.desk = Desk()
+        desk.queue_seq = value
+
+    @property
+    def announced(self) -> str:
+        desk = self.desk
+        return desk.announced if desk is not None else ""
+
+    @announced.setter
+    def announced(self, value: str) -> None:
+        desk = self.desk
+        if desk is None:
+            if value == "":
+                return  # a default on no desk: nothing to keep
+            desk = self.desk = Desk()
+        desk.announced = value
+
+    def tidy(self, now: float) -> None:
+        """Drop the desk once nothing on it matters any more (Desk.idle)."""
+        desk = self.desk
+        if desk is not None and desk.idle(now):
+            self.desk = None
 
     @property
     def standby(self) -> bool:
@@ -195,7 +293,8 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
 
     @property
     def holds_slot(self) -> bool:
-        return self.spec_image != self.current_image or self.expectation is not None
+        desk = self.desk
+        return self.spec_image != self.current_image or (desk is not None and desk.expectation is not None)
 
     def update_from(self, volume: lh.Volume, rv: int) -> bool:
         """Take the new state; True when a fact the rules read changed (most Volume updates, like

@@ -115,7 +115,8 @@ class Owners:
         """
         dirty = self.dirty
         nodes = self.nodes
-        held = volume.slot_node
+        desk = volume.desk
+        held = desk.slot_node if desk is not None else None
         if held != slot_node:
             if held is not None:
                 nodes[held].in_flight -= 1
@@ -124,7 +125,8 @@ class Owners:
                 node = nodes.get(slot_node) or self._node(slot_node)
                 node.in_flight += 1
             volume.slot_node = slot_node
-        queued = volume.candidate_node
+        desk = volume.desk
+        queued = desk.candidate_node if desk is not None else None
         if queued != candidate_node:
             if queued is not None:
                 # Its queue entry goes stale by itself (candidate_node no longer matches).
@@ -168,7 +170,13 @@ class Owners:
             while queue:
                 head = queue[0]
                 volume = head[4]
-                if volume.queue_seq == head[3] and volume.candidate_node == name and volume.alive:
+                desk = volume.desk
+                if (
+                    desk is not None
+                    and desk.queue_seq == head[3]
+                    and desk.candidate_node == name
+                    and volume.alive
+                ):
                     break  # the live entry (see _live)
                 heappop(queue)
                 head = None

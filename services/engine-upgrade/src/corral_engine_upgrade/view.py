@@ -266,7 +266,8 @@ class ClusterView:
         if not record.update_from(volume, rv):
             # Nothing the rules read changed: fresher state itself matters only to a volume
             # waiting for it after a refusal (core.py), so only then is it news.
-            return Impact(touched=(record,)) if record.hold_until > now else NO_IMPACT
+            desk = record.desk  # its hold, if any (desk.py)
+            return Impact(touched=(record,)) if desk is not None and desk.hold_until > now else NO_IMPACT
         if record.current_image is not old_image:  # update_from replaces only a changed value
             self._reindex_image(record)  # every upgrade completing does this
         return record
