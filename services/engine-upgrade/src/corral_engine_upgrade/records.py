@@ -149,7 +149,6 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
     generation: int = 0  # metadata.generation: the spec a command was decided on (core.preconditions)
     spec_image: str = ""
     current_image: str = ""
-    current_ei: str = ""  # the EngineImage name of current_image (`ei-<hash>`), kept by the view
     state: str = ""
     robustness: str = ""
     owner: str = ""  # status.ownerID: the unit of the per-node limit
