@@ -55,6 +55,7 @@ _RETRY_BACKOFF = Reason.RETRY_BACKOFF
 _UNREADABLE = Reason.UNREADABLE
 _ROLLED_BACK = Reason.ROLLED_BACK
 _HELD = V2 | UNREADABLE | MARKED
+_LIVE_BLOCKERS = STANDBY | EXPANSION_REQUIRED | MIGRATING | STRICT_LOCAL
 
 
 def volume_reason(volume: VolumeRecord, view: ClusterView, now: float) -> Reason | None:
@@ -129,7 +130,7 @@ def _not_upgradable(
     robustness = volume.robustness
     if robustness != "healthy":
         return _DEGRADED if robustness == "degraded" else _NOT_HEALTHY
-    if flags:  # one test for the common case, none of them set
+    if flags & _LIVE_BLOCKERS:  # one test for the common case, none of them set
         if flags & STANDBY:
             return _DR_VOLUME
         if flags & EXPANSION_REQUIRED:

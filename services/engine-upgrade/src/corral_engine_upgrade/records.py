@@ -120,6 +120,14 @@ STRICT_LOCAL = 8  # spec.dataLocality == strict-local
 V2 = 16  # spec.dataEngine == v2
 # (32 is the view's UNREADABLE.) One of the rollback annotations is on the volume (`marks`).
 MARKED = 64
+# Two bits of the decider's filing (slots.py), kept here rather than in two more fields (8 bytes
+# each on every record), and kept by update_from: the pick-order rank the volume is filed under in
+# its owner's members is LIVE (0), not OFFLINE (1) (`member_rank`, pick_order.py) …
+FILED_LIVE = 128
+# … and the record was deleted (`alive` is False). The bits a live volume may carry add up to 255
+# at most, so its flags stay one of the ints Python shares (up to 256) instead of one of its own.
+DEAD = 256
+_FILING = DEAD | FILED_LIVE
 
 
 class Marks(msgspec.Struct, frozen=True, gc=False):
@@ -153,14 +161,14 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
     robustness: str = ""
     owner: str = ""  # status.ownerID: the unit of the per-node limit
     node: str = ""  # status.currentNodeID: where it is attached
-    flags: int = 0  # STANDBY | EXPANSION_REQUIRED | MIGRATING | STRICT_LOCAL | V2 | MARKED
+    # STANDBY | EXPANSION_REQUIRED | MIGRATING | STRICT_LOCAL | V2 | MARKED, and the filing bits
+    # DEAD | FILED_LIVE (`alive`, `member_rank`)
+    flags: int = 0
     marks: Marks | None = None  # the rollback annotations, on the few volumes that carry one
     replicas: Replicas = NO_REPLICAS  # see Replicas above
     # --- decider bookkeeping (core.py, slots.py and the kit's track): on its desk, while set ------
     member_of: str | None = None  # the owner node whose member list holds this volume
-    member_rank: int = 1  # the pick-order rank it is filed under there (pick_order.py)
     epoch: int = -1  # the rules epoch this volume was last judged under (see slots.py)
-    alive: bool = True
     desk: Desk | None = None  # the rarely set rest (desk.py), None while all of it is default
 
     @property
@@ -268,6 +276,24 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
             self.desk = None
 
     @property
+    def alive(self) -> bool:
+        """Not deleted (a deleted volume's record may still sit in queues and timers)."""
+        return not self.flags & DEAD
+
+    @alive.setter
+    def alive(self, value: bool) -> None:
+        self.flags = self.flags & ~DEAD if value else self.flags | DEAD
+
+    @property
+    def member_rank(self) -> int:
+        """The pick-order rank it is filed under in its owner's members (pick_order.py)."""
+        return 0 if self.flags & FILED_LIVE else 1
+
+    @member_rank.setter
+    def member_rank(self, value: int) -> None:
+        self.flags = self.flags | FILED_LIVE if value == 0 else self.flags & ~FILED_LIVE
+
+    @property
     def uid(self) -> str:
         """metadata.uid ("" when unknown)."""
         return self.uid_utf8.decode()
@@ -335,9 +361,9 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
         if value != self.node:
             self.node = _intern(value)
             changed = True
-        flags = 0
+        flags = self.flags & _FILING  # the decider's, not the Volume's
         if status.is_standby:
-            flags = STANDBY
+            flags |= STANDBY
         if status.expansion_required:
             flags |= EXPANSION_REQUIRED
         if spec.migration_node_id or status.current_migration_node_id:
