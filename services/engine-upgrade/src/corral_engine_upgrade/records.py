@@ -164,7 +164,6 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
     # STANDBY | EXPANSION_REQUIRED | MIGRATING | STRICT_LOCAL | V2 | MARKED, and the filing bits
     # DEAD | FILED_LIVE (`alive`, `member_rank`)
     flags: int = 0
-    marks: Marks | None = None  # the rollback annotations, on the few volumes that carry one
     replicas: Replicas = NO_REPLICAS  # see Replicas above
     # --- decider bookkeeping (core.py, slots.py and the kit's track): on its desk, while set ------
     member_of: str | None = None  # the owner node whose member list holds this volume
@@ -274,6 +273,21 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
         desk = self.desk
         if desk is not None and desk.idle(now):
             self.desk = None
+
+    @property
+    def marks(self) -> Marks | None:
+        """The rollback annotations, on the few volumes that carry one (on the desk)."""
+        desk = self.desk
+        return desk.marks if desk is not None else None
+
+    @marks.setter
+    def marks(self, value: Marks | None) -> None:
+        desk = self.desk
+        if desk is None:
+            if value is None:
+                return  # a default on no desk: nothing to keep
+            desk = self.desk = Desk()
+        desk.marks = value
 
     @property
     def alive(self) -> bool:
