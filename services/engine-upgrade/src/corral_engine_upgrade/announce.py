@@ -67,8 +67,10 @@ class Announcer:
         one announced as started ended."""
         spec_image = volume.spec_image
         default_image = self.view.default_image
+        desk = volume.desk  # what was announced is on it (desk.py)
+        announced = desk.announced if desk is not None else ""
         if spec_image != volume.current_image:
-            if volume.announced != STARTED and spec_image == default_image and self.view.limit > 0:
+            if announced != STARTED and spec_image == default_image and self.view.limit > 0:
                 volume.announced = STARTED
                 mode = "live" if volume.state == "attached" else "offline"
                 self._emit(
@@ -79,7 +81,7 @@ class Announcer:
                     f" (owner node {volume.owner or '-'})",
                     now,
                 )
-        elif volume.announced == STARTED:
+        elif announced == STARTED:
             volume.announced = ""
             if spec_image == default_image:
                 self._emit(

@@ -39,7 +39,7 @@ from corral_decision.kit import DeciderKit
 from corral_decision.timing import Timing
 from corral_engine_upgrade.announce import BLOCKING, Announcer
 from corral_engine_upgrade.eligibility import step_gate, volume_reason
-from corral_engine_upgrade.pick_order import rank
+from corral_engine_upgrade.pick_order import filed_at_rank
 from corral_engine_upgrade.reasons import Reason
 from corral_engine_upgrade.records import MARKED, ROLLED_BACK, VolumeRecord
 from corral_engine_upgrade.rollback import ROLLED_BACK_PATH, RollbackMode, Rollbacks, rollback_command
@@ -414,14 +414,14 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
             if expectation is not None:
                 if volume.spec_image == expectation.basis:
                     return False
-                self.expected.settle(volume)  # observed (see _refresh)
+                self.expected.settle(desk)  # observed (see _refresh); the desk is its track
             if desk.candidate_node is not None:
                 return False
             slot_node = desk.slot_node
         else:
             slot_node = None
         owner = volume.owner
-        if volume.member_of != owner or volume.member_rank != rank(volume):
+        if volume.member_of != owner or not filed_at_rank(volume):
             return False
         spec_image = volume.spec_image
         if spec_image != volume.current_image:
@@ -444,7 +444,7 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         if (
             volume.epoch == self._owners.epoch
             or volume.member_of != volume.owner
-            or volume.member_rank != rank(volume)
+            or not filed_at_rank(volume)
         ):
             self._refresh(volume)
             return
@@ -452,7 +452,7 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         if desk is not None:
             expectation = desk.expectation
             if expectation is not None and volume.spec_image != expectation.basis:
-                self.expected.settle(volume)  # observed (see _refresh)
+                self.expected.settle(desk)  # observed (see _refresh)
         slot = volume.owner if volume.holds_slot else None
         if (desk.slot_node if desk is not None else None) != slot:
             # A volume holding a slot is no candidate (a queue entry from older rules would be
@@ -472,7 +472,7 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         if desk is not None:
             expectation = desk.expectation
             if expectation is not None and volume.spec_image != expectation.basis:
-                self.expected.settle(volume)  # the view now shows our change (or someone else's): observed
+                self.expected.settle(desk)  # the view now shows our change (or someone else's): observed
         reason = volume_reason(volume, self.view, self._now)
         if ((desk is not None and desk.announced) or reason in _BLOCKING) and self._announce:
             self._announcer.judged(volume, reason, self._now)
@@ -485,7 +485,7 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
                 not queue
                 and volume.member_of == owner
                 and (desk is None or (desk.slot_node is None and desk.candidate_node is None))
-                and volume.member_rank == rank(volume)
+                and filed_at_rank(volume)
             ):
                 return True  # the walk takes it: nothing to place
             slot, candidate = None, owner
@@ -500,7 +500,7 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
                 owners.place(volume, slot, candidate)
         elif desk.slot_node != slot or desk.candidate_node != candidate:
             owners.place(volume, slot, candidate)
-        if volume.member_of != owner or volume.member_rank != rank(volume):
+        if volume.member_of != owner or not filed_at_rank(volume):
             owners.track(volume)
         if volume.desk is not None:
             volume.tidy(self._now)

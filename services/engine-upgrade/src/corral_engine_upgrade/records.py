@@ -387,7 +387,7 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
         if spec.data_engine == DATA_ENGINE_V2:
             flags |= V2
         annotations = volume.metadata.annotations
-        if annotations or self.marks is not None:  # nearly always neither: one test
+        if annotations or self.flags & MARKED:  # nearly always neither (MARKED: marks is set)
             marks = marks_of(annotations) if annotations else None
             if marks is not None:
                 flags |= MARKED
