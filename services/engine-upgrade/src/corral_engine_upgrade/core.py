@@ -133,9 +133,10 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
             if change.robustness != "healthy" and change.robustness in FAILING and self._guard.members:
                 self._guard_failure(change, change.robustness)
             if self._bootstrapped:
-                desk = change.desk
-                announced = desk is not None and desk.announced
-                if (change.spec_image != change.current_image or announced) and self._announce:
+                if (
+                    change.spec_image != change.current_image
+                    or (change.desk is not None and change.desk.announced)
+                ) and self._announce:
                     self._announcer.images_moved(change, now)
                 if not self._place_without_rules(change):
                     self._observe(change)

@@ -89,7 +89,8 @@ def volume_reason(volume: VolumeRecord, view: ClusterView, now: float) -> Reason
         return _DEFAULT_IMAGE_MISSING
     if not default_ei.usable:
         return _DEFAULT_IMAGE_UNUSABLE
-    current_ei = view.image(volume.current_image)
+    current_image = volume.current_image  # its EngineImage, by checksum name (view.image, inline)
+    current_ei = view.images.get(view.image_name(current_image)) if current_image else None
     reason = _not_upgradable(volume, flags, default_ei, current_ei)
     if reason is None:
         reason = _images_not_ready(volume, default_ei, current_ei)

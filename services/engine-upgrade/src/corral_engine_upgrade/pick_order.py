@@ -37,4 +37,5 @@ def rank(volume: VolumeRecord) -> int:
 def filed_at_rank(volume: VolumeRecord) -> bool:
     """It is filed in its owner's members under the rank it has now (`member_rank == rank`):
     one test of its flags, for the per-event paths, where two Python calls would show."""
-    return bool(volume.flags & FILED_LIVE) == (volume.state == "attached")
+    filed_live = volume.flags & FILED_LIVE
+    return filed_live != 0 if volume.state == "attached" else filed_live == 0

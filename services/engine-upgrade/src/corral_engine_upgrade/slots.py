@@ -26,6 +26,7 @@ import heapq
 import itertools
 from collections.abc import Callable, Iterator
 
+from corral_engine_upgrade.desk import Desk
 from corral_engine_upgrade.pick_order import rank
 from corral_engine_upgrade.records import VolumeRecord
 
@@ -115,8 +116,12 @@ class Owners:
         """
         dirty = self.dirty
         nodes = self.nodes
-        desk = volume.desk
-        held = desk.slot_node if desk is not None else None
+        desk = volume.desk  # where both live (desk.py); made here when one is set on none
+        if desk is None:
+            if slot_node is None and candidate_node is None:
+                return  # neither before nor after
+            desk = volume.desk = Desk()
+        held = desk.slot_node
         if held != slot_node:
             if held is not None:
                 nodes[held].in_flight -= 1
@@ -124,9 +129,8 @@ class Owners:
             if slot_node is not None:
                 node = nodes.get(slot_node) or self._node(slot_node)
                 node.in_flight += 1
-            volume.slot_node = slot_node
-        desk = volume.desk
-        queued = desk.candidate_node if desk is not None else None
+            desk.slot_node = slot_node
+        queued = desk.candidate_node
         if queued != candidate_node:
             if queued is not None:
                 # Its queue entry goes stale by itself (candidate_node no longer matches).
@@ -134,10 +138,10 @@ class Owners:
             if candidate_node is not None:
                 node = nodes.get(candidate_node) or self._node(candidate_node)
                 node.candidate_count += 1
-                volume.candidate_node = candidate_node
+                desk.candidate_node = candidate_node
                 self._enqueue(node, volume, rank(volume))
                 dirty.add(candidate_node)
-            volume.candidate_node = candidate_node
+            desk.candidate_node = candidate_node
 
     def _enqueue(self, node: OwnerNode, volume: VolumeRecord, volume_rank: int) -> None:
         """Queue `volume` on `node` (its candidate_node) at `volume_rank`; an older entry goes stale."""

@@ -444,20 +444,22 @@ class ClusterView:
     # checksum name cached per image), not kept on each of 100 k records.
 
     def _index(self, record: VolumeRecord) -> None:
-        self._count_user(record.current_image, 1)
-
-    def _unindex(self, record: VolumeRecord) -> None:
-        self._count_user(record.current_image, -1)
-
-    def _count_user(self, image: str, step: int) -> None:
+        image = record.current_image
         if image:
             users = self._ei_users
-            name = self.image_name(image)
-            users[name] = users.get(name, 0) + step
+            name = self._image_names.get(image) or self.image_name(image)
+            users[name] = users.get(name, 0) + 1
+
+    def _unindex(self, record: VolumeRecord, image: str | None = None) -> None:
+        """Count `record` off the users of its image (`image`: the one it had, when it changed)."""
+        if image is None:
+            image = record.current_image
+        if image:
+            self._ei_users[self._image_names.get(image) or self.image_name(image)] -= 1
 
     def _reindex_image(self, record: VolumeRecord, old_image: str) -> None:
-        self._count_user(old_image, -1)
-        self._count_user(record.current_image, 1)
+        self._unindex(record, old_image)
+        self._index(record)
 
     # --- tombstones -------------------------------------------------------------------------------
 
