@@ -38,6 +38,7 @@ from corral_decision.expectations import Expectation
 from corral_decision.kit import DeciderKit
 from corral_decision.timing import Timing
 from corral_engine_upgrade.announce import BLOCKING, Announcer
+from corral_engine_upgrade.desk import Desk
 from corral_engine_upgrade.eligibility import step_gate, volume_reason
 from corral_engine_upgrade.pick_order import filed_at_rank
 from corral_engine_upgrade.reasons import Reason
@@ -555,7 +556,10 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         """`command` counted in flight on `track` and returned as it must be sent: a retry after a
         refusal or an expiry as its next attempt, under an id of its own (Expectations.stamp)."""
         command = self.expected.stamp(command)
-        self.expected.issue(track, track, command, rv, now, basis=basis)
+        desk = track.desk  # the record's track lives on its desk (desk.py): hand that over directly
+        if desk is None:
+            desk = track.desk = Desk()
+        self.expected.issue(desk, track, command, rv, now, basis=basis)
         return command
 
     def _guard_failure(self, volume: VolumeRecord, how: str) -> None:
@@ -605,7 +609,8 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         target = Target(kind="Volume", namespace=volume.namespace, name=volume.name)
         fields = self._fields
         changes = fields.changes(default_image)
-        if volume.marks is not None and volume.marks.rolled_back:  # its hold ends (rollback.py)
+        marks = volume.marks if volume.flags & MARKED else None  # MARKED: it has some (one test)
+        if marks is not None and marks.rolled_back:  # its hold ends (rollback.py)
             changes = (*changes, FieldValue(path=ROLLED_BACK_PATH, value=None))
         tests = fields.tests(volume)
         live = volume.state == "attached"
