@@ -86,7 +86,7 @@ class Announcer:
                     now,
                 )
         elif desk is not None and desk.announced == STARTED:
-            volume.announced = ""
+            desk.announced = ""
             if spec_image == default_image:
                 self._emit(
                     volume,

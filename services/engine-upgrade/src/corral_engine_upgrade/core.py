@@ -42,7 +42,7 @@ from corral_engine_upgrade.desk import Desk
 from corral_engine_upgrade.eligibility import step_gate, volume_reason
 from corral_engine_upgrade.pick_order import filed_at_rank
 from corral_engine_upgrade.reasons import Reason
-from corral_engine_upgrade.records import MARKED, ROLLED_BACK, VolumeRecord
+from corral_engine_upgrade.records import DEAD, MARKED, ROLLED_BACK, VolumeRecord
 from corral_engine_upgrade.rollback import ROLLED_BACK_PATH, RollbackMode, Rollbacks, rollback_command
 from corral_engine_upgrade.slots import Owners
 from corral_engine_upgrade.stuck import StuckBounds, StuckWatch
@@ -511,7 +511,7 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
     def _time_flight(self, volume: VolumeRecord, now: float) -> None:
         """Time an upgrade the view shows in flight (a wake at its stuck bound), or stop timing one
         that ended (stuck.py)."""
-        if volume.spec_image != volume.current_image and volume.alive:
+        if volume.spec_image != volume.current_image and not volume.flags & DEAD:  # alive
             due = self._stuck.started(volume, now)
             if due is not None:
                 self.ask_again(due, volume)
