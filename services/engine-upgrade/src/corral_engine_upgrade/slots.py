@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 
 from corral_engine_upgrade.desk import Desk
 from corral_engine_upgrade.pick_order import rank
-from corral_engine_upgrade.records import VolumeRecord
+from corral_engine_upgrade.records import DEAD, FILED_LIVE, VolumeRecord
 
 _QueueEntry = tuple[int, str, str, int, VolumeRecord]  # (rank, namespace, name, seq, volume)
 # Applies the rules to a volume and places it (slot, queue, nothing). Called with False for the
@@ -39,7 +39,8 @@ Classify = Callable[[VolumeRecord, bool], bool]
 def _order(volume: VolumeRecord) -> tuple[int, str, str]:
     """Where `volume` is filed in its owner's members: by the rank it was filed under (its state
     may have changed since; `track` moves it)."""
-    return (volume.member_rank, volume.namespace, volume.name)
+    # volume.member_rank, read off its flags inline: this is the key of every bisect and walk step
+    return (0 if volume.flags & FILED_LIVE else 1, volume.namespace, volume.name)
 
 
 class OwnerNode:
@@ -179,7 +180,7 @@ class Owners:
                     desk is not None
                     and desk.queue_seq == head[3]
                     and desk.candidate_node == name
-                    and volume.alive
+                    and not volume.flags & DEAD  # alive
                 ):
                     break  # the live entry (see _live)
                 heappop(queue)
