@@ -48,10 +48,11 @@ OUTBOX_LIMIT = 4096
 """Events said but not yet taken by `decide()`. A standby (which never decides) keeps only the
 latest; a replica that becomes leader starts from an empty outbox (its predecessor reported)."""
 
-# What a transition says, as it was when said: (namespace, name, uid of the volume, type, reason,
-# message, when). Its Event command (two hashes, a body) is built only when `decide()` takes it: a
-# standby, which never decides, builds none, and a leader builds a pass's Events in one run.
-Said = tuple[str, str, str, EventType, str, str, float]
+# What a transition says, as it was when said: (namespace, name, uid of the volume (UTF-8, as the
+# record keeps it; decoded in `take`), type, reason, message, when). Its Event command (two hashes,
+# a body) is built only when `decide()` takes it: a standby, which never decides, builds none, and
+# a leader builds a pass's Events in one run.
+Said = tuple[str, str, bytes, EventType, str, str, float]
 
 
 class Announcer:
@@ -67,8 +68,13 @@ class Announcer:
         one announced as started ended."""
         spec_image = volume.spec_image
         default_image = self.view.default_image
+        desk = volume.desk  # what was announced is on it (desk.py)
         if spec_image != volume.current_image:
-            if volume.announced != STARTED and spec_image == default_image and self.view.limit > 0:
+            if (
+                (desk is None or desk.announced != STARTED)
+                and spec_image == default_image
+                and self.view.limit > 0
+            ):
                 volume.announced = STARTED
                 mode = "live" if volume.state == "attached" else "offline"
                 self._emit(
@@ -79,8 +85,8 @@ class Announcer:
                     f" (owner node {volume.owner or '-'})",
                     now,
                 )
-        elif volume.announced == STARTED:
-            volume.announced = ""
+        elif desk is not None and desk.announced == STARTED:
+            desk.announced = ""
             if spec_image == default_image:
                 self._emit(
                     volume,
@@ -122,7 +128,7 @@ class Announcer:
             event_command(
                 service=service,
                 # with its uid, or `kubectl describe volume` would not list the Event (it matches by uid)
-                about=Target(kind="Volume", namespace=namespace, name=name, uid=uid),
+                about=Target(kind="Volume", namespace=namespace, name=name, uid=uid.decode()),
                 type_=type_,
                 reason=reason,
                 message=message,
@@ -134,4 +140,4 @@ class Announcer:
         return commands
 
     def _emit(self, volume: VolumeRecord, type_: EventType, reason: str, message: str, now: float) -> None:
-        self.outbox.append((volume.namespace, volume.name, volume.uid, type_, reason, message, now))
+        self.outbox.append((volume.namespace, volume.name, volume.uid_utf8, type_, reason, message, now))

@@ -38,10 +38,11 @@ from corral_decision.expectations import Expectation
 from corral_decision.kit import DeciderKit
 from corral_decision.timing import Timing
 from corral_engine_upgrade.announce import BLOCKING, Announcer
+from corral_engine_upgrade.desk import Desk
 from corral_engine_upgrade.eligibility import step_gate, volume_reason
-from corral_engine_upgrade.pick_order import rank
+from corral_engine_upgrade.pick_order import filed_at_rank
 from corral_engine_upgrade.reasons import Reason
-from corral_engine_upgrade.records import MARKED, ROLLED_BACK, VolumeRecord
+from corral_engine_upgrade.records import DEAD, MARKED, ROLLED_BACK, VolumeRecord
 from corral_engine_upgrade.rollback import ROLLED_BACK_PATH, RollbackMode, Rollbacks, rollback_command
 from corral_engine_upgrade.slots import Owners
 from corral_engine_upgrade.stuck import StuckBounds, StuckWatch
@@ -133,7 +134,10 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
             if change.robustness != "healthy" and change.robustness in FAILING and self._guard.members:
                 self._guard_failure(change, change.robustness)
             if self._bootstrapped:
-                if (change.spec_image != change.current_image or change.announced) and self._announce:
+                if (
+                    change.spec_image != change.current_image
+                    or (change.desk is not None and change.desk.announced)
+                ) and self._announce:
                     self._announcer.images_moved(change, now)
                 if not self._place_without_rules(change):
                     self._observe(change)
@@ -406,25 +410,29 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         of such volumes (the new replicas of an upgrade under way, the actuator's patch landing,
         the upgrade completing, the old replicas deleted after it), so this spares them the rules.
         Clears an expectation the view now shows met, as `_refresh` does."""
-        expectation = volume.expectation
-        if expectation is not None:
-            if volume.spec_image == expectation.basis:
+        desk = volume.desk
+        if desk is not None:
+            expectation = desk.expectation
+            if expectation is not None:
+                if volume.spec_image == expectation.basis:
+                    return False
+                self.expected.settle(desk)  # observed (see _refresh); the desk is its track
+            if desk.candidate_node is not None:
                 return False
-            self.expected.settle(volume)  # observed (see _refresh)
+            slot_node = desk.slot_node
+        else:
+            slot_node = None
         owner = volume.owner
-        if (
-            volume.member_of != owner
-            or volume.candidate_node is not None
-            or volume.member_rank != rank(volume)
-        ):
+        if volume.member_of != owner or not filed_at_rank(volume):
             return False
         spec_image = volume.spec_image
         if spec_image != volume.current_image:
-            return volume.slot_node == owner
+            return slot_node == owner
         if spec_image != self.view.default_image:
             return False
-        if volume.slot_node is not None:
+        if slot_node is not None:
             self._owners.place(volume, None, None)
+            volume.tidy(self._now)
         return True
 
     def _observe(self, volume: VolumeRecord) -> None:
@@ -438,19 +446,22 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         if (
             volume.epoch == self._owners.epoch
             or volume.member_of != volume.owner
-            or volume.member_rank != rank(volume)
+            or not filed_at_rank(volume)
         ):
             self._refresh(volume)
             return
-        expectation = volume.expectation
-        if expectation is not None and volume.spec_image != expectation.basis:
-            self.expected.settle(volume)  # observed (see _refresh)
+        desk = volume.desk
+        if desk is not None:
+            expectation = desk.expectation
+            if expectation is not None and volume.spec_image != expectation.basis:
+                self.expected.settle(desk)  # observed (see _refresh)
         slot = volume.owner if volume.holds_slot else None
-        if volume.slot_node != slot:
+        if (desk.slot_node if desk is not None else None) != slot:
             # A volume holding a slot is no candidate (a queue entry from older rules would be
             # re-judged when reached anyway; dropping it keeps the candidate count exact).
-            candidate = None if slot is not None else volume.candidate_node
+            candidate = None if slot is not None or desk is None else desk.candidate_node
             self._owners.place(volume, slot, candidate)
+            volume.tidy(self._now)
 
     def _refresh(self, volume: VolumeRecord, queue: bool = True) -> bool:
         """Re-evaluate one volume's rules (as of `self._now`) and move it between queue / slot /
@@ -459,22 +470,24 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         The walk in slots.py passes `queue=False` for the member it has reached: that member comes
         before everything left in its node's queue, so when it qualifies it is taken on the spot
         (True) rather than queued and popped again."""
-        expectation = volume.expectation
-        if expectation is not None and volume.spec_image != expectation.basis:
-            self.expected.settle(volume)  # the view now shows our change (or someone else's): observed
+        desk = volume.desk
+        if desk is not None:
+            expectation = desk.expectation
+            if expectation is not None and volume.spec_image != expectation.basis:
+                self.expected.settle(desk)  # the view now shows our change (or someone else's): observed
         reason = volume_reason(volume, self.view, self._now)
-        if (volume.announced or reason in _BLOCKING) and self._announce:
+        if ((desk is not None and desk.announced) or reason in _BLOCKING) and self._announce:
             self._announcer.judged(volume, reason, self._now)
         owners = self._owners
         volume.epoch = owners.epoch
         owner = volume.owner
+        desk = volume.desk  # the announcer may have made it
         if reason is None:
             if (
                 not queue
                 and volume.member_of == owner
-                and volume.slot_node is None
-                and volume.candidate_node is None
-                and volume.member_rank == rank(volume)
+                and (desk is None or (desk.slot_node is None and desk.candidate_node is None))
+                and filed_at_rank(volume)
             ):
                 return True  # the walk takes it: nothing to place
             slot, candidate = None, owner
@@ -484,16 +497,21 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
             if reason is _RETRY_BACKOFF:
                 self.ask_again(volume.hold_until, volume)
             slot = candidate = None
-        if volume.slot_node != slot or volume.candidate_node != candidate:
+        if desk is None:
+            if slot is not None or candidate is not None:
+                owners.place(volume, slot, candidate)
+        elif desk.slot_node != slot or desk.candidate_node != candidate:
             owners.place(volume, slot, candidate)
-        if volume.member_of != owner or volume.member_rank != rank(volume):
+        if volume.member_of != owner or not filed_at_rank(volume):
             owners.track(volume)
+        if volume.desk is not None:
+            volume.tidy(self._now)
         return False
 
     def _time_flight(self, volume: VolumeRecord, now: float) -> None:
         """Time an upgrade the view shows in flight (a wake at its stuck bound), or stop timing one
         that ended (stuck.py)."""
-        if volume.spec_image != volume.current_image and volume.alive:
+        if volume.spec_image != volume.current_image and not volume.flags & DEAD:  # alive
             due = self._stuck.started(volume, now)
             if due is not None:
                 self.ask_again(due, volume)
@@ -538,7 +556,10 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         """`command` counted in flight on `track` and returned as it must be sent: a retry after a
         refusal or an expiry as its next attempt, under an id of its own (Expectations.stamp)."""
         command = self.expected.stamp(command)
-        self.expected.issue(track, track, command, rv, now, basis=basis)
+        desk = track.desk  # the record's track lives on its desk (desk.py): hand that over directly
+        if desk is None:
+            desk = track.desk = Desk()
+        self.expected.issue(desk, track, command, rv, now, basis=basis)
         return command
 
     def _guard_failure(self, volume: VolumeRecord, how: str) -> None:
@@ -578,6 +599,7 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         self.expected.settle(volume)
         self._owners.place(volume, None, None)
         self._owners.track(volume)
+        volume.tidy(self._now)
 
     def _issue(self, volume: VolumeRecord, now: float) -> Command:
         view = self.view
@@ -587,7 +609,8 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         target = Target(kind="Volume", namespace=volume.namespace, name=volume.name)
         fields = self._fields
         changes = fields.changes(default_image)
-        if volume.marks is not None and volume.marks.rolled_back:  # its hold ends (rollback.py)
+        marks = volume.marks if volume.flags & MARKED else None  # MARKED: it has some (one test)
+        if marks is not None and marks.rolled_back:  # its hold ends (rollback.py)
             changes = (*changes, FieldValue(path=ROLLED_BACK_PATH, value=None))
         tests = fields.tests(volume)
         live = volume.state == "attached"

@@ -55,6 +55,7 @@ _RETRY_BACKOFF = Reason.RETRY_BACKOFF
 _UNREADABLE = Reason.UNREADABLE
 _ROLLED_BACK = Reason.ROLLED_BACK
 _HELD = V2 | UNREADABLE | MARKED
+_LIVE_BLOCKERS = STANDBY | EXPANSION_REQUIRED | MIGRATING | STRICT_LOCAL
 
 
 def volume_reason(volume: VolumeRecord, view: ClusterView, now: float) -> Reason | None:
@@ -67,7 +68,8 @@ def volume_reason(volume: VolumeRecord, view: ClusterView, now: float) -> Reason
     spec_image = volume.spec_image
     if spec_image != volume.current_image:
         return _IN_PROGRESS
-    if volume.expectation is not None:
+    desk = volume.desk  # the decider's bookkeeping, None for nearly every volume (desk.py)
+    if desk is not None and desk.expectation is not None:
         return _COMMAND_PENDING
     flags = volume.flags
     default_image = view.default_image
@@ -87,13 +89,14 @@ def volume_reason(volume: VolumeRecord, view: ClusterView, now: float) -> Reason
         return _DEFAULT_IMAGE_MISSING
     if not default_ei.usable:
         return _DEFAULT_IMAGE_UNUSABLE
-    current_ei = view.images.get(volume.current_ei)
+    current_image = volume.current_image  # its EngineImage, by checksum name (view.image, inline)
+    current_ei = view.images.get(view.image_name(current_image)) if current_image else None
     reason = _not_upgradable(volume, flags, default_ei, current_ei)
     if reason is None:
         reason = _images_not_ready(volume, default_ei, current_ei)
     if reason is not None:
         return reason
-    if volume.rv <= volume.hold_rv and now < volume.hold_until:
+    if desk is not None and volume.rv <= desk.hold_rv and now < desk.hold_until:
         return _RETRY_BACKOFF
     return None
 
@@ -128,7 +131,7 @@ def _not_upgradable(
     robustness = volume.robustness
     if robustness != "healthy":
         return _DEGRADED if robustness == "degraded" else _NOT_HEALTHY
-    if flags:  # one test for the common case, none of them set
+    if flags & _LIVE_BLOCKERS:  # one test for the common case, none of them set
         if flags & STANDBY:
             return _DR_VOLUME
         if flags & EXPANSION_REQUIRED:

@@ -24,7 +24,7 @@ while waiting moves in its owner's order (slots.py).
 
 from __future__ import annotations
 
-from corral_engine_upgrade.records import VolumeRecord
+from corral_engine_upgrade.records import FILED_LIVE, VolumeRecord
 
 LIVE, OFFLINE = 0, 1
 
@@ -32,3 +32,10 @@ LIVE, OFFLINE = 0, 1
 def rank(volume: VolumeRecord) -> int:
     """LIVE for an attached volume (a live upgrade: the long kind), OFFLINE for any other state."""
     return LIVE if volume.state == "attached" else OFFLINE
+
+
+def filed_at_rank(volume: VolumeRecord) -> bool:
+    """It is filed in its owner's members under the rank it has now (`member_rank == rank`):
+    one test of its flags, for the per-event paths, where two Python calls would show."""
+    filed_live = volume.flags & FILED_LIVE
+    return filed_live != 0 if volume.state == "attached" else filed_live == 0

@@ -24,6 +24,7 @@ from typing import TypeAlias
 import msgspec
 
 from corral_decision.expectations import Expectation
+from corral_engine_upgrade.desk import Desk
 from corral_engine_upgrade.image_facts import AnyEngineImage, DeploymentStatus, NodeMap, node_map
 from corral_model import longhorn as lh
 
@@ -119,6 +120,14 @@ STRICT_LOCAL = 8  # spec.dataLocality == strict-local
 V2 = 16  # spec.dataEngine == v2
 # (32 is the view's UNREADABLE.) One of the rollback annotations is on the volume (`marks`).
 MARKED = 64
+# Two bits of the decider's filing (slots.py), kept here rather than in two more fields (8 bytes
+# each on every record), and kept by update_from: the pick-order rank the volume is filed under in
+# its owner's members is LIVE (0), not OFFLINE (1) (`member_rank`, pick_order.py) …
+FILED_LIVE = 128
+# … and the record was deleted (`alive` is False). The bits a live volume may carry add up to 255
+# at most, so its flags stay one of the ints Python shares (up to 256) instead of one of its own.
+DEAD = 256
+_FILING = DEAD | FILED_LIVE
 
 
 class Marks(msgspec.Struct, frozen=True, gc=False):
@@ -142,31 +151,166 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
     namespace: str
     name: str
     rv: int = -1
-    uid: str = ""  # metadata.uid: Events about the volume name it, so `kubectl describe` lists them
+    # metadata.uid, UTF-8 encoded: Events about the volume name it (`uid`), so `kubectl describe`
+    # lists them. Only ever handed on, never read by the rules: as bytes it costs 16 bytes less.
+    uid_utf8: bytes = b""
     generation: int = 0  # metadata.generation: the spec a command was decided on (core.preconditions)
     spec_image: str = ""
     current_image: str = ""
-    current_ei: str = ""  # the EngineImage name of current_image (`ei-<hash>`), kept by the view
     state: str = ""
     robustness: str = ""
     owner: str = ""  # status.ownerID: the unit of the per-node limit
     node: str = ""  # status.currentNodeID: where it is attached
-    flags: int = 0  # STANDBY | EXPANSION_REQUIRED | MIGRATING | STRICT_LOCAL | V2 | MARKED
-    marks: Marks | None = None  # the rollback annotations, on the few volumes that carry one
+    # STANDBY | EXPANSION_REQUIRED | MIGRATING | STRICT_LOCAL | V2 | MARKED, and the filing bits
+    # DEAD | FILED_LIVE (`alive`, `member_rank`)
+    flags: int = 0
     replicas: Replicas = NO_REPLICAS  # see Replicas above
-    # --- decider bookkeeping (core.py and the kit's track, kept here to avoid parallel dicts) -----
-    expectation: Expectation | None = None  # the kit's (corral_decision.expectations)
-    hold_rv: int = -2  # after a refusal: not re-decided until rv > hold_rv …
-    hold_until: float = 0.0  # … or until this time (a retry backoff)
-    slot_node: str | None = None  # the owner node whose in-flight count includes this volume
-    candidate_node: str | None = None  # the owner node whose candidate queue holds this volume
-    queue_seq: int = 0  # which candidate-queue entry is the live one (older entries are stale)
+    # --- decider bookkeeping (core.py, slots.py and the kit's track): on its desk, while set ------
     member_of: str | None = None  # the owner node whose member list holds this volume
-    member_rank: int = 1  # the pick-order rank it is filed under there (pick_order.py)
     epoch: int = -1  # the rules epoch this volume was last judged under (see slots.py)
-    alive: bool = True
-    # What the volume's Events last said (announce.py): "" nothing, STARTED, or the blocking reason.
-    announced: str = ""
+    desk: Desk | None = None  # the rarely set rest (desk.py), None while all of it is default
+
+    @property
+    def expectation(self) -> Expectation | None:
+        desk = self.desk
+        return desk.expectation if desk is not None else None
+
+    @expectation.setter
+    def expectation(self, value: Expectation | None) -> None:
+        desk = self.desk
+        if desk is None:
+            if value is None:
+                return  # a default on no desk: nothing to keep
+            desk = self.desk = Desk()
+        desk.expectation = value
+
+    @property
+    def hold_rv(self) -> int:
+        desk = self.desk
+        return desk.hold_rv if desk is not None else -2
+
+    @hold_rv.setter
+    def hold_rv(self, value: int) -> None:
+        desk = self.desk
+        if desk is None:
+            if value == -2:
+                return  # a default on no desk: nothing to keep
+            desk = self.desk = Desk()
+        desk.hold_rv = value
+
+    @property
+    def hold_until(self) -> float:
+        desk = self.desk
+        return desk.hold_until if desk is not None else 0.0
+
+    @hold_until.setter
+    def hold_until(self, value: float) -> None:
+        desk = self.desk
+        if desk is None:
+            if value == 0.0:
+                return  # a default on no desk: nothing to keep
+            desk = self.desk = Desk()
+        desk.hold_until = value
+
+    @property
+    def slot_node(self) -> str | None:
+        desk = self.desk
+        return desk.slot_node if desk is not None else None
+
+    @slot_node.setter
+    def slot_node(self, value: str | None) -> None:
+        desk = self.desk
+        if desk is None:
+            if value is None:
+                return  # a default on no desk: nothing to keep
+            desk = self.desk = Desk()
+        desk.slot_node = value
+
+    @property
+    def candidate_node(self) -> str | None:
+        desk = self.desk
+        return desk.candidate_node if desk is not None else None
+
+    @candidate_node.setter
+    def candidate_node(self, value: str | None) -> None:
+        desk = self.desk
+        if desk is None:
+            if value is None:
+                return  # a default on no desk: nothing to keep
+            desk = self.desk = Desk()
+        desk.candidate_node = value
+
+    @property
+    def queue_seq(self) -> int:
+        desk = self.desk
+        return desk.queue_seq if desk is not None else 0
+
+    @queue_seq.setter
+    def queue_seq(self, value: int) -> None:
+        desk = self.desk
+        if desk is None:
+            if value == 0:
+                return  # a default on no desk: nothing to keep
+            desk = self.desk = Desk()
+        desk.queue_seq = value
+
+    @property
+    def announced(self) -> str:
+        desk = self.desk
+        return desk.announced if desk is not None else ""
+
+    @announced.setter
+    def announced(self, value: str) -> None:
+        desk = self.desk
+        if desk is None:
+            if value == "":
+                return  # a default on no desk: nothing to keep
+            desk = self.desk = Desk()
+        desk.announced = value
+
+    def tidy(self, now: float) -> None:
+        """Drop the desk once nothing on it matters any more (Desk.idle)."""
+        desk = self.desk
+        if desk is not None and desk.idle(now):
+            self.desk = None
+
+    @property
+    def marks(self) -> Marks | None:
+        """The rollback annotations, on the few volumes that carry one (on the desk)."""
+        desk = self.desk
+        return desk.marks if desk is not None else None
+
+    @marks.setter
+    def marks(self, value: Marks | None) -> None:
+        desk = self.desk
+        if desk is None:
+            if value is None:
+                return  # a default on no desk: nothing to keep
+            desk = self.desk = Desk()
+        desk.marks = value
+
+    @property
+    def alive(self) -> bool:
+        """Not deleted (a deleted volume's record may still sit in queues and timers)."""
+        return not self.flags & DEAD
+
+    @alive.setter
+    def alive(self, value: bool) -> None:
+        self.flags = self.flags & ~DEAD if value else self.flags | DEAD
+
+    @property
+    def member_rank(self) -> int:
+        """The pick-order rank it is filed under in its owner's members (pick_order.py)."""
+        return 0 if self.flags & FILED_LIVE else 1
+
+    @member_rank.setter
+    def member_rank(self, value: int) -> None:
+        self.flags = self.flags | FILED_LIVE if value == 0 else self.flags & ~FILED_LIVE
+
+    @property
+    def uid(self) -> str:
+        """metadata.uid ("" when unknown)."""
+        return self.uid_utf8.decode()
 
     @property
     def standby(self) -> bool:
@@ -195,7 +339,8 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
 
     @property
     def holds_slot(self) -> bool:
-        return self.spec_image != self.current_image or self.expectation is not None
+        desk = self.desk
+        return self.spec_image != self.current_image or (desk is not None and desk.expectation is not None)
 
     def update_from(self, volume: lh.Volume, rv: int) -> bool:
         """Take the new state; True when a fact the rules read changed (most Volume updates, like
@@ -203,7 +348,7 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
         runs for every Volume event."""
         spec, status = volume.spec, volume.status
         self.rv = rv
-        self.uid = volume.metadata.uid  # not a fact the rules read: never `changed`
+        self.uid_utf8 = volume.metadata.uid.encode()  # not a fact the rules read: never `changed`
         self.generation = volume.metadata.generation  # nor this: only what a command tests
         changed = False
         value = spec.image
@@ -230,9 +375,9 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
         if value != self.node:
             self.node = _intern(value)
             changed = True
-        flags = 0
+        flags = self.flags & _FILING  # the decider's, not the Volume's
         if status.is_standby:
-            flags = STANDBY
+            flags |= STANDBY
         if status.expansion_required:
             flags |= EXPANSION_REQUIRED
         if spec.migration_node_id or status.current_migration_node_id:
@@ -242,7 +387,7 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
         if spec.data_engine == DATA_ENGINE_V2:
             flags |= V2
         annotations = volume.metadata.annotations
-        if annotations or self.marks is not None:  # nearly always neither: one test
+        if annotations or self.flags & MARKED:  # nearly always neither (MARKED: marks is set)
             marks = marks_of(annotations) if annotations else None
             if marks is not None:
                 flags |= MARKED

@@ -26,8 +26,9 @@ import heapq
 import itertools
 from collections.abc import Callable, Iterator
 
+from corral_engine_upgrade.desk import Desk
 from corral_engine_upgrade.pick_order import rank
-from corral_engine_upgrade.records import VolumeRecord
+from corral_engine_upgrade.records import DEAD, FILED_LIVE, VolumeRecord
 
 _QueueEntry = tuple[int, str, str, int, VolumeRecord]  # (rank, namespace, name, seq, volume)
 # Applies the rules to a volume and places it (slot, queue, nothing). Called with False for the
@@ -38,7 +39,8 @@ Classify = Callable[[VolumeRecord, bool], bool]
 def _order(volume: VolumeRecord) -> tuple[int, str, str]:
     """Where `volume` is filed in its owner's members: by the rank it was filed under (its state
     may have changed since; `track` moves it)."""
-    return (volume.member_rank, volume.namespace, volume.name)
+    # volume.member_rank, read off its flags inline: this is the key of every bisect and walk step
+    return (0 if volume.flags & FILED_LIVE else 1, volume.namespace, volume.name)
 
 
 class OwnerNode:
@@ -115,7 +117,12 @@ class Owners:
         """
         dirty = self.dirty
         nodes = self.nodes
-        held = volume.slot_node
+        desk = volume.desk  # where both live (desk.py); made here when one is set on none
+        if desk is None:
+            if slot_node is None and candidate_node is None:
+                return  # neither before nor after
+            desk = volume.desk = Desk()
+        held = desk.slot_node
         if held != slot_node:
             if held is not None:
                 nodes[held].in_flight -= 1
@@ -123,8 +130,8 @@ class Owners:
             if slot_node is not None:
                 node = nodes.get(slot_node) or self._node(slot_node)
                 node.in_flight += 1
-            volume.slot_node = slot_node
-        queued = volume.candidate_node
+            desk.slot_node = slot_node
+        queued = desk.candidate_node
         if queued != candidate_node:
             if queued is not None:
                 # Its queue entry goes stale by itself (candidate_node no longer matches).
@@ -132,10 +139,10 @@ class Owners:
             if candidate_node is not None:
                 node = nodes.get(candidate_node) or self._node(candidate_node)
                 node.candidate_count += 1
-                volume.candidate_node = candidate_node
+                desk.candidate_node = candidate_node
                 self._enqueue(node, volume, rank(volume))
                 dirty.add(candidate_node)
-            volume.candidate_node = candidate_node
+            desk.candidate_node = candidate_node
 
     def _enqueue(self, node: OwnerNode, volume: VolumeRecord, volume_rank: int) -> None:
         """Queue `volume` on `node` (its candidate_node) at `volume_rank`; an older entry goes stale."""
@@ -168,7 +175,13 @@ class Owners:
             while queue:
                 head = queue[0]
                 volume = head[4]
-                if volume.queue_seq == head[3] and volume.candidate_node == name and volume.alive:
+                desk = volume.desk
+                if (
+                    desk is not None
+                    and desk.queue_seq == head[3]
+                    and desk.candidate_node == name
+                    and not volume.flags & DEAD  # alive
+                ):
                     break  # the live entry (see _live)
                 heappop(queue)
                 head = None

@@ -163,7 +163,7 @@ class ClusterView:
         return self.images.get(self.image_name(image)) if image else None
 
     def current_engine_image(self, volume: VolumeRecord) -> ImageRecord | None:
-        return self.images.get(volume.current_ei)
+        return self.image(volume.current_image)
 
     @property
     def default_engine_image(self) -> ImageRecord | None:
@@ -257,7 +257,6 @@ class ClusterView:
             record = VolumeRecord(namespace=_intern(namespace), name=name)
             record.replicas = self._orphan_replicas.pop((namespace, name), NO_REPLICAS)
             record.update_from(volume, rv)
-            record.current_ei = self._current_ei(record)
             by_name[name] = record
             self.volume_count += 1
             self._index(record)
@@ -266,9 +265,10 @@ class ClusterView:
         if not record.update_from(volume, rv):
             # Nothing the rules read changed: fresher state itself matters only to a volume
             # waiting for it after a refusal (core.py), so only then is it news.
-            return Impact(touched=(record,)) if record.hold_until > now else NO_IMPACT
+            desk = record.desk  # its hold, if any (desk.py)
+            return Impact(touched=(record,)) if desk is not None and desk.hold_until > now else NO_IMPACT
         if record.current_image is not old_image:  # update_from replaces only a changed value
-            self._reindex_image(record)  # every upgrade completing does this
+            self._reindex_image(record, old_image)  # every upgrade completing does this
         return record
 
     def _apply_unreadable(self, kind: str, event: ObjectEvent[Any], now: float) -> Change:
@@ -440,21 +440,25 @@ class ClusterView:
 
     # --- indexes ----------------------------------------------------------------------------------
 
-    def _current_ei(self, record: VolumeRecord) -> str:
-        return self.image_name(record.current_image) if record.current_image else ""
+    # The EngineImage of a volume's current_image is looked up by name when needed (`image`, its
+    # checksum name cached per image), not kept on each of 100 k records.
 
     def _index(self, record: VolumeRecord) -> None:
-        if record.current_ei:
+        image = record.current_image
+        if image:
             users = self._ei_users
-            users[record.current_ei] = users.get(record.current_ei, 0) + 1
+            name = self._image_names.get(image) or self.image_name(image)
+            users[name] = users.get(name, 0) + 1
 
-    def _unindex(self, record: VolumeRecord) -> None:
-        if record.current_ei:
-            self._ei_users[record.current_ei] -= 1
+    def _unindex(self, record: VolumeRecord, image: str | None = None) -> None:
+        """Count `record` off the users of its image (`image`: the one it had, when it changed)."""
+        if image is None:
+            image = record.current_image
+        if image:
+            self._ei_users[self._image_names.get(image) or self.image_name(image)] -= 1
 
-    def _reindex_image(self, record: VolumeRecord) -> None:
-        self._unindex(record)
-        record.current_ei = self._current_ei(record)
+    def _reindex_image(self, record: VolumeRecord, old_image: str) -> None:
+        self._unindex(record, old_image)
         self._index(record)
 
     # --- tombstones -------------------------------------------------------------------------------
