@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import cProfile
 import os
 import shutil
@@ -257,6 +256,16 @@ async def within(what: str, step: Awaitable[T]) -> T:
         raise RuntimeError(f"{what}: no answer within {STALL_S:.0f} s") from None
 
 
+async def stop_following(follow: asyncio.Task[str]) -> None:
+    """Cancel the watch until it ends: a cancel that lands as a watch read completes is dropped by
+    Python 3.11's wait_for, and one wait on the task then hung the bench for good."""
+    while not follow.done():
+        follow.cancel()
+        await asyncio.wait({follow}, timeout=1.0)
+    if not follow.cancelled() and follow.exception() is not None:
+        raise RuntimeError("the watch failed") from follow.exception()
+
+
 async def measure(procs: Processes, volumes: int, rounds: int, profile: str | None) -> dict[str, Any]:
     control = EmulatorControl(procs.emulator_url)
     bus = await within("connecting to NATS", connect(procs.nats_url, name="bench-watcher"))
@@ -298,10 +307,8 @@ async def measure(procs: Processes, volumes: int, rounds: int, profile: str | No
         if profiler:
             profiler.disable()
             profiler.dump_stats(profile)  # type: ignore[arg-type]
-        follow.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await follow
-        info = await bus.js.stream_info("LH_OBJECTS")
+        await stop_following(follow)
+        info = await within("reading the stream's state", bus.js.stream_info("LH_OBJECTS"))
         elapsed = t1 - t0
         return {
             "watcher_cpu_share": round((cpu1 - cpu0) / elapsed, 2),
@@ -321,10 +328,10 @@ async def measure(procs: Processes, volumes: int, rounds: int, profile: str | No
             ),
         }
     finally:
-        await publisher.close()
-        await api.close()
-        await bus.close()
-        await control.close()
+        await within("closing the publisher", publisher.close())
+        await within("closing the API client", api.close())
+        await within("closing the NATS connection", bus.close())
+        await within("closing the emulator's control", control.close())
 
 
 def main() -> int:

@@ -28,6 +28,7 @@ from kubernetes_asyncio.client import ApiClient
 from opentelemetry.trace import Tracer
 
 from corral_bus import Bus
+from corral_bus.cancellation import raise_if_cancelled
 from corral_kube.decoding import Bookmark, StreamItem, UndecodableLine, WatchEvent, kind_decoder
 from corral_kube.errors import KubeApiError, ResourceVersionGone, WatchStalled
 from corral_kube.listing import list_objects
@@ -220,6 +221,9 @@ class KindWatcher:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.settings.resync_period
         while True:
+            # A cancel that landed as a watch read completed is dropped by Python 3.11's wait_for
+            # (corral_bus.cancellation): honour it here, or a stopped watcher watches on.
+            raise_if_cancelled()
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return "resync"
@@ -238,6 +242,7 @@ class KindWatcher:
                     async for batch in batches:
                         delivered = True
                         await self.handle(batch)
+                        raise_if_cancelled()
                 self.metrics.watch_restart("closed")
                 self._backoff.reset()
             except ResourceVersionGone as e:
