@@ -27,6 +27,7 @@ from corral_decision.expectations import Expectation
 from corral_engine_upgrade.desk import Desk
 from corral_engine_upgrade.image_facts import AnyEngineImage, DeploymentStatus, NodeMap, node_map
 from corral_model import longhorn as lh
+from corral_model.envelopes import Target
 
 _intern = sys.intern
 
@@ -311,6 +312,12 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
     def uid(self) -> str:
         """metadata.uid ("" when unknown)."""
         return self.uid_utf8.decode()
+
+    @property
+    def about(self) -> Target:
+        """The volume as its Events name it: with its uid, or `kubectl describe volume` would not
+        list them (it matches by uid)."""
+        return Target(kind="Volume", namespace=self.namespace, name=self.name, uid=self.uid)
 
     @property
     def standby(self) -> bool:

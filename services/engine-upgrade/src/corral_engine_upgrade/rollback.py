@@ -172,11 +172,10 @@ class Rollbacks:
         if sent is None or volume.spec_image != sent.to_image or not announce:
             return
         volume.announced = ""  # this Event says it, not announce.py's "ended, not on the default"
-        about = Target(kind="Volume", namespace=volume.namespace, name=volume.name, uid=volume.uid)
         self.outbox.append(
             event_command(
                 service=self.service,
-                about=about,
+                about=volume.about,
                 type_=EventType.WARNING,
                 reason=ROLLED_BACK_EVENT,
                 message=(

@@ -33,7 +33,7 @@ import msgspec
 
 from corral_decision.events import EventType, event_command
 from corral_engine_upgrade.records import STRIDE, VolumeRecord, replica_nodes
-from corral_model.envelopes import Command, Target
+from corral_model.envelopes import Command
 
 STUCK_EVENT = "EngineUpgradeStuck"
 
@@ -108,12 +108,11 @@ class StuckWatch:
             return ""
         flight.stuck = evidence(volume, flight, now)
         if announce:
-            about = Target(kind="Volume", namespace=volume.namespace, name=volume.name, uid=volume.uid)
             hint = self.hint(volume) if self.hint is not None else ""
             self.outbox.append(
                 event_command(
                     service=self.service,
-                    about=about,
+                    about=volume.about,
                     type_=EventType.WARNING,
                     reason=STUCK_EVENT,
                     message=f"engine upgrade stuck: {flight.stuck}" + (f"; {hint}" if hint else ""),
