@@ -572,15 +572,47 @@ async def ceiling(volumes: int, options: Options) -> dict[str, Any]:
 def ratios(figures: dict[str, Any]) -> dict[str, float]:
     """Issue 28's two ratios for one cluster size, measured side by side in one run: the
     pipeline's highest sustained rate over its ceiling's, and corral's CPU per change over
-    nats-server's at 2 000 changes a second."""
+    nats-server's at 2 000 changes a second.
+
+    Beside them, what the CPU allows on a host whose cores every process shares (near their
+    highest rates both runs are CPU-bound here), from the CPU per change of both at the highest
+    rate the pipeline held (`at_events_per_s`; 2 000 when no rising step matches):
+    `cpu_bound_ratio`, the ceiling's CPU per change over the pipeline's, is the throughput ratio
+    to expect when both run out of CPU; `nats_bound_ratio` is the same with corral's deciders and
+    actuator costing nothing, only nats-server's extra work for them added to the ceiling's."""
     ceiling_max = figures["ceiling"]["max_events_per_s"]
     cpu = figures["steady_2000"]["cpu_us_per_event_by_part"]
+    rate, pipeline_cpu, ceiling_cpu = _cpu_at_highest_held_rate(figures)
+    nats_extra = max(0.0, pipeline_cpu["nats"] - ceiling_cpu["nats"])
     return {
-        "max_events_ratio_to_ceiling": round(figures["throughput"]["max_events_per_s"] / ceiling_max, 2)
-        if ceiling_max
-        else 0.0,
-        "corral_cpu_ratio_to_nats_at_2000": round(cpu["corral"] / cpu["nats"], 2) if cpu["nats"] else 0.0,
+        "max_events_ratio_to_ceiling": _ratio(figures["throughput"]["max_events_per_s"], ceiling_max),
+        "corral_cpu_ratio_to_nats_at_2000": _ratio(cpu["corral"], cpu["nats"]),
+        "at_events_per_s": rate,
+        "cpu_bound_ratio": _ratio(ceiling_cpu["all"], pipeline_cpu["all"]),
+        "nats_bound_ratio": _ratio(ceiling_cpu["all"], ceiling_cpu["all"] + nats_extra),
     }
+
+
+def _cpu_at_highest_held_rate(figures: dict[str, Any]) -> tuple[int, dict[str, float], dict[str, float]]:
+    """(rate, the pipeline's CPU per change by part, the ceiling's) at the highest rate the
+    pipeline held that the ceiling also ran."""
+    ceiling_steps = {s["target_events_per_s"]: s for s in figures["ceiling"]["throughput"]["steps"]}
+    held = [
+        s for s in figures["throughput"]["steps"] if s["held"] and s["target_events_per_s"] in ceiling_steps
+    ]
+    if not held:
+        return (
+            2000,
+            figures["steady_2000"]["cpu_us_per_event_by_part"],
+            figures["ceiling"]["steady_2000"]["cpu_us_per_event_by_part"],
+        )
+    top = max(held, key=lambda s: s["target_events_per_s"])
+    rate = top["target_events_per_s"]
+    return rate, top["cpu_us_per_event_by_part"], ceiling_steps[rate]["cpu_us_per_event_by_part"]
+
+
+def _ratio(part: float, whole: float) -> float:
+    return round(part / whole, 2) if whole else 0.0
 
 
 def main() -> None:
