@@ -73,9 +73,10 @@ async def test_a_persistent_conflict_is_reported_after_the_retries(
     emulator.faults.update({"conflict_rate": 1.0, "plurals": ["volumes"]})
     actuator = make_actuator(conflict_retry=ConflictRetry(attempts=2, wait_initial=0.001, wait_jitter=0))
     result = await actuator.execute(upgrade("vol-0"))
-    assert result.outcome is Outcome.PRECONDITION_FAILED
+    # Not a judgement of the command (its preconditions held): the server failed the write.
+    assert result.outcome is Outcome.ERROR
     # An engine upgrade is written on the volume as read and judged (engine_upgrade_guard.py).
-    assert "HTTP 409" in result.detail
+    assert result.detail.startswith("conflict persisted through 2 retries: HTTP 409"), result.detail
     assert actuator.conflict_retries == 2
     assert actuator.api.retries == 0
     assert image_of(emulator, "vol-0") == OLD_IMAGE
@@ -88,7 +89,8 @@ async def test_no_retries_configured_reports_the_first_conflict(
     emulator.faults.update({"conflict_rate": 1.0, "plurals": ["volumes"]})
     actuator = make_actuator(conflict_retry=ConflictRetry(attempts=0))
     result = await actuator.execute(upgrade("vol-0"))
-    assert result.outcome is Outcome.PRECONDITION_FAILED
+    assert result.outcome is Outcome.ERROR
+    assert result.detail.startswith("conflict persisted through 0 retries: HTTP 409"), result.detail
     assert actuator.conflict_retries == 0
     # The two settings the rules read, one patch (judged on the actuator's informer of the volumes,
     # whose list and watch are not write-path requests), one read.

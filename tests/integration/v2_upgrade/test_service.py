@@ -6,6 +6,8 @@ repeats nothing: one node upgrade, one IM delete per node."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -75,7 +77,14 @@ class Watcher:
         )
 
 
-async def test_an_upgrade_survives_a_decider_replaced_mid_node(bus: Bus, nats_server: NatsServer) -> None:
+@pytest.mark.parametrize("reaction_first", [False, True], ids=["in-order", "reaction-first"])
+async def test_an_upgrade_survives_a_decider_replaced_mid_node(
+    bus: Bus, nats_server: NatsServer, reaction_first: bool
+) -> None:
+    """`reaction_first`: while node-1 is switching over, each write's result is reported only once
+    the decider has already reacted to the written object with its next command (a slow actuator;
+    on a loaded machine the two race, which is how CI saw node-1 never switching over: the first
+    decider took it through to completed). The decider must still be replaced in that state."""
     world = cluster(volumes={"vol-a": "node-1", "vol-b": "node-2"})
     world.put(manager())
     watcher = Watcher(bus, world)
@@ -83,37 +92,62 @@ async def test_an_upgrade_survives_a_decider_replaced_mid_node(bus: Bus, nats_se
     await watcher.resync()
     handled = 0
     replicas: list[Running] = []
+    trail: list[str] = []  # every state the node upgrades passed through, for a failure to name
+
+    def node_1_switching() -> bool:
+        upgrades = world.node_upgrades("node-1")
+        return bool(upgrades) and upgrades[0].status.state == "switching-over"
+
+    def completed() -> bool:
+        return str(world.get("dataengineupgrademanager", "upgrade").status.state) == "completed"
+
+    def follow() -> None:
+        now = ", ".join(f"{u.spec.node_id} {u.status.state}" for u in world.all("nodedataengineupgrade"))
+        if not trail or trail[-1] != now:
+            trail.append(now)
 
     async with commands_seen(bus, "v2-upgrade") as seen:
 
-        async def act() -> bool:
-            """Play the actuator and the data plane for every command seen so far."""
+        def more_than(count: int) -> bool:
+            return len(seen) > count
+
+        async def act(until: Callable[[], bool]) -> bool:
+            """Play the actuator and the data plane for the commands seen so far, one at a time,
+            stopping as soon as `until` holds. The decider runs in this loop: while one command's
+            objects and result are published, its reaction (the next command) can reach `seen`,
+            and a state checked only once `seen` is drained may have come and gone unseen (node-1
+            went on from switching-over to completed under the first decider, and the wait for it
+            timed out)."""
             nonlocal handled
-            while handled < len(seen):
+            while handled < len(seen) and not until():
                 command = seen[handled][1]
                 handled += 1
                 applied = world.apply(command)
                 world.data_plane()
+                follow()
                 await watcher.sync()
+                if reaction_first and node_1_switching():
+                    await eventually(functools.partial(more_than, handled), what="the decider's next command")
                 outcome = Outcome.APPLIED if applied else Outcome.PRECONDITION_FAILED
                 await report(bus, command, outcome, token_of(command.target.kind))
-            return str(world.get("dataengineupgrademanager", "upgrade").status.state) == "completed"
+            return until()
 
-        def node_1_switching() -> bool:
-            upgrades = world.node_upgrades("node-1")
-            return bool(upgrades) and upgrades[0].status.state == "switching-over"
+        async def wait_for(until: Callable[[], bool], within: float, what: str) -> None:
+            async def acted() -> bool:
+                return await act(until)
+
+            try:
+                await eventually(acted, within=within, what=what)
+            except AssertionError as timeout:
+                raise AssertionError(f"{timeout}; node upgrades went through: {trail}") from None
 
         replicas.append(decision_replica(DEFINITION, nats_server.url, "v2u-1"))
         try:
-
-            async def until_switching() -> bool:
-                await act()
-                return node_1_switching()
-
-            await eventually(until_switching, what="node-1 switching over")
+            await wait_for(node_1_switching, 30, "node-1 switching over")
             await replicas[0].stop()
+            assert node_1_switching(), trail
             replicas.append(decision_replica(DEFINITION, nats_server.url, "v2u-2"))
-            await eventually(act, within=60, what="the upgrade to complete")
+            await wait_for(completed, 60, "the upgrade to complete")
         finally:
             for running in replicas:
                 await running.stop()

@@ -93,28 +93,12 @@ def other_content(existing: dict[str, Any]) -> Finished:
     )
 
 
-def conflict_persisted(retries: int, answered: Answered, document: dict[str, Any]) -> Finished:
-    return Finished(
-        Outcome.PRECONDITION_FAILED,
-        f"conflict persisted through {retries} retries: {answered.message}",
-        version(document),
-    )
-
-
 def changed_under(attempts: int, document: dict[str, Any] | None = None, *, what: str = "object") -> Finished:
     return Finished(
         Outcome.PRECONDITION_FAILED,
         f"the {what} changed under {attempts} attempts in a row",
         version(document),
     )
-
-
-def refused_again(answered: Answered, resource_version: str) -> Finished:
-    """A patch tested on a resourceVersion that still holds, refused all the same: the server
-    would refuse it again (a 409 that outlived its retries is still a conflict, anything else an
-    error)."""
-    outcome = Outcome.PRECONDITION_FAILED if answered.status == 409 else Outcome.ERROR
-    return Finished(outcome, _http(answered), resource_version)
 
 
 # --- rejected-by-policy: security-logged where the result is made (actuator.py) -----------------
@@ -153,6 +137,28 @@ def http_error(answered: Answered) -> Finished:
 
 def unreadable(what: str, answered: Answered) -> Finished:
     return Finished(Outcome.ERROR, f"reading {what}: HTTP {answered.status}")
+
+
+def refused_again(answered: Answered, resource_version: str) -> Finished:
+    """A patch tested on a resourceVersion that still holds, refused all the same for another
+    reason than a conflict: the server would refuse it again."""
+    return Finished(Outcome.ERROR, _http(answered), resource_version)
+
+
+def conflict_persisted(retries: int, answered: Answered, document: dict[str, Any]) -> Finished:
+    """A 409 that outlasted the conflict retries (conflicts.py) while every precondition held on
+    each fresh read: the decision is as right as when it was taken, and the API server would not
+    apply it. That is the server failing the write, an `error`, not a judgement: re-deciding from
+    fresh state gives the same command, and the object need not move again (an injected fault, a
+    hook answering 409, contention that has passed). As `precondition-failed` it held the target
+    until the view showed a newer object, so an idle one waited the decider's whole retry backoff
+    (engine-upgrade: 120 s) with nothing to say why; as an `error` it is tried again after the
+    decider's short, doubling error backoff, and this detail names the conflict."""
+    return Finished(
+        Outcome.ERROR,
+        f"conflict persisted through {retries} retries: {_http(answered)}",
+        version(document),
+    )
 
 
 def gave_up(error: Exception) -> Finished:

@@ -101,9 +101,11 @@ async def patch_from_snapshot(
             return read
         snapshot = read
         if version(snapshot) == seen:
-            if answered.status == 409 and await write.conflicts.spend():
-                attempts -= 1  # a conflict with nothing changed: not the object moving on
-                continue
+            if answered.status == 409:
+                if await write.conflicts.spend():
+                    attempts -= 1  # a conflict with nothing changed: not the object moving on
+                    continue
+                return conflict_persisted(write.conflicts.used, answered, snapshot)
             # The object did not change, so our resourceVersion test passed: the server refused
             # the patch for another reason, and would again.
             return refused_again(answered, seen)
