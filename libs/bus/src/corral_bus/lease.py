@@ -4,7 +4,8 @@ Every write is a compare-and-set on the key's revision, so two replicas can neve
 renewed the same lease. Expiry is judged without comparing clocks between machines:
 
 * the holder renews every `ttl/4` and considers itself leader only while its last successful
-  renewal was *sent* less than `0.7 * ttl` ago (a stalled or partitioned holder steps down alone);
+  renewal was *sent* less than `0.7 * ttl` ago (a stalled or partitioned holder steps down alone),
+  and only while the connection that renewal went over is still up (below);
 * a standby polls the key; when it has seen the same revision for `0.85 * ttl` of its own clock,
   the holder has missed its renewals and stepped down, so the standby takes the key over by
   compare-and-set on that revision (only one standby can win).
@@ -13,6 +14,14 @@ Since the standby first saw a revision after it was written, the holder's own de
 (`sent + 0.7 ttl`) always passes before the standby's (`seen + 0.85 ttl`). A holder that stops
 cleanly deletes the key (compare-and-set again), and a standby takes over at its next poll.
 
+A holder that loses its connection stops leading at once: `is_leader` is false whenever its client
+is not connected, and every renewal counts only if it was sent and answered over the connection
+the lease was taken on (`Bus.generation`). After a reconnect the holder leads again only once a
+compare-and-set sent and answered over the new connection succeeds (a take, with a new term); if a
+standby took over meanwhile, that fails and it stays a standby. What nats-py buffered while it was
+disconnected is sent after the reconnect, before that take, carrying the old term: the same case
+as a holder paused after consulting `is_leader`, covered by fencing (last point below).
+
 Why these ratios stay safe with a short TTL (decision services run 2.5 s, so that a standby leads
 within `worst_failover` < 3 s of a kill -9) on a loaded host:
 
@@ -20,11 +29,11 @@ within `worst_failover` < 3 s of a kill -9) on a loaded host:
   between machines. Clock *rates* would have to differ by more than (0.85 - 0.7) / 0.85 ≈ 18 % for
   the standby's deadline to come first; NTP slews a monotonic clock by at most 0.05 %.
 * Late timers only ever move things the safe way. `is_leader` is computed from the monotonic clock
-  at every consult, not flipped by a timer, so a starved event loop that renews late makes the
-  holder stop leading *earlier* (a spurious handover, never two leaders); a standby whose poll runs
-  late takes over *later*. The cost of a short TTL is that a holder whose renewals are held up for
-  longer than `0.7 ttl - ttl/4` (1.1 s at 2.5 s) steps down and a standby takes over: safe, and
-  visible as a leadership change.
+  and the connection's state at every consult, not flipped by a timer, so a starved event loop that
+  renews late makes the holder stop leading *earlier* (a spurious handover, never two leaders); a
+  standby whose poll runs late takes over *later*. The cost of a short TTL is that a holder whose
+  renewals are held up for longer than `0.7 ttl - ttl/4` (1.1 s at 2.5 s) steps down and a standby
+  takes over: safe, and visible as a leadership change.
 * What no ratio can cover is a holder paused between consulting `is_leader` and its command
   reaching the actuator. That is what fencing is for: commands carry `term`, the successor's is
   higher, and the actuator refuses the older term once it has seen the newer one; until then the
@@ -94,7 +103,8 @@ class Lease:
     """Leader lease `name` for this replica (`holder`, unique per process), renewed in the background.
 
     `on_change(is_leader)` (sync or async) is called on every gain and loss. `is_leader` is always
-    safe to consult before acting: it turns false by itself when renewals stop succeeding.
+    safe to consult before acting: it turns false by itself when renewals stop succeeding or the
+    connection goes.
     """
 
     def __init__(
@@ -121,7 +131,9 @@ class Lease:
         self._revision = 0
         self._term = 0
         self._renewed_at = 0.0  # monotonic time the last successful renewal was sent
+        self._generation = -1  # the connection (Bus.generation) the lease was taken over
         self._leader = False
+        self._wake = asyncio.Event()  # set on a disconnect: step down now, not at the next renewal
         self._task: asyncio.Task[None] | None = None
         # What a standby has seen: the revision and when it first saw it (monotonic).
         self._seen_revision = -1
@@ -131,7 +143,12 @@ class Lease:
 
     @property
     def is_leader(self) -> bool:
-        return self._leader and time.monotonic() - self._renewed_at < _HOLDER_DEADLINE * self.ttl
+        return (
+            self._leader
+            and self.bus.is_connected
+            and self.bus.generation == self._generation
+            and time.monotonic() - self._renewed_at < _HOLDER_DEADLINE * self.ttl
+        )
 
     @property
     def revision(self) -> int:
@@ -160,6 +177,7 @@ class Lease:
     async def start(self) -> None:
         """Open the bucket, make a first attempt at the lease, and keep at it in the background."""
         self._kv = await open_bucket(self.bus, self.bucket, self.replicas)
+        self.bus.disconnect_listeners.append(self._wake.set)
         try:
             await self._step()
         except Exception as e:  # the background loop keeps trying
@@ -173,6 +191,8 @@ class Lease:
         """
         task, self._task = self._task, None
         await cancel_and_wait(task)
+        with contextlib.suppress(ValueError):
+            self.bus.disconnect_listeners.remove(self._wake.set)
         if self._leader and release and self._kv is not None:
             try:
                 await asyncio.wait_for(self._kv.delete(self.name, last=self._revision), self.ttl / 4)
@@ -182,7 +202,7 @@ class Lease:
 
     async def _run(self) -> None:
         while True:
-            await asyncio.sleep(self.renew_every if self._leader else self.poll_every)
+            await self._pause(self.renew_every if self._leader else self.poll_every)
             try:
                 await self._step()
             except asyncio.CancelledError:
@@ -201,6 +221,12 @@ class Lease:
             if self._leader and not self.is_leader:
                 await self._set_leader(False)
 
+    async def _pause(self, seconds: float) -> None:
+        """Sleep `seconds`, or less when the connection goes meanwhile."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
+        self._wake.clear()
+
     async def _step(self) -> None:
         if self._leader:
             await self._renew()
@@ -210,12 +236,20 @@ class Lease:
     def _record(self) -> bytes:
         return msgspec.json.encode(LeaseRecord(holder=self.holder, ttl=self.ttl, renewed_at=time.time()))
 
+    def _same_connection(self, generation: int) -> bool:
+        """Whether this client is still on the connection `generation`, connected."""
+        return self.bus.is_connected and self.bus.generation == generation
+
     async def _renew(self) -> None:
         assert self._kv is not None
+        generation = self._generation
+        if not self._same_connection(generation):
+            return  # a new connection: the lease is re-proved by a take (_try_acquire), not renewed
         sent = time.monotonic()
         try:
             self._revision = await asyncio.wait_for(
-                self._kv.update(self.name, self._record(), last=self._revision), self.renew_every
+                self._kv.update(self.name, self._record(), last=self._revision),
+                self.renew_every,
             )
         except KeyWrongLastSequenceError:
             if await self._still_ours():
@@ -228,7 +262,8 @@ class Lease:
                 log.warning("lease %s: could not renew within its deadline: %s", self.name, e)
                 await self._set_leader(False)
             return
-        self._renewed_at = sent
+        if self._same_connection(generation):  # else answered over a later connection: proves nothing
+            self._renewed_at = sent
 
     async def _still_ours(self) -> bool:
         """After a refused renewal: is the key still ours (our own late write moved the revision)?"""
@@ -245,6 +280,8 @@ class Lease:
 
     async def _try_acquire(self) -> None:
         assert self._kv is not None
+        if not self.bus.is_connected:
+            return  # a request now would go out after the reconnect, stale
         sent = time.monotonic()
         try:
             entry = await self._kv.get(self.name)
@@ -254,7 +291,8 @@ class Lease:
         record = _read(entry.value)
         revision = entry.revision or 0
         if record is not None and record.holder == self.holder:
-            # Our own key from before a restart of this process: ours to continue.
+            # Our own key from before a restart of this process, or from before a reconnect: ours
+            # to continue, by a compare-and-set over this connection (a new term).
             await self._take(sent, last=revision)
             return
         now = time.monotonic()
@@ -268,6 +306,9 @@ class Lease:
 
     async def _take(self, sent: float, *, create: bool = False, last: int = 0) -> None:
         assert self._kv is not None
+        generation = self.bus.generation
+        if not self._same_connection(generation):
+            return
         try:
             if create:
                 self._revision = await self._kv.create(self.name, self._record())
@@ -276,7 +317,11 @@ class Lease:
         except (KeyWrongLastSequenceError, KeyNotFoundError):
             self._seen_revision = -1  # someone else was quicker; watch the new holder
             return
+        if not self._same_connection(generation):
+            self._seen_revision = -1  # answered over a later connection: the next poll takes again
+            return
         self._renewed_at = sent
+        self._generation = generation
         self._term = self._revision
         await self._set_leader(True)
 
