@@ -20,6 +20,7 @@ from nats.js import JetStreamContext
 
 from corral_bus.auth import NatsAuth
 from corral_bus.errors import NotAuthorized
+from corral_bus.natsinternals import connected_server_id
 
 log = logging.getLogger("corral.bus")
 
@@ -62,6 +63,11 @@ class Bus:
         once the server accepted it, before it reports itself connected again, so a request sent
         and answered under one generation, connected at both ends, went over a single connection."""
         return int(self.nc.stats["reconnects"])
+
+    @property
+    def server_id(self) -> str:
+        """The id of the server this connection is to (empty before the first connection)."""
+        return connected_server_id(self.nc)
 
     async def close(self) -> None:
         """Have the server confirm everything written so far (acks, publishes), then close; safe to
