@@ -1,14 +1,17 @@
 """A lease holder that loses its connection stops leading at once, and leads again only by a
-compare-and-set over its new connection: it resumes when nobody took over, and stays a standby
-when somebody did.
+compare-and-set over its new connection; a standby takes over well under the TTL when the holder's
+connection is gone (corral_bus.liveness: a killed process, a reset connection), and only then: a
+frozen holder keeps its connection and is replaced by the TTL rule alone.
 
 At the decision services' default TTL, on a real server: the holder runs behind a TCP proxy whose
-connections the test cuts.
+connections the test cuts, or as a process of its own that the test kills or freezes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import signal
+import sys
 import time
 from collections.abc import AsyncIterator
 
@@ -16,7 +19,7 @@ import msgspec
 import pytest
 
 from corral_bus import Bus, connect
-from corral_bus.lease import LEASE_BUCKET, Lease, LeaseRecord, worst_failover
+from corral_bus.lease import LEASE_BUCKET, Lease, LeaseRecord, fast_failover, worst_failover
 from corral_decision import DecisionConfig
 from tests.fixtures.nats import NatsServer
 from tests.fixtures.processes import eventually
@@ -25,7 +28,7 @@ from tests.integration.bus.test_lease import Watch
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.real_nats("a TCP connection cut under the client"),
+    pytest.mark.real_nats("a TCP connection cut under the client, and holders as processes of their own"),
 ]
 
 TTL = DecisionConfig().lease_ttl_s
@@ -54,7 +57,7 @@ async def _renewed_twice(bus: Bus) -> None:
     await eventually(moved, within=4 * TTL, what="two renewals")
 
 
-async def test_a_holder_cut_off_is_replaced_and_stays_standby_when_back(
+async def test_a_holder_cut_off_is_replaced_well_under_the_ttl_and_stays_standby_when_back(
     bus: Bus, nats_server: NatsServer, proxy: CuttableProxy
 ) -> None:
     changes: Changes = []
@@ -75,7 +78,7 @@ async def test_a_holder_cut_off_is_replaced_and_stays_standby_when_back(
         assert not a.is_leader
         lost = [at for who, led, at in changes if who == "a" and not led]
         assert lost and lost[0] - cut < 0.2, "the holder did not step down as its connection went"
-        assert took <= worst_failover(TTL) + SLACK_S, f"took {took:.2f}s"
+        assert took <= fast_failover(TTL) + SLACK_S, f"took {took:.2f}s"
 
         await proxy.heal()
         await eventually(lambda: bus_a.is_connected, within=10, what="the old holder reconnected")
@@ -116,3 +119,89 @@ async def test_a_holder_back_before_anyone_took_over_resumes_by_compare_and_set(
     finally:
         await a.stop()
         await bus_a.close()
+
+
+_HOLDER = """
+import asyncio, sys
+from corral_bus import connect
+from corral_bus.lease import Lease
+
+async def main(url: str, name: str, holder: str, ttl: str) -> None:
+    bus = await connect(url, name=holder)
+    say = lambda led: print("leader" if led else "standby", flush=True)
+    await Lease(bus, name, holder, ttl=float(ttl), on_change=say).start()
+    await asyncio.Event().wait()
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+class HolderProcess:
+    """A lease holder in a process of its own, saying each change of its leadership on stdout."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @classmethod
+    async def start(cls, url: str, holder: str) -> HolderProcess:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _HOLDER, url, NAME, holder, str(TTL), stdout=asyncio.subprocess.PIPE
+        )
+        return cls(proc)
+
+    async def said(self) -> str:
+        assert self.proc.stdout is not None
+        line = await asyncio.wait_for(self.proc.stdout.readline(), 30)
+        return line.decode().strip()
+
+    async def end(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.kill()
+        await self.proc.wait()
+
+
+async def test_a_holder_killed_is_replaced_well_under_the_ttl(bus: Bus, nats_server: NatsServer) -> None:
+    holder = await HolderProcess.start(nats_server.url, "a")
+    bus_b = await connect(nats_server.url, name="replica-b")
+    b = Lease(bus_b, NAME, "b", ttl=TTL)
+    try:
+        assert await holder.said() == "leader"
+        await b.start()
+        assert not b.is_leader
+        await _renewed_twice(bus)
+        holder.proc.kill()
+        killed = time.monotonic()
+        await eventually(lambda: b.is_leader, within=2 * TTL, what="standby took over")
+        took = time.monotonic() - killed
+        assert took <= fast_failover(TTL) + SLACK_S, f"took {took:.2f}s"
+    finally:
+        await holder.end()
+        await b.stop()
+        await bus_b.close()
+
+
+async def test_a_frozen_holder_is_replaced_by_the_ttl_rule_only(bus: Bus, nats_server: NatsServer) -> None:
+    """SIGSTOP: its connection stays open, nothing answers; the probe proves nothing and the standby
+    waits out the TTL. Thawed, the old holder finds itself deposed."""
+    holder = await HolderProcess.start(nats_server.url, "a")
+    bus_b = await connect(nats_server.url, name="replica-b")
+    b = Lease(bus_b, NAME, "b", ttl=TTL)
+    try:
+        assert await holder.said() == "leader"
+        await b.start()
+        await _renewed_twice(bus)
+        holder.proc.send_signal(signal.SIGSTOP)
+        frozen = time.monotonic()
+        await eventually(lambda: b.is_leader, within=2 * TTL, what="standby took over")
+        took = time.monotonic() - frozen
+        # The holder's last renewal was at most a renewal period (and its round trip) before it froze.
+        earliest = 0.85 * TTL - b.renew_every - 0.1
+        assert earliest <= took <= worst_failover(TTL) + SLACK_S, f"took {took:.2f}s"
+        assert b._silent_revision > 0, "the standby never asked the frozen holder"
+        holder.proc.send_signal(signal.SIGCONT)
+        assert await holder.said() == "standby"
+    finally:
+        await holder.end()
+        await b.stop()
+        await bus_b.close()

@@ -23,6 +23,7 @@ from nats.errors import NoServersError
 
 from corral_bus import BootstrapReader, Bus, Consumer, ConsumerSpec, Delivery, Lease, Publisher
 from corral_bus.auth import NatsAuth
+from corral_bus.lease import LeaseRecord
 from corral_bus.liveness import Probe, Responder, liveness_subject, probe
 from corral_bus.permissions import ACTUATOR, ACTUATOR_DURABLE, READER, WATCHER
 from corral_bus.streams import check_streams
@@ -214,6 +215,10 @@ async def test_each_user_can_do_its_job(secure_nats: NatsServer, secure_bus: Bus
         lease = Lease(decider, "engine-upgrade", "replica-1", ttl=5.0)
         await lease.start()
         await eventually(lambda: lease.is_leader, within=10.0)
+        # Its liveness subject answered under its permissions, so standbys may probe it.
+        kv = await decider.js.key_value("corral-leases")
+        record = msgspec.json.decode((await kv.get("engine-upgrade")).value or b"", type=LeaseRecord)
+        assert record.liveness == lease.liveness_subject and record.server == decider.server_id
         command = _command("engine-upgrade")
         ack = await decider.js.publish(
             f"lh.cmd.engine-upgrade.volume.{NS}.pvc-1",
