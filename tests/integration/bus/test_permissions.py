@@ -23,6 +23,8 @@ from nats.errors import NoServersError
 
 from corral_bus import BootstrapReader, Bus, Consumer, ConsumerSpec, Delivery, Lease, Publisher
 from corral_bus.auth import NatsAuth
+from corral_bus.lease import LeaseRecord
+from corral_bus.liveness import Probe, Responder, liveness_subject, probe
 from corral_bus.permissions import ACTUATOR, ACTUATOR_DURABLE, READER, WATCHER
 from corral_bus.streams import check_streams
 from corral_model import codec
@@ -51,6 +53,8 @@ FORBIDDEN_PUBLISH: dict[str, list[str]] = {
         f"$JS.API.STREAM.PURGE.{OBJECTS_STREAM}",
         "$JS.API.STREAM.CREATE.ROGUE",
         f"$JS.API.CONSUMER.CREATE.{ENGINE_UPGRADE_COMMANDS}",
+        "corral.lease.engine-upgrade.replica-1",
+        "_INBOX.engine-upgrade.forged-reply",
     ],
     "engine-upgrade": [
         SETTING_SUBJECT,
@@ -69,6 +73,10 @@ FORBIDDEN_PUBLISH: dict[str, list[str]] = {
         f"$JS.API.DIRECT.GET.{SETTING_SYNC_COMMANDS}",
         f"$JS.API.STREAM.MSG.GET.{SETTING_SYNC_COMMANDS}",
         "_INBOX.actuator.forged-reply",
+        "corral.lease.setting-sync.replica-1",
+        "corral.lease.actuator.replica-1",
+        "corral.lease.engine-upgrade.replica-1.more",
+        "_INBOX.setting-sync.forged-reply",
     ],
     ACTUATOR: [
         SETTING_SUBJECT,
@@ -76,6 +84,8 @@ FORBIDDEN_PUBLISH: dict[str, list[str]] = {
         "$KV.corral-leases.engine-upgrade",
         f"$JS.API.STREAM.DELETE.{RESULTS_STREAM}",
         f"$JS.API.CONSUMER.DELETE.{ENGINE_UPGRADE_COMMANDS}.{ACTUATOR_DURABLE}",
+        "corral.lease.engine-upgrade.replica-1",
+        "_INBOX.engine-upgrade.forged-reply",
     ],
     READER: [
         SETTING_SUBJECT,
@@ -89,14 +99,25 @@ FORBIDDEN_PUBLISH: dict[str, list[str]] = {
         f"$JS.API.CONSUMER.CREATE.{OBJECTS_STREAM}.rogue",
         f"$JS.API.STREAM.PURGE.{RESULTS_STREAM}",
         f"$JS.ACK.{OBJECTS_STREAM}.x.1.1.1.1.0",
+        "corral.lease.engine-upgrade.replica-1",
+        "_INBOX.reader.forged-reply",
     ],
 }
 
 FORBIDDEN_SUBSCRIBE: dict[str, list[str]] = {
-    WATCHER: ["lh.cmd.>", "_INBOX.>", "_INBOX.actuator.>", "$KV.corral-leases.>", ">"],
-    "engine-upgrade": ["lh.cmd.setting-sync.>", "lh.cmd.>", "_INBOX.>", "_INBOX.reader.>", "$JS.EVENT.>"],
-    ACTUATOR: ["_INBOX.>", "lh.obj.>", "$JS.API.>"],
-    READER: ["_INBOX.>", "_INBOX.actuator.>", "$KV.>", "$JS.>"],
+    WATCHER: ["lh.cmd.>", "_INBOX.>", "_INBOX.actuator.>", "$KV.corral-leases.>", ">", "corral.lease.>"],
+    "engine-upgrade": [
+        "lh.cmd.setting-sync.>",
+        "lh.cmd.>",
+        "_INBOX.>",
+        "_INBOX.reader.>",
+        "$JS.EVENT.>",
+        "corral.lease.>",
+        "corral.lease.setting-sync.*",
+        "corral.lease.actuator.replica-1",
+    ],
+    ACTUATOR: ["_INBOX.>", "lh.obj.>", "$JS.API.>", "corral.lease.engine-upgrade.*"],
+    READER: ["_INBOX.>", "_INBOX.actuator.>", "$KV.>", "$JS.>", "corral.lease.>"],
 }
 
 
@@ -194,6 +215,10 @@ async def test_each_user_can_do_its_job(secure_nats: NatsServer, secure_bus: Bus
         lease = Lease(decider, "engine-upgrade", "replica-1", ttl=5.0)
         await lease.start()
         await eventually(lambda: lease.is_leader, within=10.0)
+        # Its liveness subject answered under its permissions, so standbys may probe it.
+        kv = await decider.js.key_value("corral-leases")
+        record = msgspec.json.decode((await kv.get("engine-upgrade")).value or b"", type=LeaseRecord)
+        assert record.liveness == lease.liveness_subject and record.server == decider.server_id
         command = _command("engine-upgrade")
         ack = await decider.js.publish(
             f"lh.cmd.engine-upgrade.volume.{NS}.pvc-1",
@@ -266,3 +291,34 @@ async def test_a_service_can_neither_suppress_nor_read_another_services_commands
     finally:
         await attacker.close()
         await victim.close()
+
+
+async def test_liveness_probes_stay_within_a_service(secure_nats: NatsServer) -> None:
+    """A replica of engine-upgrade answers on its liveness subject and a sibling asks it (and gets
+    "no responders" once the answering connection is gone); setting-sync may not ask it at all."""
+    holder_bus = await connect_as(secure_nats, "engine-upgrade")
+    standby_bus = await connect_as(secure_nats, "engine-upgrade")
+    other = await connect_as(secure_nats, "setting-sync")
+    responder = Responder(holder_bus, liveness_subject("engine-upgrade", "replica-1"))
+    try:
+        await responder.start()
+        assert responder.subject == "corral.lease.engine-upgrade.replica-1"
+        within = 2.0
+        assert await responder.verify(within)
+        server = holder_bus.server_id
+        assert server and standby_bus.server_id == server
+        assert await probe(standby_bus, responder.subject, server, within) is Probe.ANSWERED
+
+        async def ask_another_services_replica() -> None:
+            assert await probe(other, responder.subject, server, 0.5) is Probe.SILENT
+
+        denial = await _denied(other, ask_another_services_replica)
+        assert f'publish to "{responder.subject}"' in denial.lower(), denial
+        await holder_bus.close()
+        assert await probe(standby_bus, responder.subject, server, within) is Probe.GONE
+        for bus in (holder_bus, standby_bus):
+            assert not bus.denials, (bus.name, list(bus.denials))
+    finally:
+        await responder.stop()
+        for bus in (holder_bus, standby_bus, other):
+            await bus.close()

@@ -67,6 +67,23 @@ def test_a_decision_service_publishes_only_its_own_commands_and_lease() -> None:
         assert command_reads == {command_stream(service)}, command_reads
 
 
+def test_lease_liveness_stays_within_each_lease_user() -> None:
+    """A lease user answers and asks its own replicas' liveness subjects (corral_bus.liveness), and
+    answers into its own inboxes only; no other user may touch either."""
+    lease_users = (*DECISION_SERVICES, "actuator")
+    for user in USERS:
+        if user == "admin":
+            continue
+        permissions = permissions_for(user)
+        liveness = [s for s in (*permissions.publish, *permissions.subscribe) if s.startswith("corral.")]
+        inbox_publish = [s for s in permissions.publish if s.startswith("_INBOX")]
+        if user in lease_users:
+            assert liveness == [f"corral.lease.{user}.*", f"corral.lease.{user}.*"], (user, liveness)
+            assert inbox_publish == [f"_INBOX.{user}.>"], (user, inbox_publish)
+        else:
+            assert liveness == [] and inbox_publish == [], (user, liveness, inbox_publish)
+
+
 def test_only_the_watcher_publishes_object_events_and_the_reader_publishes_nothing() -> None:
     for user in USERS:
         publish = permissions_for(user).publish

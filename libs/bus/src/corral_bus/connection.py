@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import nats
@@ -20,6 +20,7 @@ from nats.js import JetStreamContext
 
 from corral_bus.auth import NatsAuth
 from corral_bus.errors import NotAuthorized
+from corral_bus.natsinternals import connected_server_id
 
 log = logging.getLogger("corral.bus")
 
@@ -48,10 +49,25 @@ class Bus:
     """The server's latest permission violations on this connection (corral_bus.permissions): a
     publish or subscription this user may not make. The server says so only asynchronously; after
     `await nc.flush()` every earlier one is here."""
+    disconnect_listeners: list[Callable[[], None]] = field(default_factory=list)
+    """Called (synchronously) on every disconnect, closing included: whoever must stop at once
+    when the connection goes (a lease holder, corral_bus.lease) is told without polling."""
 
     @property
     def is_connected(self) -> bool:
         return self.nc.is_connected
+
+    @property
+    def generation(self) -> int:
+        """Which connection this is: grows by one with every reconnect. nats-py counts a reconnect
+        once the server accepted it, before it reports itself connected again, so a request sent
+        and answered under one generation, connected at both ends, went over a single connection."""
+        return int(self.nc.stats["reconnects"])
+
+    @property
+    def server_id(self) -> str:
+        """The id of the server this connection is to (empty before the first connection)."""
+        return connected_server_id(self.nc)
 
     async def close(self) -> None:
         """Have the server confirm everything written so far (acks, publishes), then close; safe to
@@ -165,6 +181,11 @@ class _ConnectionEvents:
         if self.bus is not None:
             self.bus.connected.clear()
             self.bus.disconnected_at = time.monotonic()
+            for listener in list(self.bus.disconnect_listeners):
+                try:
+                    listener()
+                except Exception:
+                    log.exception("nats %s: a disconnect listener failed", self.name)
             if self.bus.nc.is_closed or self.bus.nc.is_draining:
                 log.info("nats %s: disconnected (closing)", self.name)
                 return

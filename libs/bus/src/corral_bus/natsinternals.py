@@ -42,6 +42,7 @@ CLIENT_MEMBERS = (
     "_flush_queue",
     "_flush_pending",
     "_process_msg",
+    "_server_info",
 )
 """Members of `nats.aio.client.Client` touched here (and only here)."""
 
@@ -83,6 +84,13 @@ def subscription_id(sub: Subscription) -> int:
     """The sid the server tags this subscription's messages with."""
     sid: int = sub._id
     return sid
+
+
+def connected_server_id(nc: Client) -> str:
+    """The id the server of the current connection gave in its INFO ("" before any). nats-py keeps
+    the INFO of each connection it makes, but offers no public accessor for its server id."""
+    info: dict[str, Any] = nc._server_info
+    return str(info.get("server_id", ""))
 
 
 def buffer_full(nc: Client, size: int) -> bool:

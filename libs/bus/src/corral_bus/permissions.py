@@ -13,6 +13,11 @@ whose permissions allow exactly its job, and everything else is denied by the se
 * `actuator`: consumes LH_COMMANDS through its durable consumer (acks, message get and delete to
   park a message that exhausted its deliveries), and the max-deliveries advisories of it; publishes
   results (`lh.res.>`) and dead letters (`lh.dead.>`), and its own lease key.
+* each lease user (the decision services, the actuator) also answers on its replicas' liveness
+  subjects and asks them (`corral.lease.<itself>.*`, corral_bus.liveness): a standby finds out that
+  the holder's connection is gone without waiting for the TTL. The answer goes to the asking
+  replica's inbox, `_INBOX.<itself>.>`: the same user, so a replica may reach its siblings' inboxes
+  but never another user's (it could write their shared lease key anyway).
 * `reader` (the CLI's `progress`, `events`, `replay`; the demo): reads every stream, LH_HISTORY
   included, creates consumers only where that takes nothing away (never on the work queue
   LH_COMMANDS) and only under its own few names (`consumer_names`: at most `READER_CONSUMERS` per
@@ -47,6 +52,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from corral_bus.auth import inbox_prefix
+from corral_bus.liveness import LIVENESS_PREFIX
 from corral_model import subjects
 
 ADMIN = "admin"
@@ -137,14 +143,19 @@ def consumer_names(user: str) -> tuple[str, ...] | None:
 _READER_NAMES = consumer_names(READER) or ()
 
 
-def _lease(service: str) -> list[str]:
-    """Hold the lease `service`: read the bucket, write only its own key."""
+def _lease(service: str) -> tuple[list[str], list[str]]:
+    """Hold the lease `service` (publish, subscribe): read the bucket, write only its own key; answer
+    on its replicas' liveness subjects and ask them, the answers going to its own inbox."""
     kv_stream = f"KV_{LEASE_BUCKET}"
-    return [
+    liveness = f"{LIVENESS_PREFIX}.{subjects.escape_token(service)}.*"
+    publish = [
         f"{_API}.STREAM.MSG.GET.{kv_stream}",
         f"{_API}.DIRECT.GET.{kv_stream}.$KV.{LEASE_BUCKET}.{service}",
         f"$KV.{LEASE_BUCKET}.{service}",
+        liveness,
+        f"{inbox_prefix(service)}.>",
     ]
+    return publish, [liveness]
 
 
 def _gate_events() -> list[str]:
@@ -176,10 +187,11 @@ def _watcher() -> Permissions:
 def _decision(service: str) -> Permissions:
     publish, subscribe = _common(service)
     own_commands = f"{subjects.COMMANDS_PREFIX}.{subjects.escape_token(service)}.>"
+    lease_publish, lease_subscribe = _lease(service)
     publish += [
         own_commands,
         *_gate_events(),
-        *_lease(service),
+        *lease_publish,
         *_ephemeral_reads(subjects.OBJECTS_STREAM),
         *_ephemeral_reads(subjects.RESULTS_STREAM),
         # Its own command stream only: it can neither read another sender's queued commands nor
@@ -189,18 +201,20 @@ def _decision(service: str) -> Permissions:
         *_message_get(subjects.OBJECTS_STREAM),
         *_message_get(subjects.RESULTS_STREAM),
     ]
-    subscribe.append(own_commands)
+    subscribe += [own_commands, *lease_subscribe]
     return Permissions(service, tuple(publish), tuple(subscribe))
 
 
 def _actuator() -> Permissions:
     publish, subscribe = _common(ACTUATOR)
+    lease_publish, lease_subscribe = _lease(ACTUATOR)
     publish += [
         f"{subjects.RESULTS_PREFIX}.>",
         f"{subjects.DEAD_PREFIX}.>",
         *_gate_events(),
-        *_lease(ACTUATOR),
+        *lease_publish,
     ]
+    subscribe += lease_subscribe
     for commands in subjects.COMMAND_STREAMS:
         publish += _work_queue_consumer(commands)
         subscribe.append(f"{ADVISORY_PREFIX}.{commands}.{ACTUATOR_DURABLE}")

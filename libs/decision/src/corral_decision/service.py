@@ -31,9 +31,11 @@ class DecisionConfig(ServiceConfig, kw_only=True, frozen=True):
 
     lease_ttl_s: Annotated[float, msgspec.Meta(gt=0)] = 2.5
     """Shorter than other services' 10 s: a standby leads within `Lease.worst_failover` (2.4 s) of
-    the leader dying (kill -9, node loss) instead of about 11 s. Safe because the holder stops
-    leading before any standby may take over (the ratios in corral_bus.lease), and commands carry
-    the lease term, so the actuator fences off a leader that missed losing it."""
+    the leader going silent (a frozen process, a partition) instead of about 11 s, and within
+    `corral_bus.lease.fast_failover` (0.9 s) of its connection closing (kill -9, a crash), which the
+    liveness probe proves. Safe because the holder stops leading before any standby may take over
+    (the ratios and rules in corral_bus.lease), and commands carry the lease term, so the actuator
+    fences off a leader that missed losing it."""
     debounce_s: Annotated[float, msgspec.Meta(ge=0)] = 0.01
     """At most one decision pass per this long while events keep coming (the first event after a
     quiet spell is decided at once). Under a steady stream of changes a decision waits up to this
