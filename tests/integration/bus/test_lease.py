@@ -137,7 +137,9 @@ async def test_a_cut_off_holder_stops_leading_before_the_standby_leads(nats_serv
         cut = time.monotonic()
         await eventually(lambda: b.is_leader, within=4 * ttl, what="standby took over")
         await watch.stop()
-        assert watch.overlaps == 0 and watch.samples > 50
+        # A closed connection is found by the liveness probe in about half a second (a sample
+        # every 10 ms): enough samples to have watched the handover, not a count of a TTL's worth.
+        assert watch.overlaps == 0 and watch.samples >= 10
         assert not a.is_leader
         assert gained and gained[0] - cut <= worst_failover(ttl) + 0.5, f"took {gained[0] - cut:.2f}s"
     finally:
