@@ -26,6 +26,7 @@ import msgspec
 from corral_decision.expectations import Expectation
 from corral_engine_upgrade.desk import Desk
 from corral_engine_upgrade.image_facts import AnyEngineImage, DeploymentStatus, NodeMap, node_map
+from corral_engine_upgrade.volume_facts import AnyVolume
 from corral_model import longhorn as lh
 from corral_model.envelopes import Target
 
@@ -349,7 +350,7 @@ class VolumeRecord(msgspec.Struct, gc=False, eq=False, repr_omit_defaults=True):
         desk = self.desk
         return self.spec_image != self.current_image or (desk is not None and desk.expectation is not None)
 
-    def update_from(self, volume: lh.Volume, rv: int) -> bool:
+    def update_from(self, volume: AnyVolume, rv: int) -> bool:
         """Take the new state; True when a fact the rules read changed (most Volume updates, like
         size or condition changes, change none). Field by field, interning only what changed: this
         runs for every Volume event."""
