@@ -268,6 +268,7 @@ class DecisionRunner:
         service = self.service
         term = self._lease_term()
         headers = {**_MADE_BY, DECIDED_ON_HEADER: decided_on.header()}
+        first = len(commands) > 1
         for command in commands:
             if term:  # fencing: the actuator refuses a leader older than the newest it saw
                 command = msgspec.structs.replace(command, term=term)
@@ -281,11 +282,18 @@ class DecisionRunner:
                 await self._publisher.publish(
                     subject, codec.encode(command), msg_id=command.id, headers=headers
                 )
-                continue
-            with trace.use_span(traced.start(command, subject), end_on_exit=False):
-                await self._publisher.publish(
-                    subject, codec.encode(command), msg_id=command.id, headers=headers
-                )
+            else:
+                with trace.use_span(traced.start(command, subject), end_on_exit=False):
+                    await self._publisher.publish(
+                        subject, codec.encode(command), msg_id=command.id, headers=headers
+                    )
+            if first:
+                # The client's flusher writes only when this task yields, which a pass of many
+                # commands does once a window of them is framed: a 100 k-volume cold start's first
+                # pass (an upgrade, then 4 096 Events) held its upgrade back 19 ms for that. The
+                # first goes out now; the rest follow as before, in the same order.
+                first = False
+                await asyncio.sleep(0)
         try:
             await self._publisher.flush()
         except PublishError as e:
