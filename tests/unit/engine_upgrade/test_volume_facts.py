@@ -1,5 +1,6 @@
 """A Volume decoded as `VolumeFacts` (volume_facts.py) gives its record exactly the facts the shared
-`lh.Volume` gives: the fields it leaves out are ones the rules never read."""
+`lh.Volume` gives: the fields it leaves out are ones the rules never read. And a record made in
+one step (`VolumeRecord.new`, a bootstrap's) is the one `update_from` makes of a blank record."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from corral_engine_upgrade.records import ROLLBACK_APPROVED, ROLLED_BACK, VolumeRecord
+from corral_engine_upgrade.records import NO_REPLICAS, ROLLBACK_APPROVED, ROLLED_BACK, VolumeRecord
 from corral_engine_upgrade.view import KIND_STRUCTS
 from corral_engine_upgrade.volume_facts import VolumeFacts
 from corral_model import codec
@@ -23,6 +24,8 @@ texts = st.sampled_from(["", "node-1", "node-2", OLD, NEW, "attached", "detached
 def _record(obj: Any) -> dict[str, Any]:
     record = VolumeRecord(namespace="longhorn-system", name="v")
     record.update_from(obj, 7)
+    made = VolumeRecord.new("longhorn-system", "v", obj, 7, NO_REPLICAS)
+    assert msgspec.structs.asdict(made) == msgspec.structs.asdict(record)
     return msgspec.structs.asdict(record)
 
 
@@ -54,6 +57,11 @@ def test_the_service_decodes_volumes_as_facts() -> None:
     generation=st.integers(0, 5),
     annotations=st.dictionaries(st.sampled_from([ROLLBACK_APPROVED, ROLLED_BACK, "other"]), texts),
     labels=st.dictionaries(st.sampled_from(["longhornvolume", "recurring-job"]), texts),
+    standby=st.booleans(),
+    expanding=st.booleans(),
+    migrating=st.sampled_from(["", "node-2"]),
+    locality=st.sampled_from(["disabled", "strict-local"]),
+    engine=st.sampled_from(["v1", "v2"]),
 )
 def test_facts_fill_a_record_as_the_whole_volume_does(
     state: str,
@@ -64,8 +72,25 @@ def test_facts_fill_a_record_as_the_whole_volume_does(
     generation: int,
     annotations: dict[str, str],
     labels: dict[str, str],
+    standby: bool,
+    expanding: bool,
+    migrating: str,
+    locality: str,
+    engine: str,
 ) -> None:
-    base = volume("pvc-1", owner=owner, state=state, robustness=robustness, image=image, current=current)
+    base = volume(
+        "pvc-1",
+        owner=owner,
+        state=state,
+        robustness=robustness,
+        image=image,
+        current=current,
+        standby=standby,
+        expansion_required=expanding,
+        migration_node=migrating,
+        locality=locality,
+        data_engine=engine,
+    )
     meta = msgspec.structs.replace(
         base.metadata,
         generation=generation,

@@ -255,9 +255,9 @@ class ClusterView:
                 self._orphan_replicas[(namespace, name)] = record.replicas
             return Impact(removed=(record,))
         if record is None:
-            record = VolumeRecord(namespace=_intern(namespace), name=name)
-            record.replicas = self._orphan_replicas.pop((namespace, name), NO_REPLICAS)
-            record.update_from(volume, rv)
+            orphans = self._orphan_replicas
+            replicas = orphans.pop((namespace, name), NO_REPLICAS) if orphans else NO_REPLICAS
+            record = VolumeRecord.new(_intern(namespace), name, volume, rv, replicas)
             by_name[name] = record
             self.volume_count += 1
             self._index(record)
