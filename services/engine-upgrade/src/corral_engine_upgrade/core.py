@@ -90,7 +90,7 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
             tombstone_ttl=self.config.tombstone_ttl, limit_override=self.config.limit_override
         )
         self._clock = clock
-        self._owners = Owners(sort_later=True)  # sorted once the view is complete (slots.py)
+        self._owners = Owners(sort_later=True)  # sorted at the first walk (slots.py)
         # Owner nodes whose slots or candidates changed (Owners.place adds to it as it goes).
         self._dirty: set[str] = self._owners.dirty
         self._bootstrapped = False
@@ -190,7 +190,6 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
             self._owners.place(volume, volume.owner if volume.holds_slot else None, None)
             self._owners.track(volume)
         if self.view.complete:
-            self._owners.sort_members()
             self._bootstrapped = True
             self._enabled = self.view.limit > 0
             self._new_epoch()

@@ -12,11 +12,13 @@ Every owner node keeps:
 * `cursor`: how far through `members` the current rules have been applied.
 
 A bootstrap files every volume of the cluster before anything is decided: an Owners made with
-`sort_later` appends them unsorted and sorts each node's members once, at `sort_members()` (the
-view complete) or when a walk first needs them in order. Inserting each volume at its place (a
-bisect calling `_order` about seven times, and a list insert) was a fifth of a 100 k-volume cold
-start's bootstrap. Every (rank, namespace, name) is a different volume's, so the sorted members
-are the very list the one-by-one insertion builds.
+`sort_later` appends them unsorted and sorts each node's members once, when a walk (`take`,
+`catch_up`) first needs them in order. Inserting each volume at its place (a bisect calling
+`_order` about seven times, and a list insert) was a fifth of a 100 k-volume cold start's
+bootstrap; the deferral lasts past the view's completion, as the snapshot's volumes updated after
+the RESYNCED markers come after them (most of them, on a cluster that changes). Every (rank,
+namespace, name) is a different volume's, so the sorted members are the very list the one-by-one
+insertion builds.
 
 When the rules change for everybody (a new default image, at bootstrap) nothing is recomputed up
 front: the rules `epoch` advances and every cursor goes back to 0. Filling a slot then walks the
