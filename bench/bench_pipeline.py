@@ -38,8 +38,9 @@ cost hundreds of µs per change.
 
 Load average and the host-speed calibration are recorded before and after: the machine is shared.
 Run: `.venv/bin/python -m bench.bench_pipeline [--sizes 10000,100000] [--quick] [--tick-s S]
-[--debounce-s S]`. Measures only;
-writes bench/results/pipeline.json.
+[--debounce-s S] [--cold-start-only]`. Measures only; writes bench/results/pipeline.json
+(`--cold-start-only`: the start-up and the cold start alone, at every size asked for, into
+bench/results/pipeline_cold_start.json, so the other figures of a full run are kept).
 """
 
 from __future__ import annotations
@@ -176,6 +177,9 @@ class Options:
     tick_s: float = TICK_S
     debounce_s: float | None = None
     """None: as deployed (the service's own default)."""
+    cold_start_only: bool = False
+    """Skip the steady, throughput and ceiling phases: a cold start measured in a minute or two,
+    not the whole run's many (what tuning the start-up needs)."""
 
     def phase_s(self, full: float, short: float) -> float:
         """How long a measured phase lasts: `short` with --quick, a second in `make test`'s look."""
@@ -541,6 +545,10 @@ async def measure(volumes: int, options: Options) -> dict[str, Any]:
                 "startup_drain_s": round(pipeline.drain_s, 1),
                 "startup_commands": pipeline.startup_commands,
             }
+            if options.cold_start_only:
+                print(f"{volumes} volumes: cold start", flush=True)
+                figures["cold_start_s"] = await pipeline.cold_start()
+                return figures
             for rate in LATENCY_RATES:
                 print(f"{volumes} volumes: steady {rate}/s", flush=True)
                 figures[f"steady_{rate}"] = await pipeline.steady(rate, seconds)
@@ -621,9 +629,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="shorter phases (a look, same report)")
     parser.add_argument("--tick-s", type=float, default=TICK_S, help="the load generator's tick")
     parser.add_argument("--debounce-s", type=float, help="engine-upgrade's (default: as deployed)")
+    parser.add_argument("--cold-start-only", action="store_true", help="only the start-up and cold start")
     args = parser.parse_args()
-    options = Options(quick=args.quick, tick_s=args.tick_s, debounce_s=args.debounce_s)
+    options = Options(
+        quick=args.quick, tick_s=args.tick_s, debounce_s=args.debounce_s, cold_start_only=args.cold_start_only
+    )
     sizes = [int(s) for s in args.sizes.split(",")]
+    if options.cold_start_only:
+        cold_start_report(sizes, options)
+        return
     figures: dict[str, Any] = {
         "load_average_before": os.getloadavg(),
         "calibration_empty_call_ns_before": round(calibration_ns(), 1),
@@ -666,6 +680,20 @@ def main() -> None:
             "bytes_per_volume": "<= 512 (issue 28)",
         },
     )
+
+
+def cold_start_report(sizes: list[int], options: Options) -> None:
+    """`--cold-start-only`: the start-up and cold start figures per size, in a report of their own."""
+    figures: dict[str, Any] = {
+        "load_average_before": os.getloadavg(),
+        "calibration_empty_call_ns_before": round(calibration_ns(), 1),
+    }
+    by_size = {size: asyncio.run(measure(size, options)) for size in sizes}
+    figures["by_volumes"] = {str(size): f for size, f in by_size.items()}
+    figures["cold_start_s"] = by_size[max(sizes)].get("cold_start_s", {}).get("decision_service_s")
+    figures["load_average_after"] = os.getloadavg()
+    figures["calibration_empty_call_ns_after"] = round(calibration_ns(), 1)
+    write_report("pipeline_cold_start", figures, floors={"cold_start_s": "<= 10 at 100 k volumes"})
 
 
 if __name__ == "__main__":

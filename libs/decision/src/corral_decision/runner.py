@@ -268,6 +268,7 @@ class DecisionRunner:
         service = self.service
         term = self._lease_term()
         headers = {**_MADE_BY, DECIDED_ON_HEADER: decided_on.header()}
+        first = len(commands) > 1
         for command in commands:
             if term:  # fencing: the actuator refuses a leader older than the newest it saw
                 command = msgspec.structs.replace(command, term=term)
@@ -281,11 +282,18 @@ class DecisionRunner:
                 await self._publisher.publish(
                     subject, codec.encode(command), msg_id=command.id, headers=headers
                 )
-                continue
-            with trace.use_span(traced.start(command, subject), end_on_exit=False):
-                await self._publisher.publish(
-                    subject, codec.encode(command), msg_id=command.id, headers=headers
-                )
+            else:
+                with trace.use_span(traced.start(command, subject), end_on_exit=False):
+                    await self._publisher.publish(
+                        subject, codec.encode(command), msg_id=command.id, headers=headers
+                    )
+            if first:
+                # The client's flusher writes only when this task yields, which a pass of many
+                # commands does once a window of them is framed: a 100 k-volume cold start's first
+                # pass (an upgrade, then 4 096 Events) held its upgrade back 19 ms for that. The
+                # first goes out now; the rest follow as before, in the same order.
+                first = False
+                await asyncio.sleep(0)
         try:
             await self._publisher.flush()
         except PublishError as e:
@@ -392,24 +400,30 @@ class DecisionRunner:
             await self.loop.run(stop)
 
     async def run(self, stop: asyncio.Event, on_bootstrapped: Callable[[], None] | None = None) -> None:
-        await self.commands.start()
-        await self.results.start()
-        await self.objects.start()
         name = self.service.name
-        tasks = [
-            asyncio.create_task(self._follow_results(), name=f"{name}-results"),
-            asyncio.create_task(self._follow_objects(), name=f"{name}-objects"),
-            asyncio.create_task(self.commands.run(stop), name=f"{name}-commands"),
-            asyncio.create_task(self._wake_on_stop(stop), name=f"{name}-stop"),
-        ]
-        deciding = asyncio.create_task(
-            self._bootstrap_and_decide(stop, on_bootstrapped), name=f"{name}-decisions"
-        )
+        # LH_OBJECTS' consumer takes the server longest to make (the last message of each of its
+        # subjects: 0.1-0.2 s at 100 k volumes): asked for first, the results and the service's
+        # commands are read while the server works on it, not after.
+        creating = asyncio.ensure_future(self.objects.start())
+        tasks: list[asyncio.Task[Any]] = []
+        deciding: asyncio.Task[None] | None = None
         try:
+            await self.commands.start()
+            await self.results.start()
+            tasks += [
+                asyncio.create_task(self._follow_results(), name=f"{name}-results"),
+                asyncio.create_task(self.commands.run(stop), name=f"{name}-commands"),
+                asyncio.create_task(self._wake_on_stop(stop), name=f"{name}-stop"),
+            ]
+            await creating
+            tasks.append(asyncio.create_task(self._follow_objects(), name=f"{name}-objects"))
+            deciding = asyncio.create_task(
+                self._bootstrap_and_decide(stop, on_bootstrapped), name=f"{name}-decisions"
+            )
             # A follower that ends takes the service down (supervision.py), never blinds it quietly.
             await supervise(deciding, tasks, stop)
         finally:
-            await cancel_and_wait(deciding, *tasks)
+            await cancel_and_wait(None if creating.done() else creating, deciding, *tasks)
             await self.objects.close()
             await self.results.close()
             await self.commands.close()

@@ -11,6 +11,15 @@ Every owner node keeps:
   entry whose volume moved on is recognised as stale by a sequence number and skipped);
 * `cursor`: how far through `members` the current rules have been applied.
 
+A bootstrap files every volume of the cluster before anything is decided: an Owners made with
+`sort_later` appends them unsorted and sorts each node's members once, when a walk (`take`,
+`catch_up`) first needs them in order. Inserting each volume at its place (a bisect calling
+`_order` about seven times, and a list insert) was a fifth of a 100 k-volume cold start's
+bootstrap; the deferral lasts past the view's completion, as the snapshot's volumes updated after
+the RESYNCED markers come after them (most of them, on a cluster that changes). Every (rank,
+namespace, name) is a different volume's, so the sorted members are the very list the one-by-one
+insertion builds.
+
 When the rules change for everybody (a new default image, at bootstrap) nothing is recomputed up
 front: the rules `epoch` advances and every cursor goes back to 0. Filling a slot then walks the
 node's members from the cursor, classifying lazily, merged in order with the queue, until the
@@ -44,7 +53,7 @@ def _order(volume: VolumeRecord) -> tuple[int, str, str]:
 
 
 class OwnerNode:
-    __slots__ = ("candidate_count", "cursor", "in_flight", "members", "queue")
+    __slots__ = ("candidate_count", "cursor", "in_flight", "members", "queue", "unsorted")
 
     def __init__(self) -> None:
         self.members: list[VolumeRecord] = []
@@ -52,6 +61,14 @@ class OwnerNode:
         self.in_flight = 0
         self.queue: list[_QueueEntry] = []
         self.candidate_count = 0
+        self.unsorted = False  # members appended in arrival order, not yet sorted (`sort_later`)
+
+    def sorted_members(self) -> list[VolumeRecord]:
+        """The members in filing order (sorted now if they were appended unsorted)."""
+        if self.unsorted:
+            self.members.sort(key=_order)
+            self.unsorted = False
+        return self.members
 
     @property
     def unclassified(self) -> int:
@@ -59,7 +76,9 @@ class OwnerNode:
 
 
 class Owners:
-    def __init__(self) -> None:
+    def __init__(self, sort_later: bool = False) -> None:
+        """`sort_later`: append members unsorted until `sort_members()` (see the module docstring)."""
+        self._sort_later = sort_later
         self.nodes: dict[str, OwnerNode] = {}
         # Owner nodes whose selection may pick something new (a slot freed, a candidate gained),
         # added to by `place` as it goes; the decider empties it when it decides.
@@ -84,7 +103,7 @@ class Owners:
             return
         if volume.member_of is not None:
             node = self.nodes[volume.member_of]
-            index = _find(node.members, volume)
+            index = _find(node.sorted_members(), volume)
             del node.members[index]
             if index < node.cursor:
                 node.cursor -= 1
@@ -92,15 +111,25 @@ class Owners:
         volume.member_rank = now_rank
         if reranked and volume.candidate_node is not None:
             self._enqueue(self.nodes[volume.candidate_node], volume, now_rank)
-        if owner is not None:
+        if owner is not None and self._sort_later:
             node = self._node(owner)
-            index = bisect.bisect_right(node.members, _order(volume), key=_order)
+            node.members.append(volume)  # no walk yet (take, catch_up), so no cursor to keep
+            node.unsorted = True
+        elif owner is not None:
+            node = self._node(owner)
+            index = bisect.bisect_right(node.sorted_members(), _order(volume), key=_order)
             node.members.insert(index, volume)
             # Inserted behind the cursor: keep the cursor on the same next volume. The caller has
             # classified this one already, like everything else behind the cursor.
             if index < node.cursor:
                 node.cursor += 1
         volume.member_of = owner
+
+    def sort_members(self) -> None:
+        """Sort what `sort_later` appended, and file every volume at its place from now on."""
+        self._sort_later = False
+        for node in self.nodes.values():
+            node.sorted_members()
 
     def new_epoch(self) -> None:
         """The rules changed for every volume: classify everything again, lazily."""
@@ -162,6 +191,8 @@ class Owners:
         Walks the queue and the not yet classified members in order; `classify` applies the rules
         to a volume (and places it); the member reached, when it qualifies, is taken directly.
         """
+        if self._sort_later:
+            self.sort_members()  # a walk moves the cursor: from now on, file every volume in place
         node = self.nodes.get(name)
         taken: list[VolumeRecord] = []
         if node is None:
@@ -207,6 +238,8 @@ class Owners:
 
     def catch_up(self, budget: int, classify: Classify) -> int:
         """Classify up to `budget` volumes not yet seen under the current rules; returns how many."""
+        if self._sort_later:
+            self.sort_members()  # as in `take`
         done = 0
         epoch = self.epoch
         for node in self.nodes.values():

@@ -51,6 +51,7 @@ from corral_engine_upgrade.records import (
     replica_key,
     replicas_of,
 )
+from corral_engine_upgrade.volume_facts import AnyVolume, VolumeFacts
 from corral_model import longhorn as lh
 from corral_model.envelopes import EventType, ObjectEvent
 
@@ -61,7 +62,7 @@ LIMIT_SETTING = "concurrent-automatic-engine-upgrade-per-node-limit"
 
 # The kinds this service reads (bus tokens) and the slim Struct each decodes into.
 KIND_STRUCTS: dict[str, type[Any]] = {
-    "volume": lh.Volume,
+    "volume": VolumeFacts,  # the metadata the rules read, no more (volume_facts.py)
     "replica": lh.Replica,
     "engineimage": EngineImageFacts,  # its node map kept raw (image_facts.py)
     "node": lh.Node,
@@ -69,7 +70,7 @@ KIND_STRUCTS: dict[str, type[Any]] = {
 }
 REQUIRED_KINDS = frozenset(KIND_STRUCTS)
 # Also taken as they are: the shared slim EngineImage (tests, snapshots, the simulator's objects).
-_ALSO_TAKEN: dict[type[Any], type[Any]] = {EngineImageFacts: lh.EngineImage}
+_ALSO_TAKEN: dict[type[Any], type[Any]] = {EngineImageFacts: lh.EngineImage, VolumeFacts: lh.Volume}
 
 _intern = sys.intern
 _RESYNCED = EventType.RESYNCED
@@ -231,7 +232,7 @@ class ClusterView:
         return held is not None and _stale(rv, held)
 
     def _apply_volume(
-        self, namespace: str, name: str, volume: lh.Volume, rv: int, deleted: bool, now: float
+        self, namespace: str, name: str, volume: AnyVolume, rv: int, deleted: bool, now: float
     ) -> Change:
         by_name = self._volumes.get(namespace)
         if by_name is None:
@@ -254,9 +255,9 @@ class ClusterView:
                 self._orphan_replicas[(namespace, name)] = record.replicas
             return Impact(removed=(record,))
         if record is None:
-            record = VolumeRecord(namespace=_intern(namespace), name=name)
-            record.replicas = self._orphan_replicas.pop((namespace, name), NO_REPLICAS)
-            record.update_from(volume, rv)
+            orphans = self._orphan_replicas
+            replicas = orphans.pop((namespace, name), NO_REPLICAS) if orphans else NO_REPLICAS
+            record = VolumeRecord.new(_intern(namespace), name, volume, rv, replicas)
             by_name[name] = record
             self.volume_count += 1
             self._index(record)
