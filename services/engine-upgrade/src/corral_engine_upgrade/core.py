@@ -180,6 +180,10 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         `_before_bootstrap` does for it, without them (5% of a 100 k-volume bootstrap's decode and
         apply). A volume's event never completes the view: a RESYNCED marker does."""
         self._time_flight(volume, now)
+        self._file_unjudged(volume)
+
+    def _file_unjudged(self, volume: VolumeRecord) -> None:
+        """File a volume under its owner node by its own facts, before any rule has judged it."""
         self._owners.place(volume, volume.owner if volume.holds_slot else None, None)
         self._owners.track(volume)
 
@@ -187,8 +191,7 @@ class EngineUpgradeDecider(DeciderKit[VolumeRecord]):
         """Until every kind is listed the rules would judge a partial view: only count what is in
         flight, and start deciding once the view is complete."""
         for volume in impact.volumes:
-            self._owners.place(volume, volume.owner if volume.holds_slot else None, None)
-            self._owners.track(volume)
+            self._file_unjudged(volume)
         if self.view.complete:
             self._bootstrapped = True
             self._enabled = self.view.limit > 0
