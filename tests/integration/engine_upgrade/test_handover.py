@@ -10,7 +10,7 @@ per owner node never exceed the limit, and the wave still finishes.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, cast
+from typing import cast
 
 import pytest
 
@@ -43,13 +43,7 @@ def sandbox_config() -> SimConfig:
 
 
 async def deploy_old_image(sandbox: Sandbox) -> None:
-    await sandbox.create_engine_image(UPGRADE_IMAGE)
-
-    async def deployed() -> bool:
-        ei: dict[str, Any] = await sandbox.engine_image(UPGRADE_IMAGE)
-        return bool(ei.get("status", {}).get("state") == "deployed")
-
-    await sandbox.wait_for(deployed, within=20, what=f"{UPGRADE_IMAGE} deployed")
+    await sandbox.deploy_engine_image(UPGRADE_IMAGE, within=20)
 
 
 async def healthy_on_old_image(sandbox: Sandbox, names: list[str]) -> None:

@@ -30,12 +30,7 @@ CONFLICTS_PER_VOLUME = 2  # within the actuator's default of 4 retries
 async def test_a_wave_through_conflicts_has_no_precondition_failures(
     sandbox: Sandbox, bus: Bus, stack: list[Running]
 ) -> None:
-    await sandbox.create_engine_image(UPGRADE_IMAGE)
-
-    async def deployed() -> bool:
-        return bool((await sandbox.engine_image(UPGRADE_IMAGE)).get("status", {}).get("state") == "deployed")
-
-    await sandbox.wait_for(deployed, within=20, what="the old engine image deployed")
+    await sandbox.deploy_engine_image(UPGRADE_IMAGE, within=20)
     for i, name in enumerate(sorted(VOLUMES)):
         node = f"node-{1 + i % 2}"
         await sandbox.create(

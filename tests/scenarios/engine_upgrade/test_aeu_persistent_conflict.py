@@ -44,12 +44,7 @@ async def _refused(bus: Bus) -> list[CommandResult]:
 async def test_a_conflict_outlasting_the_retries_is_retried_soon_after_it_stops(
     sandbox: Sandbox, bus: Bus, stack: list[Running]
 ) -> None:
-    await sandbox.create_engine_image(UPGRADE_IMAGE)
-
-    async def deployed() -> bool:
-        return bool((await sandbox.engine_image(UPGRADE_IMAGE)).get("status", {}).get("state") == "deployed")
-
-    await sandbox.wait_for(deployed, within=20, what="the old engine image deployed")
+    await sandbox.deploy_engine_image(UPGRADE_IMAGE, within=20)
     await sandbox.create(
         "volumes",
         lh_objects.volume(VOLUME, sandbox.namespace, image=UPGRADE_IMAGE, node_id="node-1", replicas=2),

@@ -103,12 +103,7 @@ def _upgraded(spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
 async def test_one_volumes_upgrade_is_one_trace_across_the_three_services(
     sandbox: Sandbox, traced_stack: list[Running], exported: InMemorySpanExporter, logs: io.StringIO
 ) -> None:
-    await sandbox.create_engine_image(UPGRADE_IMAGE)
-
-    async def deployed() -> bool:
-        return bool((await sandbox.engine_image(UPGRADE_IMAGE)).get("status", {}).get("state") == "deployed")
-
-    await sandbox.wait_for(deployed, within=20, what=f"{UPGRADE_IMAGE} deployed")
+    await sandbox.deploy_engine_image(UPGRADE_IMAGE, within=20)
     await sandbox.create_volume(VOLUME, replicas=2, image=UPGRADE_IMAGE, node="node-1")
     await sandbox.wait_volume(
         VOLUME, lambda v: v.get("status", {}).get("robustness") == "healthy", within=20, what="healthy"

@@ -73,13 +73,7 @@ async def test_an_unreadable_volume_is_parked_and_blocked_while_100_upgrade(
     assert await sandbox.wait_for(explained, within=30, what=f"{BROKEN} explained") == Reason.UNREADABLE
 
     # The wave: a new default engine image, automatic upgrade on.
-    await sandbox.create_engine_image(UPGRADE_IMAGE)
-
-    async def deployed() -> bool:
-        ei = await sandbox.engine_image(UPGRADE_IMAGE)
-        return bool(ei.get("status", {}).get("state") == "deployed")
-
-    await sandbox.wait_for(deployed, within=30, what=f"{UPGRADE_IMAGE} deployed")
+    await sandbox.deploy_engine_image(UPGRADE_IMAGE, within=30)
     await sandbox.set_setting(DEFAULT_SETTING, UPGRADE_IMAGE)
     observer = Observer(sandbox)
     await sandbox.set_setting(LIMIT_SETTING, str(LIMIT))

@@ -80,13 +80,7 @@ async def test_v2u_00_current_longhorn_with_a_new_instance_manager_image(sandbox
     assert answer.status == 500 and "the volume is using data engine v2" in answer.message
 
     # the automatic engine upgrade plans the v1 volume, never a v2 one
-    await sandbox.create_engine_image(UPGRADE_IMAGE)
-
-    async def deployed() -> bool:
-        ei = await sandbox.engine_image(UPGRADE_IMAGE)
-        return bool(ei.get("status", {}).get("state") == "deployed")
-
-    await sandbox.wait_for(deployed, what=f"{UPGRADE_IMAGE} deployed")
+    await sandbox.deploy_engine_image(UPGRADE_IMAGE)
     await sandbox.create_volume("v1-old", image=UPGRADE_IMAGE)
     await sandbox.wait_volume(
         "v1-old", lambda v: v.get("status", {}).get("state") == "detached", what="v1-old detached"
